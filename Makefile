@@ -1,0 +1,34 @@
+# memvault: `make run` starts memvault on its embedded default, `make test` runs every check.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+DEMO_VAULT ?= demo-vault
+STAMP := $(VENV)/.installed
+
+.PHONY: install run test lint typecheck pytest bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	@bash scripts/demo.sh "$(DEMO_VAULT)"
+
+lint: $(STAMP)
+	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests
+
+typecheck: $(STAMP)
+	$(BIN)/mypy --strict src/memvault
+
+pytest: $(STAMP)
+	$(BIN)/pytest -q
+
+test: lint typecheck pytest
+
+clean:
+	rm -rf $(VENV) $(DEMO_VAULT) .pytest_cache .mypy_cache .ruff_cache

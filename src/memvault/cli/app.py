@@ -1,0 +1,138 @@
+"""The ``memvault`` command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from memvault import __version__
+from memvault.cli import config as config_cli
+from memvault.cli import contacts as contact_cli
+from memvault.cli import journal as journal_cli
+from memvault.cli import memories as memory_cli
+from memvault.cli import notes as note_cli
+from memvault.cli import projects as project_cli
+from memvault.cli import tasks as task_cli
+from memvault.cli.common import (
+    ErrorBoundaryGroup,
+    JsonOption,
+    VaultOption,
+    emit_json,
+    open_runtime,
+    root_vault,
+    say,
+    stdout,
+    table,
+)
+from memvault.config import load_settings
+from memvault.runtime import Runtime
+from memvault.vault.layout import init_vault
+from memvault.vault.summary import summarize
+
+app = typer.Typer(
+    name="memvault",
+    cls=ErrorBoundaryGroup,
+    help="Memory for AI agents, kept in an Obsidian-compatible Markdown vault.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        say(f"memvault {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    vault: VaultOption = None,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Memory for AI agents, kept in an Obsidian-compatible Markdown vault."""
+    ctx.obj = {"vault": vault}
+
+
+@app.command()
+def init(
+    ctx: typer.Context,
+    path: Annotated[
+        Path | None,
+        typer.Argument(help="Vault folder (default: --vault, $MEMVAULT_VAULT or ~/memvault)."),
+    ] = None,
+    vault: VaultOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Create the vault layout; existing files are never changed."""
+    loaded = load_settings(path or vault or root_vault(ctx))
+    runtime = Runtime.open(loaded.settings)
+    report = init_vault(runtime.vault)
+    if as_json:
+        emit_json(report.to_dict())
+        return
+    if report.created:
+        say(
+            f"Initialised vault at {report.root}: "
+            f"created {len(report.created)}, kept {len(report.kept)} existing."
+        )
+    else:
+        say(f"Vault at {report.root} is already complete; nothing changed.")
+    say(
+        "Open it in Obsidian, or try: "
+        'memvault remember "I prefer short answers" --category preference'
+    )
+
+
+@app.command()
+def status(ctx: typer.Context, vault: VaultOption = None, as_json: JsonOption = False) -> None:
+    """Summarise the vault: counts per kind and the latest activity."""
+    runtime = open_runtime(ctx, vault)
+    summary = summarize(runtime.vault, runtime.memories)
+    if as_json:
+        emit_json(summary.to_dict())
+        return
+    labels = {
+        "memories": "Memories",
+        "tasks_open": "Open tasks",
+        "tasks_closed": "Closed tasks",
+        "projects": "Projects",
+        "contacts": "Contacts",
+        "journal_days": "Journal days",
+        "insights": "Insights",
+        "skills": "Skills",
+    }
+    rows = [[label, summary.counts.get(key, 0)] for key, label in labels.items()]
+    rows.append(["Notes in total", summary.notes])
+    stdout.print(table(f"Vault {summary.root}", ["Kind", "Count"], rows))
+    if summary.memories_by_category:
+        say(
+            "Memories by category: "
+            + ", ".join(f"{k} {v}" for k, v in summary.memories_by_category.items())
+        )
+    if summary.last_modified is not None:
+        when = summary.last_modified.astimezone(runtime.clock.tz).strftime("%Y-%m-%d %H:%M")
+        say(f"Last activity: {summary.last_modified_path} at {when}")
+
+
+memory_cli.register(app)
+app.add_typer(task_cli.app, name="task")
+app.add_typer(contact_cli.app, name="contact")
+app.add_typer(project_cli.app, name="project")
+app.add_typer(journal_cli.app, name="journal")
+app.add_typer(note_cli.app, name="note")
+app.add_typer(config_cli.app, name="config")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

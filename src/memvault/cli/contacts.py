@@ -1,0 +1,154 @@
+"""``memvault contact add | log | show | list``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from memvault.cli.common import (
+    JsonOption,
+    VaultOption,
+    emit_json,
+    open_runtime,
+    say,
+    split_tags,
+    stdout,
+    table,
+)
+from memvault.errors import InvalidInputError
+from memvault.vault.contacts import KNOWN_CHANNELS
+
+app = typer.Typer(
+    help="Contacts: people the agent knows, one note each in Contacts/.", no_args_is_help=True
+)
+
+ContactRef = Annotated[
+    str,
+    typer.Argument(
+        metavar="CONTACT", help="Name, alias, file name, or CHANNEL:ID such as telegram:123456."
+    ),
+]
+
+
+def _identities(values: list[str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for value in values or []:
+        channel, sep, ident = value.partition("=")
+        if not sep:
+            channel, sep, ident = value.partition(":")
+        if not sep or not channel.strip() or not ident.strip():
+            raise InvalidInputError(f"--id takes CHANNEL=ID, e.g. telegram=123456 (got {value!r}).")
+        out[channel.strip().lower()] = ident.strip()
+    return out
+
+
+@app.command("add")
+def add(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The person's name; also the note's file name.")],
+    relationship: Annotated[
+        str | None, typer.Option("--relationship", "-r", help="friend, colleague, client ...")
+    ] = None,
+    email: Annotated[str | None, typer.Option("--email", help="Email address.")] = None,
+    phone: Annotated[str | None, typer.Option("--phone", help="Phone number.")] = None,
+    notes: Annotated[str, typer.Option("--notes", help="Context about this person.")] = "",
+    aliases: Annotated[
+        list[str] | None, typer.Option("--alias", help="Another name; repeatable.")
+    ] = None,
+    ids: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--id", help=f"CHANNEL=ID identity ({', '.join(KNOWN_CHANNELS[:5])} ...); repeatable."
+        ),
+    ] = None,
+    tags: Annotated[
+        list[str] | None, typer.Option("--tags", "-t", help="Tags, comma-separated or repeated.")
+    ] = None,
+    vault: VaultOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Create a contact."""
+    contact = open_runtime(ctx, vault).contacts.create(
+        name,
+        relationship=relationship,
+        email=email,
+        phone=phone,
+        notes=notes,
+        aliases=aliases or [],
+        identities=_identities(ids),
+        tags=split_tags(tags),
+    )
+    if as_json:
+        emit_json(contact.to_dict())
+    else:
+        say(f"Created contact {contact.path}")
+
+
+@app.command("log")
+def log(
+    ctx: typer.Context,
+    contact: ContactRef,
+    text: Annotated[str, typer.Argument(help="What happened, e.g. 'Called about the offer'.")],
+    vault: VaultOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Add a dated interaction to a contact."""
+    updated = open_runtime(ctx, vault).contacts.log(contact, text)
+    if as_json:
+        emit_json(updated.to_dict())
+    else:
+        say(f"Logged on {updated.path}: {updated.interactions[-1]}")
+
+
+@app.command("show")
+def show(
+    ctx: typer.Context, contact: ContactRef, vault: VaultOption = None, as_json: JsonOption = False
+) -> None:
+    """Show one contact."""
+    found = open_runtime(ctx, vault).contacts.get(contact)
+    if as_json:
+        emit_json(found.to_dict())
+        return
+    say(found.name + (f"  ({found.relationship})" if found.relationship else ""))
+    for label, value in (("Email", found.email), ("Phone", found.phone)):
+        if value:
+            say(f"{label}: {value}")
+    for channel, ident in found.identities.items():
+        say(f"{channel}: {ident}")
+    if found.aliases:
+        say("Also known as: " + ", ".join(found.aliases))
+    if found.notes:
+        say("")
+        say(found.notes)
+    if found.interactions:
+        say("\nInteractions:")
+        for item in found.interactions:
+            say(f"  - {item}")
+    say(f"\n{found.path}")
+
+
+@app.command("list")
+def list_contacts(
+    ctx: typer.Context, vault: VaultOption = None, as_json: JsonOption = False
+) -> None:
+    """List contacts by name."""
+    found = open_runtime(ctx, vault).contacts.list()
+    if as_json:
+        emit_json([c.to_dict() for c in found])
+        return
+    if not found:
+        say("No contacts yet. Add one with `memvault contact add NAME`.")
+        return
+    rows = [
+        [
+            c.name,
+            c.relationship or "",
+            c.email or "",
+            ", ".join(f"{k}:{v}" for k, v in c.identities.items()),
+        ]
+        for c in found
+    ]
+    stdout.print(
+        table(f"{len(found)} contacts", ["Name", "Relationship", "Email", "Channels"], rows)
+    )

@@ -1,0 +1,184 @@
+"""``memvault note read | write | append | list | links | move | delete``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from memvault.cli.common import (
+    JsonOption,
+    VaultOption,
+    emit_json,
+    open_runtime,
+    read_content,
+    say,
+    stdout,
+    table,
+)
+
+app = typer.Typer(help="Any note in the vault, by vault-relative path.", no_args_is_help=True)
+
+NotePath = Annotated[
+    str, typer.Argument(metavar="PATH", help="Vault-relative path, e.g. 'Projects/Apollo.md'.")
+]
+ContentOption = Annotated[
+    str | None,
+    typer.Option(
+        "--content", "-c", help="The text; read from stdin when omitted.", show_default=False
+    ),
+]
+
+
+@app.command("read")
+def read(
+    ctx: typer.Context, path: NotePath, vault: VaultOption = None, as_json: JsonOption = False
+) -> None:
+    """Print a note."""
+    view = open_runtime(ctx, vault).notes.read(path)
+    if as_json:
+        emit_json(view.to_dict())
+    else:
+        stdout.print(
+            view.text, markup=False, highlight=False, end="" if view.text.endswith("\n") else "\n"
+        )
+
+
+@app.command("write")
+def write(
+    ctx: typer.Context,
+    path: NotePath,
+    content: ContentOption = None,
+    no_overwrite: Annotated[
+        bool, typer.Option("--no-overwrite", help="Fail if the note exists.")
+    ] = False,
+    vault: VaultOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Write a whole note (atomically); creates folders as needed."""
+    runtime = open_runtime(ctx, vault)
+    written = runtime.notes.write(path, read_content(content), overwrite=not no_overwrite)
+    if as_json:
+        emit_json({"path": written, "written": True})
+    else:
+        say(f"Wrote {written}")
+
+
+@app.command("append")
+def append(
+    ctx: typer.Context,
+    path: NotePath,
+    content: ContentOption = None,
+    vault: VaultOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Append text to the end of a note, creating it if needed."""
+    runtime = open_runtime(ctx, vault)
+    written = runtime.notes.append(path, read_content(content))
+    if as_json:
+        emit_json({"path": written, "appended": True})
+    else:
+        say(f"Appended to {written}")
+
+
+@app.command("list")
+def list_notes(
+    ctx: typer.Context,
+    folder: Annotated[str, typer.Argument(help="Folder to list (default: the whole vault).")] = "",
+    shallow: Annotated[
+        bool, typer.Option("--shallow", help="Only this folder, not its subfolders.")
+    ] = False,
+    all_files: Annotated[
+        bool, typer.Option("--all-files", help="Include attachments, not only notes.")
+    ] = False,
+    vault: VaultOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List notes with their sizes and modification times."""
+    entries = open_runtime(ctx, vault).notes.list(
+        folder, recursive=not shallow, notes_only=not all_files
+    )
+    if as_json:
+        emit_json([e.to_dict() for e in entries])
+        return
+    if not entries:
+        say("No notes here.")
+        return
+    rows = [
+        [e.path, f"{e.size:,}", e.modified.astimezone().strftime("%Y-%m-%d %H:%M")] for e in entries
+    ]
+    stdout.print(table(f"{len(entries)} notes", ["Path", "Bytes", "Modified"], rows))
+
+
+@app.command("links")
+def links(
+    ctx: typer.Context, path: NotePath, vault: VaultOption = None, as_json: JsonOption = False
+) -> None:
+    """Show a note's outgoing links (resolved) and its backlinks."""
+    notes = open_runtime(ctx, vault).notes
+    resolver = notes.resolver()
+    outgoing = notes.links(path, resolver)
+    incoming = notes.backlinks(path, resolver)
+    if as_json:
+        emit_json(
+            {
+                "path": notes.locate(path),
+                "links": [r.to_dict() for r in outgoing],
+                "backlinks": [b.to_dict() for b in incoming],
+            }
+        )
+        return
+    rows = [
+        [
+            ("!" if r.link.embed else "")
+            + r.link.target
+            + (f"#{r.link.subpath}" if r.link.subpath else ""),
+            r.resolved or "(unresolved)",
+            r.link.line,
+        ]
+        for r in outgoing
+    ]
+    stdout.print(table(f"{len(outgoing)} outgoing links", ["Link", "Resolves to", "Line"], rows))
+    stdout.print(
+        table(
+            f"{len(incoming)} backlinks", ["From", "Line"], [[b.source, b.line] for b in incoming]
+        )
+    )
+
+
+@app.command("move")
+def move(
+    ctx: typer.Context,
+    source: NotePath,
+    destination: Annotated[
+        str, typer.Argument(metavar="DEST", help="New path or an existing folder.")
+    ],
+    vault: VaultOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Move or rename a note (never over an existing one)."""
+    moved = open_runtime(ctx, vault).notes.move(source, destination)
+    if as_json:
+        emit_json({"path": moved, "moved": True})
+    else:
+        say(f"Moved to {moved}")
+
+
+@app.command("delete")
+def delete(
+    ctx: typer.Context,
+    path: NotePath,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    vault: VaultOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Delete a note."""
+    notes = open_runtime(ctx, vault).notes
+    target = notes.locate(path)
+    if not yes and not typer.confirm(f"Delete {target}?", default=False):
+        raise typer.Exit(1)
+    notes.delete(target)
+    if as_json:
+        emit_json({"path": target, "deleted": True})
+    else:
+        say(f"Deleted {target}")

@@ -1,0 +1,142 @@
+"""A folder of one kind of typed note (tasks, contacts, projects ...).
+
+People and models refer to a note loosely: "fix-login-bug.md", "Fix login
+bug", "[[Fix login bug]]", a path, an alias, or a unique part of the name.
+:meth:`Collection.find` accepts all of those and explains an ambiguous or
+missing reference instead of guessing.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Callable, Iterable
+
+from memvault.errors import ConflictError, InvalidInputError, NotFoundError, UnsafePathError
+from memvault.vault.markdown import aliases
+from memvault.vault.note import Note
+from memvault.vault.paths import ensure_note_suffix, normalize_relpath, safe_filename
+from memvault.vault.store import Vault
+
+
+def slug(text: str) -> str:
+    """Lower-case words joined by '-': how "Fix login bug" and "fix-login-bug" meet."""
+    return "-".join(re.findall(r"[^\W_]+", text.casefold()))
+
+
+def strip_link(ref: str) -> str:
+    """``[[Note|alias]]`` or ``[[Note#heading]]`` -> ``Note``; plain text unchanged."""
+    text = ref.strip()
+    if text.startswith("[[") and text.endswith("]]"):
+        text = text[2:-2].split("|", 1)[0].split("#", 1)[0]
+    return text.strip()
+
+
+def stem(path: str) -> str:
+    """File name without folder and extension."""
+    name = posixpath.basename(path)
+    return name[:-3] if name.lower().endswith(".md") else name
+
+
+class Collection:
+    """Typed notes living in ``folders`` of a vault."""
+
+    def __init__(
+        self, vault: Vault, folders: Iterable[str], kind: str, *, by_alias: bool = False
+    ) -> None:
+        self.vault = vault
+        self.folders = tuple(folders)
+        self.kind = kind
+        self.by_alias = by_alias
+
+    def paths(self, folders: Iterable[str] | None = None) -> list[str]:
+        """Every note path in the collection's folders (not recursive)."""
+        out: list[str] = []
+        for folder in folders if folders is not None else self.folders:
+            if self.vault.resolve(folder).is_dir():
+                out.extend(e.path for e in self.vault.list(folder, recursive=False))
+        return out
+
+    def load(self, path: str) -> Note:
+        """Parse one note of the collection."""
+        return Note.parse(self.vault.read_text(path))
+
+    def find(self, ref: str) -> str:
+        """The path of the note ``ref`` names; NotFoundError or a list of candidates."""
+        wanted = strip_link(ref)
+        if not wanted:
+            raise InvalidInputError(f"Name the {self.kind} to use.")
+        if "/" in wanted:
+            try:
+                clean = ensure_note_suffix(normalize_relpath(wanted))
+            except UnsafePathError:
+                clean = ""
+            if clean and self.vault.is_file(clean):
+                return clean
+        paths = self.paths()
+        key = wanted[:-3] if wanted.lower().endswith(".md") else wanted
+        key = posixpath.basename(key).casefold()
+        stages: list[Callable[[str], bool]] = [
+            lambda p: stem(p).casefold() == key,
+            lambda p: bool(slug(key)) and slug(stem(p)) == slug(key),
+        ]
+        if self.by_alias:
+            stages.append(
+                lambda p: key in (a.casefold() for a in aliases(self.load(p).frontmatter))
+            )
+        for stage in stages:
+            matches = [p for p in paths if stage(p)]
+            if len(matches) == 1:
+                return matches[0]
+            if matches:
+                # Same name in several folders: the first folder wins (active over completed).
+                for folder in self.folders:
+                    in_folder = [p for p in matches if posixpath.dirname(p) == folder]
+                    if len(in_folder) == 1:
+                        return in_folder[0]
+                return self._ambiguous(ref, matches)
+        partial = [p for p in paths if key in stem(p).casefold()]
+        if len(partial) == 1:
+            return partial[0]
+        if partial:
+            return self._ambiguous(ref, partial)
+        raise NotFoundError(
+            f"No {self.kind} named {ref!r}.", hint=f"List them with `memvault {self.kind} list`."
+        )
+
+    def _ambiguous(self, ref: str, matches: list[str]) -> str:
+        names = ", ".join(sorted(stem(p) for p in matches)[:5])
+        raise InvalidInputError(
+            f"{ref!r} matches several {self.kind}s ({names}); be more specific."
+        )
+
+    def new_path(self, title: str, folder: str | None = None) -> str:
+        """A free path for a new note titled ``title`` (adds " 2", " 3" ... on a clash)."""
+        base = safe_filename(title)
+        where = folder if folder is not None else self.folders[0]
+        taken = {stem(p).casefold() for p in self.paths()}
+        candidate, n = base, 1
+        while candidate.casefold() in taken:
+            n += 1
+            candidate = f"{base} {n}"
+        return f"{where}/{candidate}.md"
+
+    def create(self, path: str, note: Note) -> str:
+        """Write a new note; never replaces an existing file."""
+        if not self.vault.create_text(path, note.render()):
+            raise ConflictError(f"{path} already exists.")
+        return path
+
+    def update(self, path: str, change: Callable[[Note], None]) -> Note:
+        """Parse, change and write back one note under its lock."""
+        result: list[Note] = []
+
+        def apply(text: str | None) -> str | None:
+            assert text is not None
+            note = Note.parse(text)
+            change(note)
+            result.append(note)
+            return note.render()
+
+        self.vault.edit_text(path, apply)
+        return result[0]

@@ -1,0 +1,266 @@
+"""Contacts: one note per person in ``Contacts/``.
+
+Frontmatter carries how to reach someone, including their identity on each
+channel (``telegram: "123456"``), so a message arriving from a chat can be
+matched to the person who sent it. The body keeps free notes and a dated
+log of interactions.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from typing import Any
+
+from memvault.clock import Clock
+from memvault.errors import InvalidInputError, NotFoundError
+from memvault.vault import templates
+from memvault.vault.collection import Collection, stem
+from memvault.vault.markdown import (
+    aliases,
+    append_to_section,
+    normalize_tag,
+    replace_section,
+    section_text,
+)
+from memvault.vault.note import Note
+from memvault.vault.store import Vault
+
+CONTACTS_DIR = "Contacts"
+# Channels a contact can have an identity on; each is a frontmatter key (telegram: "123456").
+KNOWN_CHANNELS = (
+    "telegram",
+    "whatsapp",
+    "signal",
+    "discord",
+    "slack",
+    "line",
+    "imessage",
+    "matrix",
+    "sms",
+    "mastodon",
+    "teams",
+    "messenger",
+    "wechat",
+    "openclaw",
+)
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+_PHONE = re.compile(r"^\+?[0-9 ()./-]{3,32}$")
+_INTERACTION = re.compile(r"^\s*[-*+]\s+(.*)$")
+
+
+@dataclass
+class Contact:
+    """A person as read from their note."""
+
+    path: str
+    name: str
+    relationship: str | None
+    email: str | None
+    phone: str | None
+    aliases: list[str]
+    tags: list[str]
+    identities: dict[str, str]
+    notes: str
+    interactions: list[str] = field(default_factory=list)
+    created: date | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "path": self.path,
+            "name": self.name,
+            "relationship": self.relationship,
+            "email": self.email,
+            "phone": self.phone,
+            "aliases": list(self.aliases),
+            "tags": list(self.tags),
+            "identities": dict(self.identities),
+            "notes": self.notes,
+            "interactions": list(self.interactions),
+            "created": self.created.isoformat() if self.created else None,
+        }
+
+
+def _text(value: Any) -> str | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    return str(value).strip()
+
+
+def _identity_values(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return [str(v).strip() for v in value if str(v).strip()]
+    return [str(value).strip()] if str(value).strip() else []
+
+
+def contact_from_note(path: str, note: Note) -> Contact:
+    """Read a contact from its note."""
+    identities: dict[str, str] = {}
+    for key in KNOWN_CHANNELS:
+        values = _identity_values(note.get(key))
+        if values:
+            identities[key] = ", ".join(values)
+    interactions = []
+    for line in (section_text(note.body, "Interactions") or "").split("\n"):
+        m = _INTERACTION.match(line)
+        if m and m.group(1).strip():
+            interactions.append(m.group(1).strip())
+    created = note.get("created")
+    tags = note.get("tags") or []
+    return Contact(
+        path=path,
+        name=stem(path),
+        relationship=_text(note.get("relationship")),
+        email=_text(note.get("email")),
+        phone=_text(note.get("phone")),
+        aliases=aliases(note.frontmatter),
+        tags=[
+            str(t).lstrip("#") for t in (tags if isinstance(tags, list) else str(tags).split(","))
+        ],
+        identities=identities,
+        notes=section_text(note.body, "Notes") or "",
+        interactions=interactions,
+        created=created if isinstance(created, date) else None,
+    )
+
+
+def check_channel(channel: str) -> str:
+    """A channel name usable as a frontmatter key ("telegram", "whatsapp" ...)."""
+    key = channel.strip().lower()
+    if key not in KNOWN_CHANNELS:
+        raise InvalidInputError(
+            f"Unknown channel {channel!r}; use one of {', '.join(KNOWN_CHANNELS)}."
+        )
+    return key
+
+
+class Contacts:
+    """Create, log, find and list contact notes."""
+
+    def __init__(self, vault: Vault, clock: Clock) -> None:
+        self.vault = vault
+        self.clock = clock
+        self.notes = Collection(vault, (CONTACTS_DIR,), "contact", by_alias=True)
+
+    def create(
+        self,
+        name: str,
+        *,
+        relationship: str | None = None,
+        email: str | None = None,
+        phone: str | None = None,
+        notes: str = "",
+        aliases: Iterable[str] = (),
+        identities: Mapping[str, str] | None = None,
+        tags: Iterable[str] = (),
+    ) -> Contact:
+        """Create a contact note; a contact with the same name is a conflict."""
+        name = " ".join(name.split())
+        if not name:
+            raise InvalidInputError("A contact needs a name.")
+        if email and not _EMAIL.match(email.strip()):
+            raise InvalidInputError(f"{email!r} is not an email address.")
+        if phone and not _PHONE.match(phone.strip()):
+            raise InvalidInputError(f"{phone!r} is not a phone number.")
+        checked = {check_channel(k): str(v).strip() for k, v in (identities or {}).items()}
+        for channel, value in checked.items():
+            if not value:
+                raise InvalidInputError(f"The {channel} identity is empty.")
+            owner = self.find_by_identity(channel, value)
+            if owner is not None:
+                raise InvalidInputError(f"{channel} {value} already belongs to {owner.name}.")
+        try:
+            existing = self.notes.find(name)
+        except (NotFoundError, InvalidInputError):
+            existing = None
+        if existing is not None and stem(existing).casefold() == name.casefold():
+            raise InvalidInputError(f"A contact named {name!r} already exists; log to it instead.")
+        path = self.notes.new_path(name)
+        now = self.clock.now()
+        note = Note.parse(
+            templates.render(templates.load(self.vault, "contact"), title=name, moment=now)
+        )
+        note.set("created", now.date())
+        note.set("relationship", relationship.strip() if relationship else None)
+        note.set("email", email.strip() if email else None)
+        note.set("phone", phone.strip() if phone else None)
+        note.set("aliases", [" ".join(a.split()) for a in aliases if a.strip()])
+        tag_values = [normalize_tag(t) for t in tags]
+        if tag_values:
+            existing_tags = [str(t) for t in note.get("tags") or []]
+            note.set("tags", [*existing_tags, *(t for t in tag_values if t not in existing_tags)])
+        for channel, value in checked.items():
+            note.set(channel, value)
+        body = note.body
+        if notes.strip():
+            body = replace_section(body, "Notes", notes.strip())
+        body = append_to_section(
+            body, "Interactions", f"- {now.date().isoformat()}: Contact created"
+        )
+        note.body = body
+        self.notes.create(path, note)
+        return contact_from_note(path, note)
+
+    def get(self, ref: str) -> Contact:
+        """The contact ``ref`` names: name, alias, file name, path, or ``channel:id``."""
+        channel, sep, value = ref.partition(":")
+        if sep and channel.strip().lower() in (*KNOWN_CHANNELS, "email") and value.strip():
+            found = self.find_by_identity(channel, value)
+            if found is not None:
+                return found
+        path = self.notes.find(ref)
+        return contact_from_note(path, self.notes.load(path))
+
+    def find_by_identity(self, channel: str, value: str) -> Contact | None:
+        """The contact whose ``channel`` identity is ``value`` (e.g. telegram, "123456")."""
+        key = "email" if channel.strip().lower() == "email" else check_channel(channel)
+        wanted = str(value).strip().casefold()
+        if key == "email":
+            return next((c for c in self.list() if (c.email or "").casefold() == wanted), None)
+        for path in self.notes.paths():
+            note = self.notes.load(path)
+            if wanted in (v.casefold() for v in _identity_values(note.get(key))):
+                return contact_from_note(path, note)
+        return None
+
+    def list(self) -> list[Contact]:
+        """Every contact, by name."""
+        contacts = [contact_from_note(p, self.notes.load(p)) for p in self.notes.paths()]
+        return sorted(contacts, key=lambda c: c.name.casefold())
+
+    def log(self, ref: str, interaction: str, *, when: datetime | None = None) -> Contact:
+        """Add a dated line to the contact's Interactions section."""
+        text = " ".join(interaction.split())
+        if not text:
+            raise InvalidInputError("The interaction text is empty.")
+        path = self.get(ref).path
+        day = (self.clock.localize(when) if when else self.clock.now()).date().isoformat()
+
+        def add(note: Note) -> None:
+            note.body = append_to_section(note.body, "Interactions", f"- {day}: {text}")
+
+        note = self.notes.update(path, add)
+        return contact_from_note(path, note)
+
+    def set_identity(self, ref: str, channel: str, value: str) -> Contact:
+        """Record (or with an empty value, remove) the contact's identity on a channel."""
+        key = check_channel(channel)
+        path = self.get(ref).path
+        clean = str(value).strip()
+        if clean:
+            owner = self.find_by_identity(key, clean)
+            if owner is not None and owner.path != path:
+                raise InvalidInputError(f"{key} {clean} already belongs to {owner.name}.")
+
+        def apply(note: Note) -> None:
+            if clean:
+                note.set(key, clean)
+            else:
+                note.delete(key)
+
+        return contact_from_note(path, self.notes.update(path, apply))

@@ -1,0 +1,509 @@
+"""Atomic memories: one Markdown bullet per memory in ``Memory/<Category>.md``.
+
+A memory line reads naturally in Obsidian and carries its metadata as
+Dataview-style inline fields, its tags as Obsidian tags, and a stable block
+id, so ``[[Memory/Preferences#^m-3f9a1c2b]]`` links to it::
+
+    - Prefers dark mode in every app #ui [importance:: 0.8]
+      [created:: 2026-11-22 10:31] [source:: cli] ^m-3f9a1c2b
+
+(shown on two lines here; it is one line in the file).
+
+The file is the truth: a bullet edited by hand is read back as edited, a
+deleted one is gone, and a bullet typed without an id still counts (its id
+is derived from its text). Exact duplicates are not stored twice.
+"""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+import os
+import re
+import secrets
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from memvault.clock import Clock
+from memvault.errors import ConfigError, InvalidInputError, NotFoundError
+from memvault.vault.markdown import normalize_tag
+from memvault.vault.store import Vault
+
+MEMORY_DIR = "Memory"
+CATEGORIES: dict[str, str] = {
+    "preference": "Preferences",
+    "decision": "Decisions",
+    "fact": "Facts",
+    "context": "Context",
+    "project": "Projects",
+    "person": "People",
+    "correction": "Corrections",
+    "pattern": "Patterns",
+    "issue": "Issues",
+}
+_TITLE_TO_CATEGORY = {title.casefold(): cat for cat, title in CATEGORIES.items()}
+DEFAULT_CATEGORY = "fact"
+DEFAULT_IMPORTANCE = 0.5
+MAX_TEXT_CHARS = 4000
+_LOCK = "memory-store"
+
+_BULLET = re.compile(r"^[ \t]*[-*+][ \t]+(?!\[[ xX/-]\][ \t])(.*?)[ \t]*$")
+_BLOCK_ID = re.compile(r"(?:^|[ \t])\^([A-Za-z0-9-]+)[ \t]*$")
+_FIELD = re.compile(r"[ \t]*\[([A-Za-z_][\w -]*?)::[ \t]*([^\]]*?)[ \t]*\]")
+_TRAILING_TAGS = re.compile(r"(?:[ \t]+#[^\s#\[\]]+)+[ \t]*$")
+_INLINE_TAG = re.compile(r"(?:(?<=\s)|^)#([^\s#\[\]()!,.;:?\"']+)")
+
+
+@dataclass
+class Memory:
+    """One remembered fact, preference, decision ... and where it lives."""
+
+    id: str
+    text: str
+    category: str
+    importance: float
+    tags: list[str]
+    created: datetime | None
+    source: str | None
+    path: str
+    line: int
+    fields: dict[str, str] = field(default_factory=dict)
+    explicit_id: bool = True
+
+    @property
+    def archived(self) -> bool:
+        """Whether the archival job has retired this memory."""
+        return "archived" in self.fields
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "id": self.id,
+            "text": self.text,
+            "category": self.category,
+            "importance": self.importance,
+            "tags": list(self.tags),
+            "created": self.created.isoformat(timespec="minutes") if self.created else None,
+            "source": self.source,
+            "path": self.path,
+            "line": self.line,
+            "archived": self.archived,
+        }
+
+
+@dataclass(frozen=True)
+class Remembered:
+    """The result of :meth:`Memories.remember`: the memory and whether it is new."""
+
+    memory: Memory
+    created: bool
+
+
+def normalize_text(text: str) -> str:
+    """The form two memories are compared in for exact duplicates."""
+    return " ".join(text.split()).casefold()
+
+
+def derived_id(text: str) -> str:
+    """The id of a bullet typed by hand without a block id."""
+    return "m-" + hashlib.sha1(normalize_text(text).encode("utf-8")).hexdigest()[:8]
+
+
+def category_path(category: str) -> str:
+    """``Memory/<Title>.md`` for a category."""
+    return f"{MEMORY_DIR}/{CATEGORIES.get(category, category.title())}.md"
+
+
+def category_note(category: str) -> str:
+    """The text of a new, empty category note."""
+    title = CATEGORIES.get(category, category.title())
+    return f"---\ncategory: {category}\ntags: [memory]\n---\n# {title}\n\n"
+
+
+def _format_created(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M")
+
+
+def _format_importance(value: float) -> str:
+    return f"{value:.2f}".rstrip("0").rstrip(".") if value not in (0, 1) else f"{value:.1f}"
+
+
+def render_line(memory: Memory) -> str:
+    """The bullet for a memory, metadata in a fixed order."""
+    parts = [f"- {memory.text}"]
+    parts.extend(
+        f"#{tag}" for tag in memory.tags if f"#{tag}".casefold() not in memory.text.casefold()
+    )
+    parts.append(f"[importance:: {_format_importance(memory.importance)}]")
+    if memory.created is not None:
+        parts.append(f"[created:: {_format_created(memory.created)}]")
+    if memory.source:
+        parts.append(f"[source:: {memory.source}]")
+    parts.extend(f"[{key}:: {value}]" for key, value in memory.fields.items())
+    parts.append(f"^{memory.id}")
+    return " ".join(parts)
+
+
+class Memories:
+    """Stores and reads memories in the vault's ``Memory/`` folder."""
+
+    def __init__(
+        self,
+        vault: Vault,
+        clock: Clock,
+        *,
+        default_category: str = DEFAULT_CATEGORY,
+        default_importance: float = DEFAULT_IMPORTANCE,
+    ) -> None:
+        self.vault = vault
+        self.clock = clock
+        try:
+            self.default_category = self.check_category(default_category)
+        except InvalidInputError as exc:
+            raise ConfigError(f"Setting memory.default_category: {exc.message}") from None
+        self.default_importance = default_importance
+        self._cache: dict[str, tuple[tuple[int, int, int], list[Memory], int]] = {}
+        self._cache_guard = threading.Lock()
+
+    # -- parsing ---------------------------------------------------------------
+
+    def parse_line(self, line: str, *, category: str, path: str, number: int) -> Memory | None:
+        """Read one bullet as a memory, or None if the line is not a memory bullet."""
+        bullet = _BULLET.match(line)
+        if bullet is None:
+            return None
+        content = bullet.group(1)
+        explicit = True
+        block = _BLOCK_ID.search(content)
+        if block is not None:
+            memory_id = block.group(1)
+            content = content[: block.start()]
+        else:
+            memory_id = ""
+            explicit = False
+        fields: dict[str, str] = {}
+        for m in _FIELD.finditer(content):
+            fields[m.group(1).strip().lower()] = m.group(2).strip()
+        content = _FIELD.sub("", content)
+        tags: list[str] = []
+        trailing = _TRAILING_TAGS.search(content)
+        if trailing is not None:
+            tags.extend(t.lstrip("#") for t in trailing.group(0).split())
+            content = content[: trailing.start()]
+        text = content.strip()
+        if not text:
+            return None
+        tags = [m.group(1) for m in _INLINE_TAG.finditer(text)] + tags
+        raw_importance = fields.pop("importance", "")
+        try:
+            importance = min(1.0, max(0.0, float(raw_importance)))
+        except ValueError:
+            importance = DEFAULT_IMPORTANCE
+        created = self._parse_created(fields.pop("created", ""))
+        source = fields.pop("source", None) or None
+        return Memory(
+            id=memory_id or derived_id(text),
+            text=text,
+            category=category,
+            importance=importance,
+            tags=_unique(tags),
+            created=created,
+            source=source,
+            path=path,
+            line=number,
+            fields=fields,
+            explicit_id=explicit,
+        )
+
+    def _parse_created(self, raw: str) -> datetime | None:
+        if not raw:
+            return None
+        try:
+            return self.clock.localize(datetime.fromisoformat(raw.strip()))
+        except ValueError:
+            return None
+
+    def _category_of(self, path: str, text: str) -> str:
+        match = re.search(r"^category:[ \t]*['\"]?([\w-]+)", text[:400], re.MULTILINE)
+        if match and text.startswith("---"):
+            return match.group(1).lower()
+        stem = path.rsplit("/", 1)[-1][:-3]
+        return _TITLE_TO_CATEGORY.get(stem.casefold(), stem.casefold())
+
+    def read_file(self, path: str) -> list[Memory]:
+        """Every memory in one file, cached until the file changes on disk."""
+        return self._read(path)[0]
+
+    def _read(self, path: str) -> tuple[list[Memory], int]:
+        """Memories of a file and its line count, re-parsed only when its stat changes."""
+        target = self.vault.resolve(path)
+        try:
+            st = os.stat(target)
+        except FileNotFoundError:
+            return [], 0
+        key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        with self._cache_guard:
+            cached = self._cache.get(path)
+            if cached is not None and cached[0] == key:
+                return cached[1], cached[2]
+        text = self.vault.read_text(path)
+        category = self._category_of(path, text)
+        in_frontmatter = text.startswith("---")
+        memories: list[Memory] = []
+        fence = False
+        lines = text.splitlines()
+        for number, line in enumerate(lines, start=1):
+            stripped = line.strip()
+            if in_frontmatter:
+                if number > 1 and stripped in ("---", "..."):
+                    in_frontmatter = False
+                continue
+            if stripped.startswith(("```", "~~~")):
+                fence = not fence
+            if fence:
+                continue
+            memory = self.parse_line(line, category=category, path=path, number=number)
+            if memory is not None:
+                memories.append(memory)
+        with self._cache_guard:
+            self._cache[path] = (key, memories, len(lines))
+        return memories, len(lines)
+
+    def files(self) -> list[str]:
+        """Paths of the memory files, category files first."""
+        if not self.vault.resolve(MEMORY_DIR).is_dir():
+            return []
+        return [entry.path for entry in self.vault.list(MEMORY_DIR)]
+
+    def all(self, *, include_archived: bool = True) -> list[Memory]:
+        """Every memory in the vault, file by file, in file order."""
+        out: list[Memory] = []
+        for path in self.files():
+            out.extend(m for m in self.read_file(path) if include_archived or not m.archived)
+        return out
+
+    # -- queries ---------------------------------------------------------------
+
+    def get(self, memory_id: str) -> Memory:
+        """The memory with this id; NotFoundError if none (deleted by hand, perhaps)."""
+        wanted = memory_id.strip().lstrip("^")
+        for memory in self.all():
+            if memory.id == wanted:
+                return memory
+        raise NotFoundError(
+            f"No memory with id {wanted!r}.", hint="List memories with `memvault memories`."
+        )
+
+    def list(
+        self,
+        *,
+        category: str | None = None,
+        tag: str | None = None,
+        include_archived: bool = False,
+    ) -> list[Memory]:
+        """Memories filtered by category and tag, oldest first."""
+        wanted_category = self.check_category(category) if category else None
+        wanted_tag = tag.lstrip("#").casefold() if tag else None
+        out = [
+            m
+            for m in self.all(include_archived=include_archived)
+            if (wanted_category is None or m.category == wanted_category)
+            and (wanted_tag is None or wanted_tag in (t.casefold() for t in m.tags))
+        ]
+        out.sort(
+            key=lambda m: (
+                m.created is None,
+                m.created or datetime.min.replace(tzinfo=self.clock.tz),
+            )
+        )
+        return out
+
+    # -- writing ---------------------------------------------------------------
+
+    @staticmethod
+    def check_category(category: str) -> str:
+        """A known category name (case-insensitive), or a clear error listing them."""
+        key = category.strip().lower()
+        key = _TITLE_TO_CATEGORY.get(key, key)
+        if key not in CATEGORIES:
+            raise InvalidInputError(
+                f"Unknown memory category {category!r}; use one of {', '.join(CATEGORIES)}."
+            )
+        return key
+
+    def _prepare(
+        self,
+        text: str,
+        category: str | None,
+        importance: float | None,
+        tags: Iterable[str],
+        source: str | None,
+        created: datetime | None,
+    ) -> Memory:
+        clean = " ".join(str(text).split())
+        clean = _BLOCK_ID.sub("", clean).strip()
+        clean = _FIELD.sub(lambda m: m.group(0).replace("::", ":"), clean)
+        all_tags = [normalize_tag(t) for t in tags]
+        trailing = _TRAILING_TAGS.search(clean)
+        if trailing is not None:
+            all_tags.extend(normalize_tag(t) for t in trailing.group(0).split())
+            clean = clean[: trailing.start()].strip()
+        if not clean:
+            raise InvalidInputError("A memory needs some text.")
+        if len(clean) > MAX_TEXT_CHARS:
+            raise InvalidInputError(
+                f"A memory is at most {MAX_TEXT_CHARS} characters; store longer text as a note."
+            )
+        value = self.default_importance if importance is None else importance
+        if not 0.0 <= float(value) <= 1.0:
+            raise InvalidInputError(f"Importance must be between 0 and 1, not {value}.")
+        cat = self.check_category(category) if category else self.default_category
+        src = (
+            " ".join(source.split()).replace("]", ")").replace("::", ":")[:200] if source else None
+        )
+        return Memory(
+            id="",
+            text=clean,
+            category=cat,
+            importance=round(float(value), 2),
+            tags=_unique(all_tags),
+            created=self.clock.localize(created) if created else self.clock.now(),
+            source=src or None,
+            path=category_path(cat),
+            line=0,
+        )
+
+    def remember(
+        self,
+        text: str,
+        category: str | None = None,
+        importance: float | None = None,
+        tags: Iterable[str] = (),
+        source: str | None = None,
+        created: datetime | None = None,
+    ) -> Remembered:
+        """Store one memory; an exact duplicate returns the existing one instead."""
+        return self.remember_many([(text, category, importance, tuple(tags), source, created)])[0]
+
+    def remember_many(
+        self,
+        items: Sequence[
+            tuple[str, str | None, float | None, Sequence[str], str | None, datetime | None]
+        ],
+    ) -> builtins.list[Remembered]:
+        """Store several memories under one lock, one append per category file.
+
+        Each item is ``(text, category, importance, tags, source, created)``.
+        """
+        prepared = [self._prepare(*item) for item in items]
+        results: list[Remembered] = []
+        with self.vault.lock(_LOCK):
+            existing = self.all()
+            by_text = {normalize_text(m.text): m for m in existing}
+            ids = {m.id for m in existing}
+            pending: dict[str, list[Memory]] = {}
+            for memory in prepared:
+                duplicate = by_text.get(normalize_text(memory.text))
+                if duplicate is not None:
+                    results.append(Remembered(duplicate, created=False))
+                    continue
+                memory.id = _new_id(ids)
+                ids.add(memory.id)
+                by_text[normalize_text(memory.text)] = memory
+                pending.setdefault(memory.path, []).append(memory)
+                results.append(Remembered(memory, created=True))
+            for path, memories in pending.items():
+                self._append(path, memories)
+        return results
+
+    def _append(self, path: str, memories: builtins.list[Memory]) -> None:
+        if not self.vault.is_file(path):
+            self.vault.create_text(path, category_note(memories[0].category))
+        known, line_count = self._read(path)
+        self.vault.append_text(path, "\n".join(render_line(m) for m in memories))
+        # Appended lines follow the existing ones, so the parse can be extended, not redone.
+        for offset, memory in enumerate(memories, start=1):
+            memory.line = line_count + offset
+        st = os.stat(self.vault.resolve(path))
+        with self._cache_guard:
+            self._cache[path] = (
+                (st.st_mtime_ns, st.st_size, st.st_ino),
+                [*known, *memories],
+                line_count + len(memories),
+            )
+
+    def forget(self, memory_id: str) -> Memory:
+        """Remove a memory's bullet from its file; returns what was removed."""
+        with self.vault.lock(_LOCK):
+            memory = self.get(memory_id)
+
+            def drop(text: str | None) -> str | None:
+                assert text is not None
+                lines = text.splitlines(keepends=True)
+                index = memory.line - 1
+                if (
+                    index >= len(lines)
+                    or self.parse_line(
+                        lines[index], category=memory.category, path=memory.path, number=memory.line
+                    )
+                    != memory
+                ):
+                    raise NotFoundError(
+                        f"Memory {memory.id} changed while it was being removed; try again."
+                    )
+                del lines[index]
+                return "".join(lines)
+
+            self.vault.edit_text(memory.path, drop)
+        return memory
+
+    def update_fields(self, memory_id: str, **fields: str | None) -> Memory:
+        """Set (or, with None, remove) extra inline fields such as ``archived``."""
+        with self.vault.lock(_LOCK):
+            found = self.get(memory_id)
+            memory = replace(found, fields=dict(found.fields), tags=list(found.tags))
+            for key, value in fields.items():
+                if value is None:
+                    memory.fields.pop(key, None)
+                else:
+                    memory.fields[key] = value.replace("]", ")")
+            if not memory.explicit_id:
+                memory.id = _new_id({m.id for m in self.all()})
+                memory.explicit_id = True
+
+            def rewrite(text: str | None) -> str | None:
+                assert text is not None
+                lines = text.splitlines(keepends=True)
+                index = memory.line - 1
+                missing = index >= len(lines)
+                if missing or (found.explicit_id and f"^{found.id}" not in lines[index]):
+                    raise NotFoundError(
+                        f"Memory {found.id} changed while it was being updated; try again."
+                    )
+                ending = "\r\n" if lines[index].endswith("\r\n") else "\n"
+                indent = re.match(r"^[ \t]*", lines[index])
+                lines[index] = (indent.group(0) if indent else "") + render_line(memory) + ending
+                return "".join(lines)
+
+            self.vault.edit_text(memory.path, rewrite)
+        return memory
+
+
+def _new_id(taken: set[str]) -> str:
+    while True:
+        candidate = "m-" + secrets.token_hex(4)
+        if candidate not in taken:
+            return candidate
+
+
+def _unique(tags: Iterable[str]) -> list[str]:
+    seen: set[str] = set()
+    out: list[str] = []
+    for tag in tags:
+        if tag and tag.casefold() not in seen:
+            seen.add(tag.casefold())
+            out.append(tag)
+    return out
