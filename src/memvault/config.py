@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
 from memvault.clock import load_timezone
-from memvault.errors import ConfigError
+from memvault.errors import ConfigError, VaultError
 
 ENV_PREFIX = "MEMVAULT_"
 DEFAULT_VAULT = Path("~/memvault")
@@ -73,7 +73,7 @@ class Settings(BaseSettings):
     @field_validator("vault")
     @classmethod
     def _expand(cls, value: Path) -> Path:
-        return value.expanduser()
+        return value.expanduser().absolute()
 
 
 @dataclass
@@ -150,7 +150,11 @@ def load_settings(
         env = EnvSettingsSource(Settings)()
     except (ValueError, ValidationError) as exc:
         raise ConfigError(f"An MEMVAULT_* environment variable is invalid: {exc}.") from exc
-    vault_path = Path(flags.get("vault") or env.get("vault") or DEFAULT_VAULT).expanduser()
+    vault_path = (
+        Path(flags.get("vault") or env.get("vault") or DEFAULT_VAULT).expanduser().absolute()
+    )
+    if vault_path.exists() and not vault_path.is_dir():
+        raise VaultError(f"{vault_path} is a file, not a vault folder; choose another path.")
     config_file = vault_path / CONFIG_FILE
     from_file = _read_toml(config_file)
 

@@ -30,7 +30,7 @@ def test_remember_writes_one_readable_bullet(runtime: Runtime) -> None:
     text = (runtime.vault.root / memory.path).read_text()
     assert text.endswith(
         "- Prefers dark mode in every app #ui [importance:: 0.8] "
-        f"[created:: 2026-11-22 09:30] [source:: cli] ^{memory.id}\n"
+        f"[created:: 2026-11-22 09:30:00] [source:: cli] ^{memory.id}\n"
     )
     assert text.splitlines()[memory.line - 1].endswith(f"^{memory.id}")
     again = runtime.memories.get(memory.id)
@@ -203,3 +203,16 @@ def test_two_processes_remembering_lose_nothing_and_do_not_duplicate(vault: Vaul
     assert len(texts) == 81
     assert texts.count("a fact both workers know") == 1
     assert len({m.id for m in Memories(vault, Clock(TZ)).all()}) == 81
+
+
+def test_newest_across_categories_is_last(runtime: Runtime, clock: MovableClock) -> None:
+    runtime.memories.remember("older preference", category="preference")
+    clock.set(datetime(2026, 11, 22, 9, 30, 1, tzinfo=TZ))
+    runtime.memories.remember("newer fact", category="fact")
+    assert [m.text for m in runtime.memories.list()][-1] == "newer fact"
+
+
+def test_inline_tags_are_reported_when_stored(runtime: Runtime) -> None:
+    memory = runtime.memories.remember("Likes #coffee in the morning").memory
+    assert memory.tags == ["coffee"]
+    assert runtime.memories.get(memory.id).tags == ["coffee"]

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
@@ -19,8 +20,9 @@ from memvault.config import load_settings
 from memvault.errors import InvalidInputError, MemvaultError
 from memvault.runtime import Runtime
 
-stdout = Console(highlight=False, soft_wrap=True)
-stderr = Console(stderr=True, highlight=False, soft_wrap=True)
+# Markup and emoji codes are off: user text like "[/b]" or ":rocket:" prints as written.
+stdout = Console(highlight=False, soft_wrap=True, markup=False, emoji=False)
+stderr = Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False)
 
 VaultOption = Annotated[
     Path | None,
@@ -41,9 +43,9 @@ EXIT_INTERNAL = 70
 
 def report_error(exc: MemvaultError) -> None:
     """One sentence on stderr; the hint (if any) on the next line."""
-    stderr.print(f"[bold red]Error:[/] {exc.message}", markup=True, highlight=False)
+    stderr.print(Text.assemble(("Error:", "bold red"), " ", exc.message))
     if exc.hint:
-        stderr.print(exc.hint, markup=False)
+        stderr.print(exc.hint)
 
 
 class ErrorBoundaryGroup(TyperGroup):
@@ -65,8 +67,7 @@ class ErrorBoundaryGroup(TyperGroup):
                 raise
             stderr.print(
                 f"Internal error: {type(exc).__name__}: {exc}. "
-                "Re-run with MEMVAULT_DEBUG=1 for the traceback, and please report it.",
-                markup=False,
+                "Re-run with MEMVAULT_DEBUG=1 for the traceback, and please report it."
             )
             raise typer.Exit(EXIT_INTERNAL) from None
 
@@ -100,13 +101,19 @@ def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any
     for column in columns:
         grid.add_column(column, overflow="fold")
     for row in rows:
-        grid.add_row(*("" if cell is None else str(cell) for cell in row))
+        grid.add_row(*(Text("" if cell is None else str(cell)) for cell in row))
     return grid
 
 
 def say(message: str) -> None:
-    """A plain line for people (markup off, so user text is printed as written)."""
-    stdout.print(message, markup=False, highlight=False)
+    """A plain line for people; user text is printed as written."""
+    stdout.print(message)
+
+
+def emit_raw(text: str) -> None:
+    """Text exactly as stored (a note's content), with a final newline."""
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    sys.stdout.flush()
 
 
 def split_tags(values: Iterable[str] | None) -> list[str]:

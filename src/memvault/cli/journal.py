@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from memvault.cli.common import JsonOption, VaultOption, emit_json, open_runtime, say, stdout
+from memvault.cli.common import JsonOption, VaultOption, emit_json, emit_raw, open_runtime, say
 from memvault.clock import parse_date
 from memvault.errors import InvalidInputError
 from memvault.vault.journal import SECTIONS
@@ -57,7 +57,7 @@ def show(
             }
         )
     else:
-        stdout.print(runtime.journal.read(target), markup=False, highlight=False)
+        emit_raw(runtime.journal.read(target))
 
 
 @app.command("list")

@@ -10,6 +10,7 @@ from memvault.cli.common import (
     JsonOption,
     VaultOption,
     emit_json,
+    emit_raw,
     open_runtime,
     read_content,
     say,
@@ -39,9 +40,7 @@ def read(
     if as_json:
         emit_json(view.to_dict())
     else:
-        stdout.print(
-            view.text, markup=False, highlight=False, end="" if view.text.endswith("\n") else "\n"
-        )
+        emit_raw(view.text)
 
 
 @app.command("write")
@@ -52,12 +51,17 @@ def write(
     no_overwrite: Annotated[
         bool, typer.Option("--no-overwrite", help="Fail if the note exists.")
     ] = False,
+    allow_empty: Annotated[
+        bool, typer.Option("--allow-empty", help="Allow writing an empty note.")
+    ] = False,
     vault: VaultOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Write a whole note (atomically); creates folders as needed."""
     runtime = open_runtime(ctx, vault)
-    written = runtime.notes.write(path, read_content(content), overwrite=not no_overwrite)
+    written = runtime.notes.write(
+        path, read_content(content), overwrite=not no_overwrite, allow_empty=allow_empty
+    )
     if as_json:
         emit_json({"path": written, "written": True})
     else:

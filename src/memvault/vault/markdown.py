@@ -8,7 +8,7 @@ line numbers within the text it was given.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
@@ -21,7 +21,7 @@ _COMMENT = re.compile(r"%%.*?%%|<!--.*?-->", re.DOTALL)
 _WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]+?)\]\]")
 _MDLINK = re.compile(r"(!?)\[([^\]\n]*)\]\(<?([^)<>\n]+?)>?(?:\s+\"[^\"]*\")?\)")
 _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
-_TAG = re.compile(r"(?:(?<=\s)|^)#([^\s#!@$%^&*(),.?\":{}|<>\[\]`'+=;~\\]+)")
+_TAG = re.compile(r"(?:(?<=[\s>])|^)#([^\s#!@$%^&*(),.?\":{}|<>\[\]`'+=;~\\]+)")
 _BLOCK_ID = re.compile(r"(?:^|\s)\^([A-Za-z0-9-]+)[ \t]*$")
 _URL_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 
@@ -141,6 +141,37 @@ def extract_links(text: str) -> list[Link]:
         )
     found.sort(key=lambda pair: pair[0])
     return [link for _, link in found]
+
+
+def rewrite_wikilinks(text: str, retarget: Callable[[Link], str | None]) -> str:
+    """Rewrite the target of wikilinks outside code, keeping subpath, alias and embed.
+
+    ``retarget`` gets each link and returns its new target, or None to keep it.
+    """
+    masked = mask_code(text)
+    out: list[str] = []
+    last = 0
+    for m in _WIKILINK.finditer(masked):
+        inner = text[m.start(2) : m.end(2)]
+        target_part, pipe, alias = inner.replace("\\|", "|").partition("|")
+        target, hash_, subpath = target_part.partition("#")
+        link = Link(
+            target.strip(), subpath.strip() or None, alias.strip() or None, m.group(1) == "!", 0
+        )
+        new_target = retarget(link)
+        if new_target is None or new_target == link.target:
+            continue
+        escaped_pipe = "\\|" if "\\|" in inner else "|"
+        rebuilt = (
+            new_target
+            + (f"#{subpath}" if hash_ else "")
+            + (f"{escaped_pipe}{alias}" if pipe else "")
+        )
+        out.append(text[last : m.start(2)])
+        out.append(rebuilt)
+        last = m.end(2)
+    out.append(text[last:])
+    return "".join(out)
 
 
 def _as_list(value: Any) -> list[str]:

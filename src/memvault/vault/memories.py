@@ -5,7 +5,7 @@ Dataview-style inline fields, its tags as Obsidian tags, and a stable block
 id, so ``[[Memory/Preferences#^m-3f9a1c2b]]`` links to it::
 
     - Prefers dark mode in every app #ui [importance:: 0.8]
-      [created:: 2026-11-22 10:31] [source:: cli] ^m-3f9a1c2b
+      [created:: 2026-11-22 10:31:05] [source:: cli] ^m-3f9a1c2b
 
 (shown on two lines here; it is one line in the file).
 
@@ -86,7 +86,7 @@ class Memory:
             "category": self.category,
             "importance": self.importance,
             "tags": list(self.tags),
-            "created": self.created.isoformat(timespec="minutes") if self.created else None,
+            "created": self.created.isoformat(timespec="seconds") if self.created else None,
             "source": self.source,
             "path": self.path,
             "line": self.line,
@@ -124,7 +124,7 @@ def category_note(category: str) -> str:
 
 
 def _format_created(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%d %H:%M")
+    return moment.strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _format_importance(value: float) -> str:
@@ -317,6 +317,8 @@ class Memories:
             key=lambda m: (
                 m.created is None,
                 m.created or datetime.min.replace(tzinfo=self.clock.tz),
+                m.path,
+                m.line,
             )
         )
         return out
@@ -353,6 +355,8 @@ class Memories:
             clean = clean[: trailing.start()].strip()
         if not clean:
             raise InvalidInputError("A memory needs some text.")
+        # Inline #tags stay in the text and count as tags, as they will when read back.
+        all_tags = [m.group(1) for m in _INLINE_TAG.finditer(clean)] + all_tags
         if len(clean) > MAX_TEXT_CHARS:
             raise InvalidInputError(
                 f"A memory is at most {MAX_TEXT_CHARS} characters; store longer text as a note."

@@ -225,6 +225,11 @@ class Note:
             self._body_dirty = True
 
     @property
+    def frontmatter_text(self) -> str:
+        """The frontmatter block's YAML as it will be written (without the fences)."""
+        return self._frontmatter_text() if self._has_frontmatter else ""
+
+    @property
     def body_offset(self) -> int:
         """Number of lines before the body starts (frontmatter and its fences)."""
         if not self._has_frontmatter:

@@ -21,6 +21,7 @@ from memvault.vault.markdown import (
     extract_links,
     headings,
     note_tags,
+    rewrite_wikilinks,
     title_of,
 )
 from memvault.vault.note import Note
@@ -52,9 +53,14 @@ class NoteView:
 
     @property
     def links(self) -> list[Link]:
-        """Outgoing links with line numbers relative to the whole file."""
+        """Outgoing links, from frontmatter properties and the body, with file line numbers."""
         offset = self.note.body_offset
-        return [
+        in_properties = [
+            Link(link.target, link.subpath, link.alias, link.embed, link.line + 1, link.kind)
+            for link in extract_links(self.note.frontmatter_text)
+            if link.kind == "wikilink"
+        ]
+        return in_properties + [
             Link(link.target, link.subpath, link.alias, link.embed, link.line + offset, link.kind)
             for link in extract_links(self.note.body)
         ]
@@ -144,9 +150,17 @@ class Notes:
         if "\x00" in content:
             raise InvalidInputError("Note content contains a NUL character.")
 
-    def write(self, raw: str, content: str, *, overwrite: bool = True) -> str:
-        """Write a whole note (``.md`` added when the path has no extension)."""
+    def write(
+        self, raw: str, content: str, *, overwrite: bool = True, allow_empty: bool = False
+    ) -> str:
+        """Write a whole note (``.md`` added when the path has no extension).
+
+        Empty content is refused unless ``allow_empty``: an empty pipe must
+        not wipe a note by accident.
+        """
         self._check_content(content)
+        if not content.strip() and not allow_empty:
+            raise InvalidInputError("The content is empty; nothing was written.")
         path = ensure_note_suffix(normalize_relpath(raw))
         if content and not content.endswith("\n"):
             content += "\n"
@@ -170,28 +184,91 @@ class Notes:
         """Delete one note."""
         return self.vault.delete(self.locate(raw))
 
-    def move(self, source: str, destination: str, *, overwrite: bool = False) -> str:
-        """Move or rename a note; a destination without extension keeps the source's."""
+    def move(
+        self, source: str, destination: str, *, overwrite: bool = False, update_links: bool = True
+    ) -> str:
+        """Move or rename a note; a destination without extension keeps the source's.
+
+        A destination that is a folder (existing, or written with a trailing
+        '/') receives the note under its current name.
+
+        Like Obsidian, links elsewhere that would stop resolving are rewritten
+        to point at the new place (``update_links``).
+        """
         src = self.locate(source)
         dst = normalize_relpath(destination)
-        if self.vault.resolve(dst).is_dir():
+        if destination.strip().endswith("/") or self.vault.resolve(dst).is_dir():
             dst = f"{dst}/{src.rsplit('/', 1)[-1]}"
         elif src.endswith(".md"):
             dst = ensure_note_suffix(dst)
-        return self.vault.move(src, dst, overwrite=overwrite)
+        before = self._catalog() if update_links else None
+        moved = self.vault.move(src, dst, overwrite=overwrite)
+        if before is not None and moved != src:
+            self._relink(src, moved, *before)
+        return moved
 
     # -- links -----------------------------------------------------------------
 
-    def resolver(self) -> LinkResolver:
-        """A resolver over every file in the vault, with note aliases."""
+    def _read_or_none(self, path: str) -> str | None:
+        """A note's text, or None for a file that is not UTF-8 (it cannot hold links)."""
+        try:
+            return self.vault.read_text(path)
+        except (InvalidInputError, NotFoundError):
+            return None
+
+    def _catalog(self) -> tuple[builtins.list[str], dict[str, builtins.list[str]]]:
+        """Every file in the vault and the aliases of each note."""
         files = [e.path for e in self.vault.list(notes_only=False)]
-        alias_map: dict[str, list[str]] = {}
+        alias_map: dict[str, builtins.list[str]] = {}
         for path in files:
             if path.endswith(".md"):
-                names = aliases(Note.parse(self.vault.read_text(path)).frontmatter)
+                text = self._read_or_none(path)
+                names = aliases(Note.parse(text).frontmatter) if text is not None else []
                 if names:
                     alias_map[path] = names
-        return LinkResolver(files, alias_map)
+        return files, alias_map
+
+    def resolver(self) -> LinkResolver:
+        """A resolver over every file in the vault, with note aliases."""
+        return LinkResolver(*self._catalog())
+
+    def _relink(
+        self,
+        old: str,
+        new: str,
+        files: builtins.list[str],
+        alias_map: dict[str, builtins.list[str]],
+    ) -> builtins.list[str]:
+        """Rewrite links that resolved to ``old`` and would no longer reach ``new``."""
+        before = LinkResolver(files, alias_map)
+        renamed = [new if p == old else p for p in files]
+        after = LinkResolver(renamed, {new if p == old else p: a for p, a in alias_map.items()})
+        new_target = after.shortest_link(new)
+        # A link to ``old`` names its file or one of its aliases: notes without those are skipped.
+        needles = [old.rsplit("/", 1)[-1].removesuffix(".md").casefold()]
+        needles += [a.casefold() for a in alias_map.get(old, [])]
+        changed: builtins.list[str] = []
+        for path in renamed:
+            if not path.endswith(".md"):
+                continue
+            source_before = old if path == new else path
+
+            def retarget(
+                link: Link, source_before: str = source_before, path: str = path
+            ) -> str | None:
+                if not link.target or before.resolve(link.target, source_before) != old:
+                    return None
+                return None if after.resolve(link.target, path) == new else new_target
+
+            def rewrite(text: str | None) -> str | None:
+                return None if text is None else rewrite_wikilinks(text, retarget)
+
+            original = self._read_or_none(path)
+            if original is None or not any(n in original.casefold() for n in needles):
+                continue
+            if self.vault.edit_text(path, rewrite) != original:
+                changed.append(path)
+        return changed
 
     def links(self, raw: str, resolver: LinkResolver | None = None) -> builtins.list[ResolvedLink]:
         """Outgoing links of a note, each resolved the way Obsidian would."""
@@ -205,9 +282,10 @@ class Notes:
         resolver = resolver or self.resolver()
         found: list[Backlink] = []
         for entry in self.vault.list():
-            if entry.path == path:
+            text = self._read_or_none(entry.path) if entry.path != path else None
+            if text is None:
                 continue
-            other = self.read(entry.path)
+            other = NoteView(entry.path, text, Note.parse(text), entry.size, entry.modified)
             for link in other.links:
                 if link.target and resolver.resolve(link.target, entry.path) == path:
                     found.append(Backlink(source=entry.path, line=link.line, link=link))

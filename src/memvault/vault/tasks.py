@@ -20,11 +20,14 @@ from memvault.vault import templates
 from memvault.vault.collection import Collection, stem, strip_link
 from memvault.vault.markdown import (
     append_to_section,
+    extract_links,
     normalize_tag,
     replace_section,
+    section_range,
     section_text,
 )
 from memvault.vault.note import Note
+from memvault.vault.notes import Notes
 from memvault.vault.paths import safe_filename
 from memvault.vault.store import Vault
 
@@ -48,6 +51,7 @@ _STATUS_ALIASES = {
     "canceled": "cancelled",
 }
 _PRIORITY_ALIASES = {"normal": "medium", "med": "medium", "critical": "urgent", "highest": "urgent"}
+_LIST_ITEM = re.compile(r"^\s*[-*+]\s")
 _CHECKBOX = re.compile(r"^\s*[-*+]\s+\[([ xX])\]\s*(.*)$")
 _RESERVED_FIELDS = frozenset({"created", "completed"})
 _FIELD_NAME = re.compile(r"^[A-Za-z_][\w-]{0,63}$")
@@ -254,8 +258,6 @@ class Tasks:
             body = replace_section(
                 body, "Steps", "\n".join(f"- [ ] {s.strip()}" for s in steps if s.strip())
             )
-        if project_name:
-            body = append_to_section(body, "Related", f"- Project: [[{project_name}]]")
         note.body = body
         self.notes.create(path, note)
         if project_path:
@@ -269,7 +271,33 @@ class Tasks:
             if link.casefold() not in note.body.casefold():
                 note.body = append_to_section(note.body, "Tasks", f"- {link}")
 
-        Collection(self.vault, (), "project").update(project_path, add)
+        self.projects.update(project_path, add)
+
+    def _unlist_from_project(self, project_name: str, task_title: str) -> None:
+        """Drop the task's line from a project's Tasks section (the project may be gone)."""
+        try:
+            project_path = self.projects.find(project_name)
+        except (NotFoundError, InvalidInputError):
+            return
+
+        def drop(note: Note) -> None:
+            where = section_range(note.body, "Tasks")
+            if where is None:
+                return
+            lines = note.body.split("\n")
+            _, start, end = where
+            kept = [
+                line
+                for line in lines[start:end]
+                if not (
+                    _LIST_ITEM.match(line)
+                    and [k.target.casefold() for k in extract_links(line)]
+                    == [task_title.casefold()]
+                )
+            ]
+            note.body = "\n".join([*lines[:start], *kept, *lines[end:]])
+
+        self.projects.update(project_path, drop)
 
     def get(self, ref: str) -> Task:
         """The task ``ref`` names (title, file name, path or a unique part of the title)."""
@@ -300,10 +328,12 @@ class Tasks:
             due = self._date(str(value) if value is not None else None, "due date")
             self.notes.update(path, lambda n: n.set("due", due))
         elif name == "project":
+            previous = task_from_note(path, self.notes.load(path)).project
             project_name, project_path = self._project_name(str(value)) if value else (None, None)
-            self.notes.update(
-                path, lambda n: n.set("project", f"[[{project_name}]]" if project_name else None)
-            )
+            link = f"[[{project_name}]]" if project_name else None
+            self.notes.update(path, lambda n: n.set("project", link))
+            if previous and (project_name or "").casefold() != previous.casefold():
+                self._unlist_from_project(previous, stem(path))
             if project_path:
                 self._list_in_project(project_path, stem(path))
         elif name == "tags":
@@ -377,24 +407,26 @@ class Tasks:
         return task_from_note(path, self.notes.load(path))
 
     def _rename(self, ref: str, title: str) -> Task:
+        """Rename the note and its heading; links elsewhere follow, as in Obsidian."""
         new_title = " ".join(title.split())
         path = self.notes.find(ref)
         folder = path.rsplit("/", 1)[0]
         target = f"{folder}/{safe_filename(new_title)}.md"
         if target.casefold() != path.casefold() and self.vault.exists(target):
             raise InvalidInputError(f"A task named {new_title!r} already exists.")
-        old_title = stem(path)
+        old_title, new_stem = stem(path), stem(target)
 
         def retitle(note: Note) -> None:
             lines = note.body.split("\n")
             for i, line in enumerate(lines):
                 if line.strip() == f"# {old_title}":
-                    lines[i] = f"# {new_title}"
+                    lines[i] = f"# {new_stem}"
                     break
             note.body = "\n".join(lines)
 
         self.notes.update(path, retitle)
-        path = self.vault.move(path, target, overwrite=target.casefold() == path.casefold())
+        same = target.casefold() == path.casefold()
+        path = Notes(self.vault).move(path, target, overwrite=same)
         return self.get(path)
 
     def list(
