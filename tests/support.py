@@ -7,6 +7,34 @@ from zoneinfo import ZoneInfo
 
 from memvault.clock import Clock
 
+# What `memvault init` creates (DESIGN.md, "The vault"), spelled out independently of the code.
+LAYOUT_FOLDERS = (
+    "Memory",
+    "Tasks/active",
+    "Tasks/completed",
+    "Contacts",
+    "Projects",
+    "Insights",
+    "Skills",
+    "Decisions",
+    "Journal",
+    "Templates",
+)
+LAYOUT_NOTES = (
+    "Home.md",
+    "MEMORY.md",
+    "User Profile.md",
+    "Current Status.md",
+    "Known Issues.md",
+    "Decisions/Decision Log.md",
+    "Templates/task.md",
+    "Templates/contact.md",
+    "Templates/project.md",
+    "Templates/journal.md",
+    "Templates/insight.md",
+    "Templates/skill.md",
+)
+
 TZ = ZoneInfo("Europe/Berlin")
 
 

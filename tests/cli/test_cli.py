@@ -27,6 +27,7 @@ from ruamel.yaml import YAML
 from typer.testing import CliRunner, Result
 
 from memvault.cli.app import app
+from support import LAYOUT_FOLDERS, LAYOUT_NOTES
 
 # Exit codes of memvault.errors: a stable contract for scripts.
 EXIT_INVALID = 2  # InvalidInputError and UnsafePathError
@@ -35,32 +36,6 @@ EXIT_CONFLICT = 4  # ConflictError
 EXIT_VAULT = 5  # VaultError
 EXIT_CONFIG = 6  # ConfigError
 
-FOLDERS = (
-    "Memory",
-    "Tasks/active",
-    "Tasks/completed",
-    "Contacts",
-    "Projects",
-    "Insights",
-    "Skills",
-    "Decisions",
-    "Journal",
-    "Templates",
-)
-CORE_FILES = (
-    "Home.md",
-    "MEMORY.md",
-    "User Profile.md",
-    "Current Status.md",
-    "Known Issues.md",
-    "Decisions/Decision Log.md",
-    "Templates/task.md",
-    "Templates/contact.md",
-    "Templates/project.md",
-    "Templates/journal.md",
-    "Templates/insight.md",
-    "Templates/skill.md",
-)
 MEMORY_KEYS = {
     "id",
     "text",
@@ -199,9 +174,9 @@ def test_init_creates_the_layout_and_reports_it_as_json(tmp_path: Path) -> None:
 
     assert report["root"] == str(root)
     assert report["kept"] == []
-    for folder in FOLDERS:
+    for folder in LAYOUT_FOLDERS:
         assert (root / folder).is_dir(), folder
-    for name in CORE_FILES:
+    for name in LAYOUT_NOTES:
         assert (root / name).is_file(), name
         assert name in report["created"]
     assert (root / ".memvault" / "config.toml").is_file()

@@ -23,40 +23,15 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from memvault.cli.app import app
+from support import LAYOUT_FOLDERS, LAYOUT_NOTES
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "public_vault"
 SOURCE = FIXTURE.parent / "public_vault.SOURCE.txt"
 _MANIFEST_ROW = re.compile(r"^\s*(\d+)\s+([0-9a-f]{40})\s+([0-9a-f]{64})\s+(\S.*?)\s*$")
 
 # What `memvault init` adds to a vault (DESIGN.md, "The vault").
-LAYOUT_FOLDERS = {
-    "Memory",
-    "Tasks",
-    "Tasks/active",
-    "Tasks/completed",
-    "Contacts",
-    "Projects",
-    "Insights",
-    "Skills",
-    "Decisions",
-    "Journal",
-    "Templates",
-    ".memvault",
-}
-LAYOUT_NOTES = {
-    "Home.md",
-    "MEMORY.md",
-    "User Profile.md",
-    "Current Status.md",
-    "Known Issues.md",
-    "Decisions/Decision Log.md",
-    "Templates/task.md",
-    "Templates/contact.md",
-    "Templates/project.md",
-    "Templates/journal.md",
-    "Templates/insight.md",
-    "Templates/skill.md",
-}
+LAYOUT_FOLDER_SET = {*LAYOUT_FOLDERS, "Tasks", ".memvault"}
+LAYOUT_NOTE_SET = set(LAYOUT_NOTES)
 MEMORY_NOTES = {
     f"Memory/{title}.md"
     for title in (
@@ -197,7 +172,7 @@ def test_init_and_a_day_of_use_leave_every_existing_file_byte_identical(docs_vau
 
     report = run_json(root, "init")
     assert report["kept"] == []  # the docs vault has none of memvault's names
-    assert set(report["created"]) >= LAYOUT_NOTES | STATE_FILES
+    assert set(report["created"]) >= LAYOUT_NOTE_SET | STATE_FILES
 
     first = run_json(root, "remember", "The docs vault belongs to the Tasks plugin", "-c", "fact")
     run_json(root, "remember", "Prefers the Dataview task format", "-c", "preference", "-t", "docs")
@@ -242,7 +217,7 @@ def test_init_and_a_day_of_use_leave_every_existing_file_byte_identical(docs_vau
     state = {p for p in new if p.startswith(".memvault/")}
     assert state >= STATE_FILES
     assert all(_LOCK_FILE.fullmatch(p) for p in state - STATE_FILES), sorted(state)
-    expected = LAYOUT_NOTES | {
+    expected = LAYOUT_NOTE_SET | {
         "Memory/Facts.md",
         "Memory/Preferences.md",
         "Memory/Decisions.md",
@@ -256,7 +231,7 @@ def test_init_and_a_day_of_use_leave_every_existing_file_byte_identical(docs_vau
     assert expected <= new - state <= expected | MEMORY_NOTES, sorted(new - state)
     assert not [p for p in new if p.startswith(".obsidian/")]
     new_folders = folders(root) - before_folders
-    assert new_folders <= LAYOUT_FOLDERS | {"Inbox", ".memvault/locks"}, sorted(new_folders)
+    assert new_folders <= LAYOUT_FOLDER_SET | {"Inbox", ".memvault/locks"}, sorted(new_folders)
 
     # What memvault wrote reads back, and the new note links into the old ones.
     assert (root / "Inbox" / "Reading list.md").read_text(encoding="utf-8") == READING_LIST

@@ -10,6 +10,7 @@ from memvault.vault.layout import init_vault
 from memvault.vault.links import LinkResolver
 from memvault.vault.markdown import extract_links
 from memvault.vault.store import Vault
+from support import LAYOUT_FOLDERS, LAYOUT_NOTES
 
 
 def _snapshot(root: Path) -> dict[str, str]:
@@ -24,30 +25,10 @@ def test_init_creates_the_design_layout(tmp_path: Path) -> None:
     vault = Vault(tmp_path / "brain")
     report = init_vault(vault)
     root = vault.root
-    for folder in [
-        "Memory",
-        "Tasks/active",
-        "Tasks/completed",
-        "Contacts",
-        "Projects",
-        "Insights",
-        "Skills",
-        "Decisions",
-        "Journal",
-        "Templates",
-    ]:
+    for folder in LAYOUT_FOLDERS:
         assert (root / folder).is_dir(), folder
-    for note in [
-        "Home.md",
-        "MEMORY.md",
-        "User Profile.md",
-        "Current Status.md",
-        "Known Issues.md",
-        "Decisions/Decision Log.md",
-    ]:
+    for note in LAYOUT_NOTES:
         assert (root / note).is_file(), note
-    for kind in ["task", "contact", "project", "journal", "insight", "skill"]:
-        assert (root / f"Templates/{kind}.md").is_file(), kind
     assert (root / ".memvault/config.toml").is_file()
     assert "Home.md" in report.created and not report.kept
 
@@ -61,20 +42,8 @@ def test_home_links_every_section_and_the_links_resolve(tmp_path: Path) -> None:
     unresolved = [link.target for link in links if resolver.resolve(link.target, "Home.md") is None]
     assert unresolved == []
     targets = {resolver.resolve(link.target, "Home.md") for link in links}
-    for expected in [
-        "MEMORY.md",
-        "User Profile.md",
-        "Current Status.md",
-        "Known Issues.md",
-        "Decisions/Decision Log.md",
-        "Memory/Preferences.md",
-        "Templates/task.md",
-        "Templates/contact.md",
-        "Templates/project.md",
-        "Templates/journal.md",
-        "Templates/insight.md",
-        "Templates/skill.md",
-    ]:
+    # Home links every other core note, a memory category and every template.
+    for expected in [*(n for n in LAYOUT_NOTES if n != "Home.md"), "Memory/Preferences.md"]:
         assert expected in targets, expected
 
 
