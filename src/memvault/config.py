@@ -14,7 +14,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
@@ -42,6 +42,67 @@ class MemorySettings(Section):
     )
 
 
+class EmbedderSettings(Section):
+    """Which model turns text into vectors for semantic search."""
+
+    provider: Literal["local", "openai", "none"] = Field(
+        "local", description="local (bundled MiniLM), openai (any OpenAI-compatible API) or none"
+    )
+    model: str | None = Field(None, description="model name; default depends on the provider")
+    base_url: str | None = Field(
+        None, description="OpenAI-compatible endpoint, e.g. http://localhost:11434/v1 for Ollama"
+    )
+    api_key_env: str = Field(
+        "OPENAI_API_KEY", description="environment variable holding the API key"
+    )
+    dimensions: int | None = Field(None, gt=0, description="ask the API for vectors of this size")
+    batch_size: int = Field(64, gt=0, le=2048, description="texts per embedding request")
+    timeout: float = Field(30.0, gt=0, description="seconds per embedding request")
+    max_retries: int = Field(5, ge=0, le=20, description="retries on 429 and 5xx, with backoff")
+
+
+class IndexSettings(Section):
+    """How the vault is cut into searchable chunks."""
+
+    chunk_tokens: int = Field(400, ge=50, le=4000, description="target chunk size in tokens")
+    overlap_tokens: int = Field(50, ge=0, le=1000, description="tokens repeated between chunks")
+    exclude: list[str] = Field(["Templates"], description="folders that are not indexed")
+    neighbour_window: int = Field(
+        2, ge=0, le=5, description="memories on each side used as context"
+    )
+    neighbour_hours: float = Field(
+        6.0, gt=0, description="memories further apart are not neighbours"
+    )
+
+
+class SearchSettings(Section):
+    """How keyword and semantic scores are fused and boosted."""
+
+    vector_weight: float = Field(0.6, ge=0, le=1, description="share of the semantic score")
+    context_weight: float = Field(
+        0.5, ge=0, le=1, description="share of keyword score from context"
+    )
+    neighbour_boost: list[float] = Field(
+        [0.3, 0.15], description="score passed on at distance 1, 2"
+    )
+    importance_weight: float = Field(0.1, ge=0, le=1, description="boost for important memories")
+    recency_weight: float = Field(0.1, ge=0, le=1, description="boost for recent items")
+    recency_half_life_days: float = Field(30.0, gt=0, description="age at which recency halves")
+    time_weight: float = Field(0.3, ge=0, le=1, description="boost when the query names a date")
+    candidates: int = Field(200, ge=10, le=5000, description="keyword and vector candidates each")
+    mmr_lambda: float | None = Field(
+        None, ge=0, le=1, description="diversify results (MMR) when set"
+    )
+
+
+class ContextSettings(Section):
+    """What the context builder hands an agent at the start of a run."""
+
+    budget_tokens: int = Field(2000, ge=100, le=200_000, description="default token budget")
+    recency_bias: float = Field(0.3, ge=0, le=1, description="weight of recency in top memories")
+    pinned_tags: list[str] = Field(["core", "preference"], description="memories always included")
+
+
 class Settings(BaseSettings):
     """Every setting memvault reads. Sections group related settings."""
 
@@ -59,6 +120,10 @@ class Settings(BaseSettings):
         10.0, gt=0, description="seconds to wait for a note another process holds"
     )
     memory: MemorySettings = Field(default_factory=MemorySettings)
+    embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)
+    index: IndexSettings = Field(default_factory=IndexSettings)
+    search: SearchSettings = Field(default_factory=SearchSettings)
+    context: ContextSettings = Field(default_factory=ContextSettings)
 
     @field_validator("timezone")
     @classmethod

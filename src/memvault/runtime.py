@@ -2,57 +2,101 @@
 
 Every entry point (CLI, daemon, MCP server, tests) opens a :class:`Runtime`
 instead of wiring services by hand, so there is one place that decides
-which parts a vault gets.
+which parts a vault gets. Heavy parts (the index database, the embedding
+model) are created on first use.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from functools import cached_property
 
 from memvault.clock import Clock, load_timezone
 from memvault.config import Settings
+from memvault.index.embedders import Embedder, make_embedder
+from memvault.index.index import MemoryIndex
+from memvault.index.search import Searcher
+from memvault.memory.context import ContextBuilder
 from memvault.vault.contacts import Contacts
 from memvault.vault.journal import Journal
 from memvault.vault.memories import Memories
 from memvault.vault.notes import Notes
 from memvault.vault.projects import Projects
-from memvault.vault.store import Vault
+from memvault.vault.store import Change, Vault
 from memvault.vault.tasks import Tasks
 
 
-@dataclass
 class Runtime:
     """The services of one vault."""
 
-    settings: Settings
-    clock: Clock
-    vault: Vault
-    notes: Notes
-    memories: Memories
-    tasks: Tasks
-    contacts: Contacts
-    projects: Projects
-    journal: Journal
+    def __init__(
+        self, settings: Settings, clock: Clock, *, embedder: Embedder | None = None
+    ) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.vault = Vault(settings.vault, lock_timeout=settings.lock_timeout)
+        self.notes = Notes(self.vault)
+        self.memories = Memories(
+            self.vault,
+            clock,
+            default_category=settings.memory.default_category,
+            default_importance=settings.memory.default_importance,
+        )
+        self.tasks = Tasks(self.vault, clock)
+        self.contacts = Contacts(self.vault, clock)
+        self.projects = Projects(self.vault, clock, self.tasks)
+        self.journal = Journal(self.vault, clock)
+        self._embedder = embedder
+        self._index_enabled = True
+        self.vault.observe(self._keep_index_current)
 
     @classmethod
-    def open(cls, settings: Settings, *, clock: Clock | None = None) -> Runtime:
+    def open(
+        cls, settings: Settings, *, clock: Clock | None = None, embedder: Embedder | None = None
+    ) -> Runtime:
         """Wire the services for ``settings.vault`` (the folder must exist for most uses)."""
-        clock = clock or Clock(load_timezone(settings.timezone))
-        vault = Vault(settings.vault, lock_timeout=settings.lock_timeout)
-        tasks = Tasks(vault, clock)
-        return cls(
-            settings=settings,
-            clock=clock,
-            vault=vault,
-            notes=Notes(vault),
-            memories=Memories(
-                vault,
-                clock,
-                default_category=settings.memory.default_category,
-                default_importance=settings.memory.default_importance,
-            ),
-            tasks=tasks,
-            contacts=Contacts(vault, clock),
-            projects=Projects(vault, clock, tasks),
-            journal=Journal(vault, clock),
+        return cls(settings, clock or Clock(load_timezone(settings.timezone)), embedder=embedder)
+
+    def _keep_index_current(self, change: Change) -> None:
+        if self._index_enabled and self.vault.exists_on_disk():
+            self.index.on_change(change)
+
+    @cached_property
+    def embedder(self) -> Embedder:
+        """The configured embedder (the model itself loads on first use)."""
+        return self._embedder or make_embedder(self.settings.embedder)
+
+    @cached_property
+    def index(self) -> MemoryIndex:
+        """The vault's search index (``.memvault/index.db``)."""
+        return MemoryIndex(
+            self.vault,
+            self.memories,
+            self.embedder,
+            self.clock,
+            settings=self.settings.index,
+            search=self.settings.search,
         )
+
+    @cached_property
+    def searcher(self) -> Searcher:
+        """Hybrid search over the index."""
+        return Searcher(self.index)
+
+    @cached_property
+    def context(self) -> ContextBuilder:
+        """Builds the Markdown an agent gets at the start of a run."""
+        return ContextBuilder(
+            clock=self.clock,
+            notes=self.notes,
+            memories=self.memories,
+            tasks=self.tasks,
+            journal=self.journal,
+            index=self.index,
+            searcher=self.searcher,
+            settings=self.settings.context,
+        )
+
+    def close(self) -> None:
+        """Release the index database."""
+        if "index" in self.__dict__:
+            self.index.close()

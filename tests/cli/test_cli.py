@@ -119,11 +119,15 @@ def fail(vault: Path | None, *args: object, code: int, **kwargs: Any) -> str:
 
 
 def snapshot(root: Path) -> dict[str, str]:
-    """SHA-256 of every file under ``root`` (hidden ones too), lock files aside."""
+    """SHA-256 of every file under ``root`` (hidden ones too), derived state aside.
+
+    Lock files and the search index (``.memvault/index.db*``, rebuildable) are left out.
+    """
     out: dict[str, str] = {}
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root).as_posix()
-        if path.is_file() and not rel.startswith(".memvault/locks/"):
+        derived = rel.startswith((".memvault/locks/", ".memvault/index.db"))
+        if path.is_file() and not derived:
             out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
     return out
 

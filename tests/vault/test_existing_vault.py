@@ -47,7 +47,8 @@ MEMORY_NOTES = {
     )
 }
 STATE_FILES = {".memvault/config.toml", ".memvault/.gitignore"}
-_LOCK_FILE = re.compile(r"\.memvault/locks/[^/]+\.lock")
+# Derived state: lock files and the rebuildable search index.
+_LOCK_FILE = re.compile(r"\.memvault/(locks/[^/]+\.lock|index\.db(-wal|-shm)?)")
 
 READING_LIST = textwrap.dedent(
     """\

@@ -17,7 +17,7 @@ def _snapshot(root: Path) -> dict[str, str]:
     return {
         p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(root.rglob("*"))
-        if p.is_file() and "locks" not in p.parts
+        if p.is_file() and "locks" not in p.parts and not p.name.startswith("index.db")
     }
 
 

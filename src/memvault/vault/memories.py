@@ -30,7 +30,7 @@ from typing import Any
 from memvault.clock import Clock
 from memvault.errors import ConfigError, InvalidInputError, NotFoundError
 from memvault.vault.markdown import normalize_tag
-from memvault.vault.store import Vault
+from memvault.vault.store import Change, Vault
 
 MEMORY_DIR = "Memory"
 CATEGORIES: dict[str, str] = {
@@ -250,12 +250,19 @@ class Memories:
             if cached is not None and cached[0] == key:
                 return cached[1], cached[2]
         text = self.vault.read_text(path)
+        memories = self.parse_text(path, text)
+        line_count = len(text.splitlines())
+        with self._cache_guard:
+            self._cache[path] = (key, memories, line_count)
+        return memories, line_count
+
+    def parse_text(self, path: str, text: str) -> list[Memory]:
+        """Every memory bullet of a memory file's text (frontmatter and code skipped)."""
         category = self._category_of(path, text)
         in_frontmatter = text.startswith("---")
         memories: list[Memory] = []
         fence = False
-        lines = text.splitlines()
-        for number, line in enumerate(lines, start=1):
+        for number, line in enumerate(text.splitlines(), start=1):
             stripped = line.strip()
             if in_frontmatter:
                 if number > 1 and stripped in ("---", "..."):
@@ -268,9 +275,7 @@ class Memories:
             memory = self.parse_line(line, category=category, path=path, number=number)
             if memory is not None:
                 memories.append(memory)
-        with self._cache_guard:
-            self._cache[path] = (key, memories, len(lines))
-        return memories, len(lines)
+        return memories
 
     def files(self) -> list[str]:
         """Paths of the memory files, category files first."""
@@ -427,7 +432,7 @@ class Memories:
         if not self.vault.is_file(path):
             self.vault.create_text(path, category_note(memories[0].category))
         known, line_count = self._read(path)
-        self.vault.append_text(path, "\n".join(render_line(m) for m in memories))
+        self.vault.append_text(path, "\n".join(render_line(m) for m in memories), notify=False)
         # Appended lines follow the existing ones, so the parse can be extended, not redone.
         for offset, memory in enumerate(memories, start=1):
             memory.line = line_count + offset
@@ -438,6 +443,8 @@ class Memories:
                 [*known, *memories],
                 line_count + len(memories),
             )
+        # Announced only now, so observers (the index) read the extended cache.
+        self.vault.notify(Change(path, "append"))
 
     def forget(self, memory_id: str) -> Memory:
         """Remove a memory's bullet from its file; returns what was removed."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import tempfile
 import threading
@@ -30,6 +31,8 @@ from memvault.errors import (
 )
 from memvault.vault.paths import normalize_relpath
 
+log = logging.getLogger(__name__)
+
 STATE_DIR = ".memvault"
 
 # Read once at import, while the process is single-threaded: os.umask has no getter.
@@ -38,13 +41,30 @@ os.umask(_UMASK)
 
 
 @dataclass(frozen=True)
+class Change:
+    """A file the vault changed: ``kind`` is write, append, delete or move (to ``new_path``)."""
+
+    path: str
+    kind: str
+    new_path: str | None = None
+
+
+Observer = Callable[[Change], None]
+
+
+@dataclass(frozen=True)
 class FileEntry:
     """One file or folder in a listing."""
 
     path: str
     size: int
-    modified: datetime
+    mtime_ns: int
     is_dir: bool = False
+
+    @property
+    def modified(self) -> datetime:
+        """Modification time as an aware UTC datetime."""
+        return datetime.fromtimestamp(self.mtime_ns / 1e9, tz=UTC)
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready form for ``--json`` output and APIs."""
@@ -79,6 +99,21 @@ class Vault:
         self.lock_timeout = lock_timeout
         self._locks: dict[str, FileLock] = {}
         self._locks_guard = threading.Lock()
+        self._observers: list[Observer] = []
+
+    # -- change notification ---------------------------------------------------
+
+    def observe(self, observer: Observer) -> None:
+        """Call ``observer(change)`` after every successful write, append, delete or move."""
+        self._observers.append(observer)
+
+    def notify(self, change: Change) -> None:
+        """Tell the observers about a change; an observer's failure never undoes the write."""
+        for observer in self._observers:
+            try:
+                observer(change)
+            except Exception:
+                log.exception("vault observer failed", extra={"path": change.path})
 
     # -- paths ---------------------------------------------------------------
 
@@ -149,12 +184,7 @@ class Vault:
             st = path.stat()
         except FileNotFoundError:
             raise NotFoundError(f"No note at {normalize_relpath(relpath)}.") from None
-        return FileEntry(
-            path=normalize_relpath(relpath),
-            size=st.st_size,
-            modified=datetime.fromtimestamp(st.st_mtime, tz=UTC),
-            is_dir=path.is_dir(),
-        )
+        return FileEntry(normalize_relpath(relpath), st.st_size, st.st_mtime_ns, path.is_dir())
 
     def list(
         self,
@@ -162,44 +192,45 @@ class Vault:
         *,
         recursive: bool = True,
         notes_only: bool = True,
-        include_dirs: bool = False,
     ) -> list[FileEntry]:
         """Files under ``folder`` (vault root by default), sorted by path.
 
         Hidden files and folders (``.obsidian``, ``.memvault``, ``.git``,
-        temporary files) are skipped. ``notes_only`` keeps Markdown files.
+        temporary files) are skipped, and so are symlinked folders.
+        ``notes_only`` keeps Markdown files.
         """
         base = self.resolve(folder, allow_root=True)
         if not base.exists():
             raise NotFoundError(f"No folder at {folder or '/'} in the vault.")
         if not base.is_dir():
             raise InvalidInputError(f"{folder} is a note, not a folder.")
+        prefix = normalize_relpath(folder, allow_root=True)
         entries: list[FileEntry] = []
-        for dirpath, dirnames, filenames in os.walk(base):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-            current = Path(dirpath)
-            if include_dirs:
-                for d in dirnames:
-                    st = (current / d).stat()
-                    rel = self.relative(current / d)
-                    entries.append(
-                        FileEntry(rel, 0, datetime.fromtimestamp(st.st_mtime, UTC), True)
-                    )
-            for name in filenames:
-                if name.startswith(".") or (notes_only and not name.lower().endswith(".md")):
-                    continue
-                full = current / name
-                try:
-                    st = full.stat()
-                except FileNotFoundError:  # removed while we walked
-                    continue
-                entries.append(
-                    FileEntry(
-                        self.relative(full), st.st_size, datetime.fromtimestamp(st.st_mtime, UTC)
-                    )
-                )
-            if not recursive:
-                break
+        pending = [(str(base), prefix)]
+        while pending:
+            directory, rel_dir = pending.pop()
+            try:
+                scanner = os.scandir(directory)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            with scanner:
+                for item in scanner:
+                    if item.name.startswith("."):
+                        continue
+                    rel = f"{rel_dir}/{item.name}" if rel_dir else item.name
+                    if item.is_dir(follow_symlinks=False):
+                        if recursive:
+                            pending.append((item.path, rel))
+                        continue
+                    if item.is_symlink() and item.is_dir():  # never walk out through a link
+                        continue
+                    if notes_only and not item.name.lower().endswith(".md"):
+                        continue
+                    try:
+                        st = item.stat()
+                    except FileNotFoundError:  # removed while we walked
+                        continue
+                    entries.append(FileEntry(rel, st.st_size, st.st_mtime_ns))
         entries.sort(key=lambda e: e.path)
         return entries
 
@@ -284,6 +315,7 @@ class Vault:
                 raise ConflictError(
                     f"{clean} already exists.", hint="Choose another name or allow overwriting."
                 ) from None
+        self.notify(Change(clean, "write"))
         return clean
 
     def create_text(self, relpath: str, text: str) -> bool:
@@ -294,12 +326,14 @@ class Vault:
             return False
         return True
 
-    def append_text(self, relpath: str, text: str) -> str:
+    def append_text(self, relpath: str, text: str, *, notify: bool = True) -> str:
         """Append ``text`` as new line(s) at the end of a note, creating it if needed.
 
         The existing bytes are never rewritten: the file is opened in append
         mode. A missing trailing newline is supplied first, and the appended
-        text takes the note's own line ending (CRLF stays CRLF).
+        text takes the note's own line ending (CRLF stays CRLF). With
+        ``notify=False`` the caller announces the change itself (after
+        updating what it caches).
         """
         clean = normalize_relpath(relpath)
         target = self.resolve(clean)
@@ -326,6 +360,8 @@ class Vault:
                 os.fsync(fd)
             finally:
                 os.close(fd)
+        if notify:
+            self.notify(Change(clean, "append"))
         return clean
 
     def edit_text(
@@ -348,9 +384,13 @@ class Vault:
                     raise NotFoundError(f"No note at {clean}.") from None
                 current = None
             updated = change(current)
-            if updated is not None and updated != current:
+            changed = updated is not None and updated != current
+            if changed:
+                assert updated is not None
                 self._atomic_write(target, updated.encode("utf-8"))
-            return updated if updated is not None else current
+        if changed:
+            self.notify(Change(clean, "write"))
+        return updated if updated is not None else current
 
     def delete(self, relpath: str) -> str:
         """Delete one note (or an empty folder); NotFoundError if it is missing."""
@@ -370,6 +410,7 @@ class Vault:
                 except FileNotFoundError:
                     raise NotFoundError(f"No note at {clean}.") from None
             _fsync_dir(target.parent)
+        self.notify(Change(clean, "delete"))
         return clean
 
     def move(self, source: str, destination: str, *, overwrite: bool = False) -> str:
@@ -390,6 +431,7 @@ class Vault:
             _fsync_dir(dst_path.parent)
             if src_path.parent != dst_path.parent:
                 _fsync_dir(src_path.parent)
+        self.notify(Change(src, "move", dst))
         return dst
 
 

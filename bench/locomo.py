@@ -1,0 +1,256 @@
+"""LoCoMo evidence retrieval through memvault's real ingestion and search.
+
+Protocol (../shared/data/locomo/README.md): each conversation is its own
+memory store, one memory per dialogue turn ("<speaker>: <text>", an image's
+caption included as "[shares ...]", the session date as its timestamp, the
+session as its source); the queries are the questions of categories 1-4 that
+have evidence; a hit is a retrieved turn whose dia_id is in the evidence.
+
+Besides memvault's own search, three baselines run on the same turns:
+BM25 alone (FTS5 over the turn text), cosine alone (all-MiniLM-L6-v2 on the
+turn text), and OpenClaw's hybrid (0.7 * cosine + 0.3 / (1 + BM25 rank)).
+
+    python bench/locomo.py [FILE ...] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import numpy as np
+
+from memvault.clock import Clock
+from memvault.config import Settings
+from memvault.index.embedders import LocalEmbedder
+from memvault.index.query import terms_of
+from memvault.runtime import Runtime
+from memvault.vault.layout import init_vault
+
+DEFAULT_FILE = Path(__file__).resolve().parents[1].parent / "shared/data/locomo/locomo_dev.json"
+KS = (5, 10)
+UTC = ZoneInfo("UTC")
+
+
+def session_date(text: str) -> datetime:
+    """LoCoMo's "1:56 pm on 8 May, 2023"."""
+    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+
+
+def turns_of(sample: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every turn of a conversation, in order, with its session and date."""
+    conversation = sample["conversation"]
+    keys = sorted(
+        (k for k in conversation if re.fullmatch(r"session_\d+", k)),
+        key=lambda k: int(k.split("_")[1]),
+    )
+    turns = []
+    for key in keys:
+        when = session_date(conversation[f"{key}_date_time"])
+        for turn in conversation[key]:
+            text = f"{turn['speaker']}: {turn['text']}"
+            if turn.get("blip_caption"):
+                text += f" [shares {turn['blip_caption']}]"
+            turns.append({"id": turn["dia_id"], "text": text, "session": key, "created": when})
+    return turns
+
+
+def questions_of(sample: dict[str, Any]) -> list[dict[str, Any]]:
+    """Questions of categories 1-4 with evidence."""
+    return [q for q in sample["qa"] if q.get("category") in (1, 2, 3, 4) and q.get("evidence")]
+
+
+class Scores:
+    """recall_any@k, recall_all@k and mean evidence recall@k, overall and per category."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[int, set[str], list[str]]] = []
+
+    def add(self, category: int, evidence: Sequence[str], ranked: Sequence[str]) -> None:
+        self.rows.append((category, set(evidence), list(ranked)))
+
+    def metrics(
+        self, rows: list[tuple[int, set[str], list[str]]] | None = None
+    ) -> dict[str, float]:
+        rows = self.rows if rows is None else rows
+        out: dict[str, float] = {}
+        for k in KS:
+            hits = [len(ev & set(ranked[:k])) for _, ev, ranked in rows]
+            sizes = [len(ev) for _, ev, _ in rows]
+            n = max(len(rows), 1)
+            out[f"recall_any@{k}"] = sum(h > 0 for h in hits) / n
+            out[f"recall_all@{k}"] = sum(h == s for h, s in zip(hits, sizes, strict=True)) / n
+            out[f"evidence_recall@{k}"] = sum(h / s for h, s in zip(hits, sizes, strict=True)) / n
+        return out
+
+    def by_category(self) -> dict[int, float]:
+        groups: dict[int, list[tuple[int, set[str], list[str]]]] = defaultdict(list)
+        for row in self.rows:
+            groups[row[0]].append(row)
+        return {c: self.metrics(rows)["recall_any@10"] for c, rows in sorted(groups.items())}
+
+
+def run(files: Sequence[Path], *, quiet: bool = False) -> dict[str, Any]:
+    embedder = LocalEmbedder()
+    methods = {"memvault": Scores(), "bm25": Scores(), "cosine": Scores(), "hybrid_0.7": Scores()}
+    counts = {"conversations": 0, "turns": 0, "questions": 0}
+    timings: dict[str, float] = defaultdict(float)
+    for file in files:
+        for sample in json.loads(file.read_text()):
+            turns = turns_of(sample)
+            questions = questions_of(sample)
+            counts["conversations"] += 1
+            counts["turns"] += len(turns)
+            counts["questions"] += len(questions)
+            with tempfile.TemporaryDirectory() as tmp:
+                _one_conversation(Path(tmp), sample, turns, questions, embedder, methods, timings)
+            if not quiet:
+                print(
+                    f"  {sample.get('sample_id', '?')}: {len(turns)} turns, {len(questions)} questions",
+                    file=sys.stderr,
+                )
+    result: dict[str, Any] = {name: scores.metrics() for name, scores in methods.items()}
+    result["_meta"] = {
+        **counts,
+        "by_category_recall_any@10": {n: s.by_category() for n, s in methods.items()},
+        "seconds": {k: round(v, 2) for k, v in timings.items()},
+        "files": [str(f) for f in files],
+    }
+    return result
+
+
+def _one_conversation(
+    root: Path,
+    sample: dict[str, Any],
+    turns: list[dict[str, Any]],
+    questions: list[dict[str, Any]],
+    embedder: LocalEmbedder,
+    methods: dict[str, Scores],
+    timings: dict[str, float],
+) -> None:
+    settings = Settings(vault=root / "vault", timezone="UTC")
+    clock = Clock(UTC)
+    runtime = Runtime.open(settings, clock=clock, embedder=embedder)
+    init_vault(runtime.vault)
+    started = time.perf_counter()
+    results = runtime.memories.remember_many(
+        [
+            (
+                t["text"],
+                "context",
+                None,
+                (),
+                f"{sample.get('sample_id', 'conv')}/{t['session']}",
+                t["created"],
+            )
+            for t in turns
+        ]
+    )
+    runtime.index.sync()
+    timings["ingest"] += time.perf_counter() - started
+    started = time.perf_counter()
+    runtime.index.embed_pending()
+    timings["embed"] += time.perf_counter() - started
+    dia_of: dict[str, list[str]] = defaultdict(list)
+    for turn, result in zip(turns, results, strict=True):
+        dia_of[result.memory.id].append(turn["id"])
+
+    started = time.perf_counter()
+    for q in questions:
+        hits = runtime.searcher.search(q["question"], limit=10)
+        ranked = [dia for h in hits if h.id for dia in dia_of[h.id]]
+        methods["memvault"].add(q["category"], q["evidence"], ranked)
+    timings["search"] += time.perf_counter() - started
+
+    # Baselines on the same turns.
+    ids = [t["id"] for t in turns]
+    texts = [t["text"] for t in turns]
+    turn_vectors = embedder.embed(texts)
+    question_vectors = embedder.embed([q["question"] for q in questions])
+    conn = runtime.index.conn
+    rowid_to_turn = {}
+    for result, turn in zip(results, turns, strict=True):
+        row = conn.execute(
+            "SELECT chunk_id FROM memories WHERE id = ?", (result.memory.id,)
+        ).fetchone()
+        rowid_to_turn.setdefault(int(row[0]), turn["id"])
+    for q, qv in zip(questions, question_vectors, strict=True):
+        terms = terms_of(q["question"])
+        bm25_ranked: list[str] = []
+        if terms:
+            expr = "text : (" + " OR ".join(f'"{t}"' for t in terms) + ")"
+            rows = conn.execute(
+                "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY bm25(chunks_fts) LIMIT 200",
+                (expr,),
+            ).fetchall()
+            bm25_ranked = [rowid_to_turn[int(r[0])] for r in rows if int(r[0]) in rowid_to_turn]
+        cos = turn_vectors @ qv
+        cos_ranked = [ids[i] for i in np.argsort(-cos)]
+        bm25_rank = {turn_id: rank for rank, turn_id in enumerate(bm25_ranked)}
+        fused = cos * 0.7 + np.array(
+            [0.3 / (1 + bm25_rank[i]) if i in bm25_rank else 0.0 for i in ids]
+        )
+        methods["bm25"].add(q["category"], q["evidence"], bm25_ranked)
+        methods["cosine"].add(q["category"], q["evidence"], cos_ranked)
+        methods["hybrid_0.7"].add(
+            q["category"], q["evidence"], [ids[i] for i in np.argsort(-fused)]
+        )
+    runtime.close()
+
+
+def render(result: dict[str, Any]) -> str:
+    """A Markdown table of the metrics."""
+    columns = [f"{m}@{k}" for m in ("recall_any", "recall_all", "evidence_recall") for k in KS]
+    lines = ["| method | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    for name, metrics in result.items():
+        if name.startswith("_"):
+            continue
+        lines.append(f"| {name} | " + " | ".join(f"{metrics[c]:.3f}" for c in columns) + " |")
+    meta = result["_meta"]
+    lines.append("")
+    lines.append(
+        f"{meta['conversations']} conversations, {meta['turns']} turns, {meta['questions']} questions; "
+        f"seconds: {meta['seconds']}"
+    )
+    lines.append(
+        "recall_any@10 by category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop):"
+    )
+    for name, cats in meta["by_category_recall_any@10"].items():
+        lines.append(f"- {name}: " + ", ".join(f"{c}: {v:.3f}" for c, v in cats.items()))
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("files", nargs="*", type=Path, help="LoCoMo-format JSON files")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    files = args.files or [DEFAULT_FILE]
+    for file in files:
+        if not file.is_file():
+            parser.error(f"{file} does not exist")
+    result = run(files, quiet=args.json)
+    if args.json:
+        print(
+            json.dumps(
+                {k: v for k, v in result.items() if not k.startswith("_")}
+                | {"_meta": result["_meta"]}
+            )
+        )
+    else:
+        print(render(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,211 @@
+"""The index database: ``<vault>/.memvault/index.db``, SQLite in WAL mode.
+
+Everything here is derived from the vault and can be rebuilt. The schema is
+versioned with ``PRAGMA user_version``; migrations run in order inside one
+transaction each. sqlite-vec is loaded into every connection; where the
+interpreter's own sqlite3 cannot load extensions, the bundled
+``pysqlite3`` build is used instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3 as _stdlib_sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import sqlite_vec
+
+from memvault.errors import VaultError
+
+
+def _driver() -> ModuleType:
+    """A DB-API sqlite3 module that can load extensions."""
+    probe = _stdlib_sqlite3.connect(":memory:")
+    try:
+        if hasattr(probe, "enable_load_extension"):
+            return _stdlib_sqlite3
+    finally:
+        probe.close()
+    try:
+        from pysqlite3 import dbapi2
+    except ImportError as exc:  # pragma: no cover - depends on the platform
+        raise VaultError(
+            "This Python's sqlite3 cannot load extensions and pysqlite3 is not installed; "
+            "install memvault with its dependencies."
+        ) from exc
+    module: ModuleType = dbapi2
+    return module
+
+
+sqlite3: Any = _driver()
+Connection = Any  # the driver's Connection class; both drivers share the DB-API surface
+DatabaseError: type[Exception] = sqlite3.DatabaseError
+IntegrityError: type[Exception] = sqlite3.IntegrityError
+
+SCHEMA_VERSION = 1
+
+_MIGRATIONS: dict[int, str] = {
+    1: """
+    CREATE TABLE meta (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    );
+    CREATE TABLE notes (
+        id INTEGER PRIMARY KEY,
+        path TEXT NOT NULL UNIQUE,
+        title TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        frontmatter TEXT NOT NULL DEFAULT '{}',
+        tags TEXT NOT NULL DEFAULT '[]',
+        aliases TEXT NOT NULL DEFAULT '[]',
+        mtime_ns INTEGER NOT NULL,
+        size INTEGER NOT NULL,
+        hash TEXT NOT NULL,
+        created REAL,
+        indexed_at REAL NOT NULL
+    );
+    CREATE INDEX notes_hash ON notes(hash);
+    CREATE INDEX notes_kind ON notes(kind);
+    CREATE TABLE chunks (
+        id INTEGER PRIMARY KEY,
+        note_id INTEGER NOT NULL REFERENCES notes(id) ON DELETE CASCADE,
+        ordinal INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        start_line INTEGER NOT NULL,
+        end_line INTEGER NOT NULL,
+        heading TEXT NOT NULL DEFAULT '',
+        text TEXT NOT NULL,
+        context TEXT NOT NULL DEFAULT '',
+        grp TEXT NOT NULL DEFAULT '',
+        memory_id TEXT,
+        category TEXT,
+        importance REAL NOT NULL DEFAULT 0.5,
+        created REAL,
+        archived INTEGER NOT NULL DEFAULT 0,
+        hash TEXT NOT NULL,
+        embedded INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX chunks_note ON chunks(note_id, ordinal);
+    CREATE INDEX chunks_pending ON chunks(embedded) WHERE embedded = 0;
+    CREATE INDEX chunks_memory ON chunks(memory_id) WHERE memory_id IS NOT NULL;
+    CREATE INDEX chunks_kind ON chunks(kind, created);
+    CREATE TABLE chunk_tags (
+        chunk_id INTEGER NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
+        tag TEXT NOT NULL COLLATE NOCASE,
+        PRIMARY KEY (chunk_id, tag)
+    ) WITHOUT ROWID;
+    CREATE INDEX chunk_tags_tag ON chunk_tags(tag);
+    CREATE TABLE links (
+        note_id INTEGER NOT NULL REFERENCES notes(id) ON DELETE CASCADE,
+        target TEXT NOT NULL,
+        subpath TEXT,
+        alias TEXT,
+        kind TEXT NOT NULL,
+        line INTEGER NOT NULL,
+        resolved TEXT
+    );
+    CREATE INDEX links_note ON links(note_id);
+    CREATE INDEX links_resolved ON links(resolved);
+    CREATE TABLE memories (
+        id TEXT PRIMARY KEY,
+        note_id INTEGER NOT NULL REFERENCES notes(id) ON DELETE CASCADE,
+        chunk_id INTEGER NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
+        category TEXT NOT NULL,
+        importance REAL NOT NULL,
+        tags TEXT NOT NULL DEFAULT '[]',
+        created REAL,
+        source TEXT,
+        archived INTEGER NOT NULL DEFAULT 0,
+        text TEXT NOT NULL,
+        norm TEXT NOT NULL
+    );
+    CREATE INDEX memories_norm ON memories(norm);
+    CREATE INDEX memories_note ON memories(note_id);
+    CREATE VIRTUAL TABLE chunks_fts USING fts5(
+        text, context, title, tags,
+        tokenize = 'porter unicode61 remove_diacritics 2'
+    );
+    """,
+}
+
+
+def connect(path: Path) -> Connection:
+    """Open (creating if needed) the index database and bring its schema up to date."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Autocommit mode: transactions are explicit (see transaction()).
+        conn = sqlite3.connect(
+            str(path), timeout=30.0, check_same_thread=False, isolation_level=None
+        )
+    except (OSError, sqlite3.Error) as exc:
+        raise VaultError(f"Cannot open the index at {path}: {exc}.") from exc
+    conn.row_factory = sqlite3.Row
+    conn.enable_load_extension(True)
+    sqlite_vec.load(conn)
+    conn.enable_load_extension(False)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute("PRAGMA busy_timeout = 30000")
+    migrate(conn)
+    return conn
+
+
+def migrate(conn: Connection) -> None:
+    """Apply every migration newer than the database's ``user_version``."""
+    current = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if current > SCHEMA_VERSION:
+        raise VaultError(
+            f"The index was written by a newer memvault (schema {current}); "
+            "upgrade memvault or rebuild it with `memvault index --rebuild`."
+        )
+    for version in range(current + 1, SCHEMA_VERSION + 1):
+        with transaction(conn):
+            for statement in _split(_MIGRATIONS[version]):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {version}")
+
+
+def _split(script: str) -> list[str]:
+    return [part.strip() for part in script.split(";") if part.strip()]
+
+
+@contextlib.contextmanager
+def transaction(conn: Connection) -> Iterator[Connection]:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on any error; nests by savepoint."""
+    if conn.in_transaction:
+        # SQLite resolves a repeated savepoint name to the innermost one.
+        conn.execute("SAVEPOINT nested")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK TO nested")
+            conn.execute("RELEASE nested")
+            raise
+        conn.execute("RELEASE nested")
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def get_meta(conn: Connection, key: str) -> str | None:
+    """One value of the ``meta`` table."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def set_meta(conn: Connection, key: str, value: str) -> None:
+    """Set one value of the ``meta`` table."""
+    conn.execute(
+        "INSERT INTO meta(key, value) VALUES (?, ?) "
+        "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        (key, value),
+    )

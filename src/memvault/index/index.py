@@ -1,0 +1,725 @@
+"""The index over a vault: notes, chunks, links, memories, keywords and vectors.
+
+The vault is the truth; this is a cache of it that can be deleted and
+rebuilt with nothing lost. It is kept current three ways: ``sync`` compares
+the vault with the database by modification time and size (a no-op sync
+reads no file) and by content hash (a moved note keeps its chunks and
+vectors); every write memvault makes goes through the vault's change hook
+(:meth:`MemoryIndex.on_change`); and ``memvault watch`` / the daemon follow
+edits made in Obsidian.
+
+Keyword rows are written at once; vectors are computed later in batches
+(:meth:`MemoryIndex.embed_pending`), so a write never waits for a model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memvault.clock import Clock
+from memvault.config import IndexSettings, SearchSettings
+from memvault.errors import InvalidInputError, MemvaultError, NotFoundError, UnsafePathError
+from memvault.index import db as dbmod
+from memvault.index.chunking import ChunkDraft, kind_of, memory_chunks, note_chunks, note_created
+from memvault.index.db import Connection, get_meta, set_meta, transaction
+from memvault.index.embedders import Embedder, EmbeddingError, normalize_rows
+from memvault.index.vectors import VectorStore
+from memvault.vault.links import LinkResolver
+from memvault.vault.markdown import aliases, extract_links, note_tags, title_of
+from memvault.vault.memories import MEMORY_DIR, Memories, normalize_text
+from memvault.vault.note import Note, plain
+from memvault.vault.store import Change, FileEntry, Vault
+
+log = logging.getLogger(__name__)
+
+INDEX_FILE = "index.db"
+Progress = Callable[[int, int, str], None]
+
+
+class IndexMismatchError(MemvaultError):
+    """The index's vectors were made by another embedder than the configured one."""
+
+    code = "embedder_changed"
+    exit_code = 6
+    http_status = 409
+
+
+@dataclass
+class SyncReport:
+    """What a sync changed."""
+
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    moved: list[tuple[str, str]] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    unchanged: int = 0
+    skipped: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def touched(self) -> int:
+        """How many notes were (re)indexed, moved or removed."""
+        return len(self.added) + len(self.changed) + len(self.moved) + len(self.deleted)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "added": self.added,
+            "changed": self.changed,
+            "moved": [{"from": a, "to": b} for a, b in self.moved],
+            "deleted": self.deleted,
+            "unchanged": self.unchanged,
+            "skipped": self.skipped,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+@dataclass
+class IndexStatus:
+    """How big and how current the index is."""
+
+    path: str
+    notes: int
+    chunks: int
+    memories: int
+    links: int
+    pending: int
+    embedder: str
+    built_with: str | None
+    dimension: int | None
+    mismatch: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return dict(self.__dict__)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(plain(value), ensure_ascii=False, default=str)
+
+
+class MemoryIndex:
+    """The derived SQLite index of one vault."""
+
+    def __init__(
+        self,
+        vault: Vault,
+        memories: Memories,
+        embedder: Embedder,
+        clock: Clock,
+        *,
+        settings: IndexSettings | None = None,
+        search: SearchSettings | None = None,
+        path: Path | None = None,
+    ) -> None:
+        self.vault = vault
+        self.memories = memories
+        self.embedder = embedder
+        self.clock = clock
+        self.settings = settings or IndexSettings()
+        self.search_settings = search or SearchSettings()
+        self.path = path or vault.state_dir / INDEX_FILE
+        self._conn: Connection | None = None
+        self._vectors: VectorStore | None = None
+
+    # -- connection ----------------------------------------------------------------
+
+    @property
+    def conn(self) -> Connection:
+        """The open database connection (opened, and migrated, on first use)."""
+        if self._conn is None:
+            self.vault.require()
+            self._conn = dbmod.connect(self.path)
+        return self._conn
+
+    @property
+    def vectors(self) -> VectorStore:
+        """The vector table of this index."""
+        if self._vectors is None:
+            self._vectors = VectorStore(self.conn)
+        return self._vectors
+
+    def exists(self) -> bool:
+        """Whether an index database is on disk."""
+        return self.path.exists()
+
+    def close(self) -> None:
+        """Close the database connection."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+            self._vectors = None
+
+    # -- what is indexed -----------------------------------------------------------
+
+    def _excluded(self, path: str) -> bool:
+        return any(path == f or path.startswith(f.rstrip("/") + "/") for f in self.settings.exclude)
+
+    def _scan(self) -> dict[str, FileEntry]:
+        return {e.path: e for e in self.vault.list() if not self._excluded(e.path)}
+
+    # -- embedder bookkeeping --------------------------------------------------------
+
+    def built_with(self) -> str | None:
+        """The embedder identity the stored vectors were made with."""
+        return get_meta(self.conn, "embedder")
+
+    def mismatch(self) -> str | None:
+        """A sentence explaining a change of embedder, or None when vectors are usable."""
+        if not self.embedder.enabled:
+            return None
+        built = self.built_with()
+        if built is None or built == self.embedder.identity:
+            return None
+        return (
+            f"The index's vectors were made with {built}, but the configured embedder is "
+            f"{self.embedder.identity}; run `memvault index --reembed` to re-embed "
+            "(keyword search works meanwhile)."
+        )
+
+    @property
+    def semantic(self) -> bool:
+        """Whether vector search can be used now."""
+        return self.embedder.enabled and self.mismatch() is None and self.vectors.exists()
+
+    # -- sync ------------------------------------------------------------------------
+
+    def sync(self, progress: Progress | None = None) -> SyncReport:
+        """Bring the index in line with the vault: new, changed, moved and deleted notes."""
+        started = time.perf_counter()
+        report = SyncReport()
+        entries = self._scan()
+        rows = {
+            str(r["path"]): r
+            for r in self.conn.execute("SELECT id, path, mtime_ns, size, hash FROM notes")
+        }
+        candidates = [
+            p
+            for p, e in entries.items()
+            if p not in rows or rows[p]["mtime_ns"] != e.mtime_ns or rows[p]["size"] != e.size
+        ]
+        report.unchanged = len(entries) - len(candidates)
+        gone = {p: rows[p] for p in rows if p not in entries}
+        gone_by_hash: dict[str, list[str]] = defaultdict(list)
+        for p, r in gone.items():
+            if r["hash"]:
+                gone_by_hash[str(r["hash"])].append(p)
+        structural = bool(gone)
+        for n, path in enumerate(sorted(candidates), start=1):
+            if progress is not None:
+                progress(n, len(candidates), path)
+            try:
+                data = self.vault.read_bytes(path)
+            except (NotFoundError, UnsafePathError, InvalidInputError, OSError) as exc:
+                report.skipped.append(path)
+                log.warning("skipping unreadable note", extra={"path": path, "error": str(exc)})
+                continue
+            digest = _hash(data)
+            entry = entries[path]
+            row = rows.get(path)
+            if row is not None and row["hash"] == digest:
+                with transaction(self.conn):
+                    self.conn.execute(
+                        "UPDATE notes SET mtime_ns = ?, size = ? WHERE id = ?",
+                        (entry.mtime_ns, entry.size, row["id"]),
+                    )
+                report.unchanged += 1
+                continue
+            if row is None and gone_by_hash.get(digest):
+                old = gone_by_hash[digest].pop(0)
+                del gone[old]
+                self._move(old, path, entry)
+                report.moved.append((old, path))
+                structural = True
+                continue
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                report.skipped.append(path)
+                continue
+            self._index_note(path, text, entry, digest)
+            (report.changed if row is not None else report.added).append(path)
+            structural = structural or row is None
+        for path in gone:
+            self._remove(path)
+            report.deleted.append(path)
+        if structural:
+            self._resolve_links()
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def rebuild(self, progress: Progress | None = None) -> SyncReport:
+        """Drop everything and index the vault from scratch (vectors included)."""
+        self.close()
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{self.path}{suffix}")
+        return self.sync(progress)
+
+    def sync_paths(self, paths: Iterable[str]) -> SyncReport:
+        """Re-check just these vault paths (what a file watcher reports)."""
+        report = SyncReport()
+        started = time.perf_counter()
+        wanted = sorted({p for p in paths if p.endswith(".md") and not self._excluded(p)})
+        present = {p for p in wanted if self._is_note(p)}
+        missing = [p for p in wanted if p not in present]
+        known_missing = {
+            str(r["path"]): str(r["hash"])
+            for p in missing
+            for r in self.conn.execute("SELECT path, hash FROM notes WHERE path = ?", (p,))
+        }
+        for path in sorted(present):
+            try:
+                data = self.vault.read_bytes(path)
+                entry = self.vault.stat(path)
+            except (NotFoundError, UnsafePathError, InvalidInputError, OSError):
+                report.skipped.append(path)
+                continue
+            digest = _hash(data)
+            row = self.conn.execute("SELECT id, hash FROM notes WHERE path = ?", (path,)).fetchone()
+            if row is not None and row["hash"] == digest:
+                with transaction(self.conn):
+                    self.conn.execute(
+                        "UPDATE notes SET mtime_ns = ?, size = ? WHERE id = ?",
+                        (entry.mtime_ns, entry.size, row["id"]),
+                    )
+                report.unchanged += 1
+                continue
+            source = next((p for p, h in known_missing.items() if h == digest), None)
+            if row is None and source is not None:
+                del known_missing[source]
+                self._move(source, path, entry)
+                report.moved.append((source, path))
+                continue
+            try:
+                self._index_note(path, data.decode("utf-8"), entry, digest)
+            except UnicodeDecodeError:
+                report.skipped.append(path)
+                continue
+            (report.changed if row is not None else report.added).append(path)
+        for path in known_missing:
+            self._remove(path)
+            report.deleted.append(path)
+        if report.added or report.moved or report.deleted:
+            self._resolve_links()
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _is_note(self, path: str) -> bool:
+        try:
+            return self.vault.is_file(path)
+        except UnsafePathError:
+            return False
+
+    def on_change(self, change: Change) -> None:
+        """Vault observer: keep the keyword index current after each write memvault makes."""
+        paths = [change.path] + ([change.new_path] if change.new_path else [])
+        if not any(p.endswith(".md") and not self._excluded(p) for p in paths):
+            return
+        memory_append = change.kind == "append" and change.path.startswith(f"{MEMORY_DIR}/")
+        if memory_append and self._append_memories(change.path):
+            return
+        self.sync_paths(paths)
+
+    # -- writing one note --------------------------------------------------------------
+
+    def _drafts(self, path: str, text: str, note: Note, mtime: float) -> list[ChunkDraft]:
+        kind = kind_of(path)
+        if kind == "memory":
+            parsed = self.memories.parse_text(path, text)
+            return memory_chunks(
+                parsed,
+                window=self.settings.neighbour_window,
+                max_gap_hours=self.settings.neighbour_hours,
+            )
+        title = title_of(note.body, path.rsplit("/", 1)[-1].removesuffix(".md"))
+        return note_chunks(
+            path=path,
+            kind=kind,
+            title=title,
+            body=note.body,
+            body_offset=note.body_offset,
+            frontmatter=note.frontmatter,
+            tags=note_tags(note.frontmatter, note.body),
+            created=note_created(path, note.frontmatter, mtime),
+            chunk_tokens=self.settings.chunk_tokens,
+            overlap_tokens=self.settings.overlap_tokens,
+        )
+
+    def _index_note(self, path: str, text: str, entry: FileEntry, digest: str) -> None:
+        note = Note.parse(text)
+        kind = kind_of(path)
+        title = title_of(note.body, path.rsplit("/", 1)[-1].removesuffix(".md"))
+        tags = note_tags(note.frontmatter, note.body)
+        mtime = entry.mtime_ns / 1e9
+        drafts = self._drafts(path, text, note, mtime)
+        with transaction(self.conn):
+            row = self.conn.execute("SELECT id FROM notes WHERE path = ?", (path,)).fetchone()
+            values = (
+                title,
+                kind,
+                _json(note.frontmatter),
+                _json(tags),
+                _json(aliases(note.frontmatter)),
+                entry.mtime_ns,
+                entry.size,
+                digest,
+                note_created(path, note.frontmatter, mtime),
+                time.time(),
+            )
+            if row is None:
+                note_id = int(
+                    self.conn.execute(
+                        "INSERT INTO notes(title, kind, frontmatter, tags, aliases, mtime_ns, size,"
+                        " hash, created, indexed_at, path) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                        (*values, path),
+                    ).lastrowid
+                )
+            else:
+                note_id = int(row["id"])
+                self.conn.execute(
+                    "UPDATE notes SET title=?, kind=?, frontmatter=?, tags=?, aliases=?,"
+                    " mtime_ns=?, size=?, hash=?, created=?, indexed_at=? WHERE id=?",
+                    (*values, note_id),
+                )
+            self._store_chunks(note_id, title, drafts)
+            self._store_links(note_id, path, note)
+
+    def _store_chunks(self, note_id: int, title: str, drafts: Sequence[ChunkDraft]) -> None:
+        """Write a note's chunks, keeping rows (and vectors) whose content did not change."""
+        old: dict[str, list[Any]] = defaultdict(list)
+        for row in self.conn.execute(
+            "SELECT c.id, c.hash, f.title AS ftitle, f.tags AS ftags FROM chunks c "
+            "JOIN chunks_fts f ON f.rowid = c.id WHERE c.note_id = ? ORDER BY c.ordinal",
+            (note_id,),
+        ):
+            old[str(row["hash"])].append(row)
+        self.conn.execute("DELETE FROM memories WHERE note_id = ?", (note_id,))
+        for draft in drafts:
+            reuse = old[draft.hash].pop(0) if old.get(draft.hash) else None
+            tags_text = " ".join(draft.tags)
+            chunk_title = "" if draft.kind == "memory" else title
+            if reuse is not None:
+                chunk_id = int(reuse["id"])
+                self.conn.execute(
+                    "UPDATE chunks SET ordinal=?, kind=?, start_line=?, end_line=?, heading=?,"
+                    " grp=?, memory_id=?, category=?, importance=?, created=?, archived=?"
+                    " WHERE id=?",
+                    (*_chunk_meta(draft), chunk_id),
+                )
+                if reuse["ftitle"] != chunk_title or reuse["ftags"] != tags_text:
+                    self.conn.execute("DELETE FROM chunks_fts WHERE rowid = ?", (chunk_id,))
+                    self._insert_fts(chunk_id, draft, chunk_title, tags_text)
+                    self.conn.execute("DELETE FROM chunk_tags WHERE chunk_id = ?", (chunk_id,))
+                    self._insert_tags(chunk_id, draft.tags)
+            else:
+                chunk_id = self._insert_chunk(note_id, draft, chunk_title, tags_text)
+            if draft.memory_id:
+                self._insert_memory(note_id, chunk_id, draft)
+        stale = [int(r["id"]) for rows in old.values() for r in rows]
+        self._delete_chunks(stale)
+
+    def _insert_chunk(self, note_id: int, draft: ChunkDraft, title: str, tags_text: str) -> int:
+        chunk_id = int(
+            self.conn.execute(
+                "INSERT INTO chunks(ordinal, kind, start_line, end_line, heading, grp, memory_id,"
+                " category, importance, created, archived, note_id, text, context, hash, embedded)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0)",
+                (*_chunk_meta(draft), note_id, draft.text, draft.context, draft.hash),
+            ).lastrowid
+        )
+        self._insert_fts(chunk_id, draft, title, tags_text)
+        self._insert_tags(chunk_id, draft.tags)
+        return chunk_id
+
+    def _insert_fts(self, chunk_id: int, draft: ChunkDraft, title: str, tags_text: str) -> None:
+        self.conn.execute(
+            "INSERT INTO chunks_fts(rowid, text, context, title, tags) VALUES (?,?,?,?,?)",
+            (chunk_id, draft.text, draft.context, title, tags_text),
+        )
+
+    def _insert_tags(self, chunk_id: int, tags: Sequence[str]) -> None:
+        self.conn.executemany(
+            "INSERT OR IGNORE INTO chunk_tags(chunk_id, tag) VALUES (?, ?)",
+            [(chunk_id, t) for t in tags],
+        )
+
+    def _insert_memory(self, note_id: int, chunk_id: int, draft: ChunkDraft) -> None:
+        self.conn.execute(
+            "INSERT OR REPLACE INTO memories(id, note_id, chunk_id, category, importance, tags,"
+            " created, source, archived, text, norm) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                draft.memory_id,
+                note_id,
+                chunk_id,
+                draft.category or "",
+                draft.importance,
+                _json(draft.tags),
+                draft.created,
+                draft.group or None,
+                int(draft.archived),
+                draft.text,
+                normalize_text(draft.text),
+            ),
+        )
+
+    def _delete_chunks(self, ids: Sequence[int]) -> None:
+        if not ids:
+            return
+        pairs = [(i,) for i in ids]
+        self.conn.executemany("DELETE FROM chunks_fts WHERE rowid = ?", pairs)
+        self.conn.executemany("DELETE FROM chunks WHERE id = ?", pairs)
+        self.vectors.delete(ids)
+
+    def _append_memories(self, path: str) -> bool:
+        """Fast path for memories appended to a memory file: index only the new tail.
+
+        Returns False when the file changed in another way (then it is re-indexed).
+        """
+        row = self.conn.execute("SELECT id FROM notes WHERE path = ?", (path,)).fetchone()
+        if row is None:
+            return False
+        note_id = int(row["id"])
+        known = self.conn.execute(
+            "SELECT count(*) AS n, max(ordinal) AS last FROM chunks WHERE note_id = ?", (note_id,)
+        ).fetchone()
+        count = int(known["n"])
+        parsed = self.memories.read_file(path)
+        if count == 0 or len(parsed) <= count or known["last"] != count - 1:
+            return False
+        tail_row = self.conn.execute(
+            "SELECT memory_id FROM chunks WHERE note_id = ? AND ordinal = ?", (note_id, count - 1)
+        ).fetchone()
+        if tail_row is None or tail_row["memory_id"] != parsed[count - 1].id:
+            return False
+        window = self.settings.neighbour_window
+        start = max(0, count - 2 * window)
+        drafts = memory_chunks(
+            parsed[start:], window=window, max_gap_hours=self.settings.neighbour_hours
+        )
+        entry = self.vault.stat(path)
+        with transaction(self.conn):
+            for offset, draft in enumerate(drafts):
+                ordinal = start + offset
+                draft.ordinal = ordinal
+                if ordinal < count - window:
+                    continue  # its neighbours did not change
+                tags_text = " ".join(draft.tags)
+                if ordinal < count:
+                    current = self.conn.execute(
+                        "SELECT id, hash FROM chunks WHERE note_id = ? AND ordinal = ?",
+                        (note_id, ordinal),
+                    ).fetchone()
+                    if current is None or current["hash"] == draft.hash:
+                        continue
+                    chunk_id = int(current["id"])
+                    self.conn.execute(
+                        "UPDATE chunks SET context = ?, hash = ?, embedded = 0 WHERE id = ?",
+                        (draft.context, draft.hash, chunk_id),
+                    )
+                    self.conn.execute("DELETE FROM chunks_fts WHERE rowid = ?", (chunk_id,))
+                    self._insert_fts(chunk_id, draft, "", tags_text)
+                else:
+                    chunk_id = self._insert_chunk(note_id, draft, "", tags_text)
+                    self._insert_memory(note_id, chunk_id, draft)
+            # The content hash is unknown without reading the file; sync re-reads it if needed.
+            self.conn.execute(
+                "UPDATE notes SET mtime_ns = ?, size = ?, hash = '', indexed_at = ? WHERE id = ?",
+                (entry.mtime_ns, entry.size, time.time(), note_id),
+            )
+        return True
+
+    def _store_links(self, note_id: int, path: str, note: Note) -> None:
+        self.conn.execute("DELETE FROM links WHERE note_id = ?", (note_id,))
+        rows = []
+        offset = note.body_offset
+        for link in extract_links(note.frontmatter_text):
+            rows.append((note_id, link.target, link.subpath, link.alias, "relation", link.line + 1))
+        for link in extract_links(note.body):
+            kind = (
+                "embed" if link.embed else ("markdown" if link.kind == "markdown" else "wikilink")
+            )
+            rows.append((note_id, link.target, link.subpath, link.alias, kind, link.line + offset))
+        resolver = self._resolver()
+        self.conn.executemany(
+            "INSERT INTO links(note_id, target, subpath, alias, kind, line, resolved)"
+            " VALUES (?,?,?,?,?,?,?)",
+            [(*r, resolver.resolve(r[1], path) if r[1] else path) for r in rows],
+        )
+
+    def _resolver(self) -> LinkResolver:
+        files = [str(r["path"]) for r in self.conn.execute("SELECT path FROM notes")]
+        alias_map: dict[str, list[str]] = {}
+        for r in self.conn.execute("SELECT path, aliases FROM notes WHERE aliases != '[]'"):
+            alias_map[str(r["path"])] = json.loads(r["aliases"])
+        return LinkResolver(files, alias_map)
+
+    def _resolve_links(self) -> None:
+        """Re-resolve every link after notes appeared, moved or vanished."""
+        resolver = self._resolver()
+        rows = self.conn.execute(
+            "SELECT l.rowid AS rid, l.target, l.resolved, n.path"
+            " FROM links l JOIN notes n ON n.id = l.note_id"
+        ).fetchall()
+        updates = []
+        for r in rows:
+            resolved = resolver.resolve(r["target"], r["path"]) if r["target"] else r["path"]
+            if resolved != r["resolved"]:
+                updates.append((resolved, r["rid"]))
+        if updates:
+            with transaction(self.conn):
+                self.conn.executemany("UPDATE links SET resolved = ? WHERE rowid = ?", updates)
+
+    def _move(self, old: str, new: str, entry: FileEntry) -> None:
+        with transaction(self.conn):
+            self.conn.execute(
+                "UPDATE notes SET path = ?, kind = ?, mtime_ns = ?, size = ? WHERE path = ?",
+                (new, kind_of(new), entry.mtime_ns, entry.size, old),
+            )
+
+    def _remove(self, path: str) -> None:
+        with transaction(self.conn):
+            row = self.conn.execute("SELECT id FROM notes WHERE path = ?", (path,)).fetchone()
+            if row is None:
+                return
+            ids = [
+                int(r[0])
+                for r in self.conn.execute("SELECT id FROM chunks WHERE note_id = ?", (row["id"],))
+            ]
+            self._delete_chunks(ids)
+            self.conn.execute("DELETE FROM notes WHERE id = ?", (row["id"],))
+
+    # -- embeddings ------------------------------------------------------------------
+
+    def pending(self) -> int:
+        """How many chunks wait for a vector."""
+        return int(
+            self.conn.execute("SELECT count(*) FROM chunks WHERE embedded = 0").fetchone()[0]
+        )
+
+    def embed_pending(
+        self, *, limit: int | None = None, batch: int = 128, progress: Progress | None = None
+    ) -> int:
+        """Compute vectors for chunks that have none; returns how many were stored."""
+        if not self.embedder.enabled:
+            return 0
+        problem = self.mismatch()
+        if problem:
+            raise IndexMismatchError(problem)
+        total = self.pending() if limit is None else min(limit, self.pending())
+        done = 0
+        while done < total:
+            rows = self.conn.execute(
+                "SELECT id, text, context, hash FROM chunks WHERE embedded = 0 ORDER BY id LIMIT ?",
+                (min(batch, total - done),),
+            ).fetchall()
+            if not rows:
+                break
+            vectors = self._embed_rows(rows)
+            with transaction(self.conn):
+                if not self.vectors.exists():
+                    self.vectors.create(vectors.shape[1])
+                    set_meta(self.conn, "embedder", self.embedder.identity)
+                current = {
+                    int(r["id"]): str(r["hash"])
+                    for r in self.conn.execute(
+                        f"SELECT id, hash FROM chunks WHERE id IN ({','.join('?' * len(rows))})",
+                        [int(r["id"]) for r in rows],
+                    )
+                }
+                keep = [
+                    i for i, r in enumerate(rows) if current.get(int(r["id"])) == str(r["hash"])
+                ]
+                ids = [int(rows[i]["id"]) for i in keep]
+                self.vectors.put(ids, vectors[keep])
+                self.conn.executemany(
+                    "UPDATE chunks SET embedded = 1 WHERE id = ?", [(i,) for i in ids]
+                )
+            done += len(rows)
+            if progress is not None:
+                progress(done, total, "embedding")
+        return done
+
+    def _embed_rows(self, rows: Sequence[Any]) -> np.ndarray[Any, np.dtype[np.float32]]:
+        """One vector per chunk: its own text, plus its context when it has one."""
+        own = self.embedder.embed([str(r["text"]) for r in rows])
+        with_context = [i for i, r in enumerate(rows) if r["context"]]
+        if with_context:
+            context = self.embedder.embed([str(rows[i]["context"]) for i in with_context])
+            own = own.copy()
+            own[with_context] = own[with_context] + context
+        return normalize_rows(own)
+
+    def reembed(self, progress: Progress | None = None) -> int:
+        """Drop every vector and embed all chunks with the configured embedder."""
+        if not self.embedder.enabled:
+            raise InvalidInputError("No embedder is configured (embedder.provider = 'none').")
+        with transaction(self.conn):
+            self.vectors.drop()
+            self.conn.execute("DELETE FROM meta WHERE key = 'embedder'")
+            self.conn.execute("UPDATE chunks SET embedded = 0")
+        return self.embed_pending(progress=progress)
+
+    def embed_query(self, text: str) -> np.ndarray[Any, np.dtype[np.float32]] | None:
+        """The query's vector, or None when vector search is not available."""
+        if not self.semantic:
+            return None
+        try:
+            vector: np.ndarray[Any, np.dtype[np.float32]] = self.embedder.embed([text])[0]
+            return vector
+        except EmbeddingError as exc:
+            log.warning("query embedding failed; keyword search only", extra={"error": str(exc)})
+            return None
+
+    # -- status -------------------------------------------------------------------------
+
+    def status(self) -> IndexStatus:
+        """Counts, pending embeddings and the embedder bookkeeping."""
+
+        def count(sql: str) -> int:
+            return int(self.conn.execute(sql).fetchone()[0])
+
+        return IndexStatus(
+            path=str(self.path),
+            notes=count("SELECT count(*) FROM notes"),
+            chunks=count("SELECT count(*) FROM chunks"),
+            memories=count("SELECT count(*) FROM memories"),
+            links=count("SELECT count(*) FROM links"),
+            pending=self.pending() if self.embedder.enabled else 0,
+            embedder=self.embedder.identity,
+            built_with=self.built_with(),
+            dimension=self.vectors.dimension(),
+            mismatch=self.mismatch(),
+        )
+
+
+def _hash(data: bytes) -> str:
+    return hashlib.sha1(data).hexdigest()
+
+
+def _chunk_meta(draft: ChunkDraft) -> tuple[Any, ...]:
+    return (
+        draft.ordinal,
+        draft.kind,
+        draft.start_line,
+        draft.end_line,
+        draft.heading,
+        draft.group,
+        draft.memory_id,
+        draft.category,
+        draft.importance,
+        draft.created,
+        int(draft.archived),
+    )

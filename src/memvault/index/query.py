@@ -1,0 +1,185 @@
+"""Turning what a person or model typed into a search.
+
+- Keywords: words are extracted with a Unicode-aware pattern and each is
+  quoted, so no input can inject FTS5 syntax; common function words are
+  dropped (unless nothing else is left) and the rest are OR-ed, because a
+  question rarely repeats the exact wording of the answer.
+- Time: an explicit day, month or year in the query ("on 3 June, 2023",
+  "in August 2023", "the week before August 3, 2023", "yesterday") becomes
+  a time range that boosts what was written then.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, tzinfo
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+STOPWORDS = frozenset(
+    """a an the is are was were be been being am do does did doing of to in on at for with by
+    from and or but not no nor what when where who whom whose which why how has have had having
+    i you he she it we they me him her them my your his its our their mine yours hers ours
+    theirs this that these those as if than then so such there here about into over under
+    after before up down out off again further once can will would should could may might must
+    shall just also very too any some own same other each few more most both all only until
+    while during through between against above below s t don""".split()
+)
+
+_MONTHS = {
+    name: number
+    for number, names in enumerate(
+        [
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sep", "sept"),
+            ("october", "oct"),
+            ("november", "nov"),
+            ("december", "dec"),
+        ],
+        start=1,
+    )
+    for name in names
+}
+_MONTH = "(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
+_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
+_YEAR = r"((?:19|20)\d{2})"
+_DAY_FIRST = re.compile(rf"\b{_DAY}\s+{_MONTH},?\s+{_YEAR}\b", re.I)
+_MONTH_FIRST = re.compile(rf"\b{_MONTH}\s+{_DAY},?\s+{_YEAR}\b", re.I)
+_ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+_MONTH_YEAR = re.compile(rf"\b{_MONTH},?\s+{_YEAR}\b", re.I)
+_YEAR_ONLY = re.compile(r"\b(?:in|during|of|since)\s+((?:19|20)\d{2})\b", re.I)
+_SHIFT = re.compile(r"\b(?:the\s+)?(day|week|month|year)\s+(before|after)\s*$", re.I)
+_RELATIVE = {
+    "today": (0, 1),
+    "yesterday": (-1, 0),
+    "this week": (-6, 1),
+    "last week": (-13, -6),
+    "past week": (-7, 1),
+    "this month": (-30, 1),
+    "last month": (-60, -29),
+}
+_RELATIVE_RE = re.compile(r"\b(" + "|".join(_RELATIVE) + r")\b", re.I)
+_AGO = re.compile(r"\b(\d{1,3})\s+(day|week|month)s?\s+ago\b", re.I)
+
+
+@dataclass(frozen=True)
+class TimeRange:
+    """A half-open range of moments ``[start, end)``."""
+
+    start: datetime
+    end: datetime
+
+    def contains(self, moment: datetime) -> bool:
+        """Whether ``moment`` falls inside."""
+        return self.start <= moment < self.end
+
+
+@dataclass(frozen=True)
+class ParsedQuery:
+    """Keywords and time of a query."""
+
+    text: str
+    terms: tuple[str, ...]
+    time: TimeRange | None
+
+    @property
+    def fts(self) -> str | None:
+        """An FTS5 MATCH expression safe for any input, or None when there are no words."""
+        if not self.terms:
+            return None
+        return " OR ".join(f'"{term}"' for term in self.terms)
+
+
+def terms_of(text: str) -> tuple[str, ...]:
+    """Search words of ``text``: lower-cased, de-duplicated, function words dropped."""
+    words = [w.lower() for w in _WORD.findall(text)]
+    kept = [w for w in words if w not in STOPWORDS]
+    chosen = kept or words
+    seen: set[str] = set()
+    out = []
+    for word in chosen:
+        if word not in seen:
+            seen.add(word)
+            out.append(word)
+    return tuple(out[:64])
+
+
+def _day_range(day: date, tz: tzinfo, days: int = 1) -> TimeRange:
+    start = datetime(day.year, day.month, day.day, tzinfo=tz)
+    return TimeRange(start, start + timedelta(days=days))
+
+
+def _month_range(year: int, month: int, tz: tzinfo) -> TimeRange:
+    start = datetime(year, month, 1, tzinfo=tz)
+    end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=tz)
+    return TimeRange(start, end)
+
+
+def _shift(found: TimeRange, before_text: str) -> TimeRange:
+    """Apply "the week before" / "the day after" that precedes a date."""
+    match = _SHIFT.search(before_text)
+    if match is None:
+        return found
+    span = {"day": 1, "week": 7, "month": 31, "year": 366}[match.group(1).lower()]
+    if match.group(2).lower() == "before":
+        return TimeRange(found.start - timedelta(days=span), found.start)
+    return TimeRange(found.end, found.end + timedelta(days=span))
+
+
+def parse_time(text: str, now: datetime) -> TimeRange | None:
+    """The time range a query names explicitly, if any."""
+    tz = now.tzinfo or datetime.now().astimezone().tzinfo
+    assert tz is not None
+    for pattern, order in ((_DAY_FIRST, "dmy"), (_MONTH_FIRST, "mdy")):
+        match = pattern.search(text)
+        if match:
+            groups = match.groups()
+            day_s, month_s, year_s = (
+                (groups[0], groups[1], groups[2])
+                if order == "dmy"
+                else (groups[1], groups[0], groups[2])
+            )
+            try:
+                day = date(int(year_s), _MONTHS[month_s.lower()], int(day_s))
+            except ValueError:
+                continue
+            return _shift(_day_range(day, tz), text[: match.start()])
+    match = _ISO.search(text)
+    if match:
+        try:
+            iso_day = date(int(match.group(1)), int(match.group(2)), int(match.group(3)))
+        except ValueError:
+            iso_day = None
+        if iso_day is not None:
+            return _shift(_day_range(iso_day, tz), text[: match.start()])
+    match = _MONTH_YEAR.search(text)
+    if match:
+        found = _month_range(int(match.group(2)), _MONTHS[match.group(1).lower()], tz)
+        return _shift(found, text[: match.start()])
+    match = _YEAR_ONLY.search(text)
+    if match:
+        year = int(match.group(1))
+        return TimeRange(datetime(year, 1, 1, tzinfo=tz), datetime(year + 1, 1, 1, tzinfo=tz))
+    today = now.date()
+    match = _AGO.search(text)
+    if match:
+        amount = int(match.group(1)) * {"day": 1, "week": 7, "month": 30}[match.group(2).lower()]
+        return _day_range(today - timedelta(days=amount + 1), tz, days=3)
+    match = _RELATIVE_RE.search(text)
+    if match:
+        first, last = _RELATIVE[match.group(1).lower()]
+        start = datetime(today.year, today.month, today.day, tzinfo=tz) + timedelta(days=first)
+        return TimeRange(start, start + timedelta(days=last - first))
+    return None
+
+
+def parse_query(text: str, now: datetime) -> ParsedQuery:
+    """Keywords and time range of a query."""
+    return ParsedQuery(text=text, terms=terms_of(text), time=parse_time(text, now))

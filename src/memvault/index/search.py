@@ -1,0 +1,626 @@
+"""Hybrid search over the index: keywords (FTS5 BM25) and meaning (vectors), fused.
+
+1. Candidates: the best ``candidates`` chunks by BM25 and the best by cosine,
+   each under the filters.
+2. Every candidate gets both scores (a keyword candidate its cosine, a vector
+   candidate its BM25). BM25 counts a chunk's own text and, separately, its
+   context (neighbouring memories, or a note's title and headings); each is
+   scaled by its best candidate. Cosines are min-max scaled over candidates.
+3. The neighbours of the best candidates join the set: in a conversation the
+   answer is often the line after the one that matches.
+4. Each chunk then receives a share of its best neighbour's score (0.3 at
+   distance one, 0.15 at two by default), and boosts for importance,
+   recency, and a date the query names.
+5. Optionally, maximal marginal relevance trades a little score for variety.
+
+The weights live in :class:`memvault.config.SearchSettings`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from typing import Any
+
+import numpy as np
+
+from memvault.errors import InvalidInputError, NotFoundError
+from memvault.index.chunking import KINDS
+from memvault.index.index import MemoryIndex
+from memvault.index.query import ParsedQuery, parse_query
+from memvault.vault.memories import Memories
+from memvault.vault.paths import normalize_relpath
+
+SNIPPET_CHARS = 700
+_EXPAND_TOP = 30
+
+
+@dataclass(frozen=True)
+class SearchFilters:
+    """Restrictions on what a search may return."""
+
+    folder: str | None = None
+    kinds: tuple[str, ...] = ()
+    category: str | None = None
+    tags: tuple[str, ...] = ()
+    since: datetime | None = None
+    until: datetime | None = None
+    include_archived: bool = False
+
+    def checked(self) -> SearchFilters:
+        """The filters with names validated and normalised (a clear error otherwise)."""
+        kinds = tuple(k.strip().lower() for k in self.kinds if k.strip())
+        unknown = [k for k in kinds if k not in KINDS]
+        if unknown:
+            raise InvalidInputError(f"Unknown kind {unknown[0]!r}; use one of {', '.join(KINDS)}.")
+        category = Memories.check_category(self.category) if self.category else None
+        folder = normalize_relpath(self.folder, allow_root=True) if self.folder else None
+        tags = tuple(t.strip().lstrip("#") for t in self.tags if t.strip().lstrip("#"))
+        if self.since and self.until and self.since > self.until:
+            raise InvalidInputError("The date range ends before it starts.")
+        return SearchFilters(
+            folder or None, kinds, category, tags, self.since, self.until, self.include_archived
+        )
+
+    def sql(self) -> tuple[str, list[Any]]:
+        """A WHERE clause over ``chunks c JOIN notes n`` and its parameters."""
+        clauses: list[str] = []
+        params: list[Any] = []
+        if self.folder:
+            clauses.append("(n.path LIKE ? ESCAPE '\\')")
+            params.append(_like_prefix(self.folder) + "/%")
+        if self.kinds:
+            clauses.append(f"c.kind IN ({','.join('?' * len(self.kinds))})")
+            params.extend(self.kinds)
+        if self.category:
+            clauses.append("c.category = ?")
+            params.append(self.category)
+        if self.tags:
+            tag_clauses = []
+            for tag in self.tags:
+                tag_clauses.append("(t.tag = ? OR t.tag LIKE ? ESCAPE '\\')")
+                params.extend([tag, _like_prefix(tag) + "/%"])
+            clauses.append(
+                "c.id IN (SELECT t.chunk_id FROM chunk_tags t WHERE "
+                + " OR ".join(tag_clauses)
+                + ")"
+            )
+        if self.since:
+            clauses.append("c.created >= ?")
+            params.append(self.since.timestamp())
+        if self.until:
+            clauses.append("c.created < ?")
+            params.append(self.until.timestamp())
+        if not self.include_archived:
+            clauses.append("c.archived = 0")
+        return (" AND ".join(clauses) if clauses else "1"), params
+
+    @property
+    def restrictive(self) -> bool:
+        """Whether anything beyond hiding archived memories is filtered."""
+        return bool(
+            self.folder or self.kinds or self.category or self.tags or self.since or self.until
+        )
+
+
+def _like_prefix(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+@dataclass
+class Hit:
+    """One search result, compatible with OpenClaw's ``memory_search`` shape."""
+
+    path: str
+    start_line: int
+    end_line: int
+    score: float
+    vector_score: float
+    text_score: float
+    snippet: str
+    kind: str
+    source: str  # "memory" for memory bullets, "vault" for notes
+    id: str | None  # the memory id when the hit is a memory
+    title: str = ""
+    heading: str = ""
+    category: str | None = None
+    created: datetime | None = None
+    tags: list[str] = field(default_factory=list)
+    origin: str | None = None  # where a memory came from (cli, telegram, ...)
+    chunk_id: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "path": self.path,
+            "start_line": self.start_line,
+            "end_line": self.end_line,
+            "score": round(self.score, 4),
+            "vector_score": round(self.vector_score, 4),
+            "text_score": round(self.text_score, 4),
+            "snippet": self.snippet,
+            "kind": self.kind,
+            "source": self.source,
+            "id": self.id,
+            "title": self.title,
+            "heading": self.heading,
+            "category": self.category,
+            "created": self.created.isoformat(timespec="seconds") if self.created else None,
+            "tags": list(self.tags),
+            "origin": self.origin,
+        }
+
+
+def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
+    """At most ``limit`` characters, cut at a word boundary."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut) + "…"
+
+
+@dataclass
+class _Candidate:
+    row: Any
+    own: float = 0.0
+    ctx: float = 0.0
+    cosine: float | None = None
+    base: float = 0.0
+    final: float = 0.0
+    text: float = 0.0
+    vec: float = 0.0
+
+
+class Searcher:
+    """Runs hybrid searches on one index."""
+
+    def __init__(self, index: MemoryIndex) -> None:
+        self.index = index
+        self.settings = index.search_settings
+
+    @property
+    def conn(self) -> Any:
+        return self.index.conn
+
+    def search(
+        self,
+        query: str,
+        limit: int = 10,
+        filters: SearchFilters | None = None,
+        *,
+        semantic: bool = True,
+        mmr_lambda: float | None = None,
+        min_score: float | None = None,
+    ) -> list[Hit]:
+        """The best ``limit`` chunks for ``query`` under ``filters``."""
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInputError("The search query is empty.")
+        if not 1 <= limit <= 1000:
+            raise InvalidInputError("The result limit must be between 1 and 1000.")
+        checked = (filters or SearchFilters()).checked()
+        parsed = parse_query(query.strip(), self.index.clock.now())
+        where, params = checked.sql()
+        n = self.settings.candidates
+        candidates: dict[int, _Candidate] = {}
+        for chunk_id, own, ctx in self._keyword(parsed, where, params, n):
+            candidates[chunk_id] = _Candidate(row=None, own=own, ctx=ctx)
+        qvec = self.index.embed_query(query) if semantic else None
+        if qvec is not None:
+            allowed = self._allowed(where, params) if checked.restrictive else None
+            for chunk_id, cosine in self.index.vectors.search(qvec, n, allowed):
+                candidates.setdefault(chunk_id, _Candidate(row=None)).cosine = cosine
+        if not candidates:
+            return []
+        self._complete(candidates, parsed, qvec, where, params)
+        self._score(candidates, qvec is not None)
+        self._expand(candidates, parsed, qvec, where, params)
+        self._score(candidates, qvec is not None)
+        self._finish(candidates, parsed)
+        ranked = sorted(candidates.values(), key=lambda c: -c.final)
+        lam = mmr_lambda if mmr_lambda is not None else self.settings.mmr_lambda
+        if lam is not None and qvec is not None:
+            ranked = self._mmr(ranked, lam, limit)
+        hits = [self._hit(c) for c in ranked]
+        if min_score is not None:
+            hits = [h for h in hits if h.score >= min_score]
+        return hits[:limit]
+
+    # -- candidates --------------------------------------------------------------
+
+    def _keyword(
+        self,
+        parsed: ParsedQuery,
+        where: str,
+        params: list[Any],
+        n: int,
+        ids: Sequence[int] | None = None,
+    ) -> list[tuple[int, float, float]]:
+        if parsed.fts is None:
+            return []
+        restrict = ""
+        extra: list[Any] = []
+        if ids is not None:
+            if not ids:
+                return []
+            restrict = f" AND chunks_fts.rowid IN ({','.join('?' * len(ids))})"
+            extra = list(ids)
+        rows = self.conn.execute(
+            "SELECT c.id, bm25(chunks_fts, 1.0, 0.0, 2.0, 1.0) AS own,"
+            " bm25(chunks_fts, 0.0, 1.0, 0.0, 0.0) AS ctx"
+            " FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
+            " JOIN notes n ON n.id = c.note_id"
+            f" WHERE chunks_fts MATCH ? AND {where}{restrict}"
+            " ORDER BY bm25(chunks_fts, 1.0, 1.0, 2.0, 1.0) LIMIT ?",
+            [parsed.fts, *params, *extra, n if ids is None else len(ids)],
+        ).fetchall()
+        return [(int(r[0]), -float(r[1]), -float(r[2])) for r in rows]
+
+    def _allowed(self, where: str, params: list[Any]) -> list[int]:
+        rows = self.conn.execute(
+            f"SELECT c.id FROM chunks c JOIN notes n ON n.id = c.note_id WHERE {where}", params
+        )
+        return [int(r[0]) for r in rows]
+
+    def _complete(
+        self,
+        candidates: dict[int, _Candidate],
+        parsed: ParsedQuery,
+        qvec: np.ndarray[Any, Any] | None,
+        where: str,
+        params: list[Any],
+    ) -> None:
+        """Give every candidate its row, its keyword scores and its cosine."""
+        missing_rows = [i for i, c in candidates.items() if c.row is None]
+        for row in self._rows(missing_rows):
+            candidates[int(row["id"])].row = row
+        for chunk_id in [i for i, c in candidates.items() if c.row is None]:
+            del candidates[chunk_id]  # deleted meanwhile
+        lacking_text = [i for i, c in candidates.items() if c.own == 0 and c.ctx == 0]
+        for chunk_id, own, ctx in self._keyword(parsed, where, params, 0, lacking_text):
+            candidates[chunk_id].own = own
+            candidates[chunk_id].ctx = ctx
+        if qvec is not None:
+            lacking_vec = [i for i, c in candidates.items() if c.cosine is None]
+            for chunk_id, vector in self.index.vectors.get(lacking_vec).items():
+                candidates[chunk_id].cosine = float(vector @ qvec)
+
+    def _rows(self, ids: Sequence[int]) -> list[Any]:
+        out: list[Any] = []
+        for start in range(0, len(ids), 500):
+            batch = list(ids[start : start + 500])
+            out.extend(
+                self.conn.execute(
+                    "SELECT c.id, c.note_id, c.ordinal, c.kind, c.start_line, c.end_line,"
+                    " c.heading, c.text, c.grp, c.memory_id, c.category, c.importance, c.created,"
+                    " c.archived, n.path, n.title, m.tags AS memory_tags, m.source AS origin,"
+                    " n.tags AS note_tags"
+                    " FROM chunks c JOIN notes n ON n.id = c.note_id"
+                    " LEFT JOIN memories m ON m.id = c.memory_id"
+                    f" WHERE c.id IN ({','.join('?' * len(batch))})",
+                    batch,
+                ).fetchall()
+            )
+        return out
+
+    def _expand(
+        self,
+        candidates: dict[int, _Candidate],
+        parsed: ParsedQuery,
+        qvec: np.ndarray[Any, Any] | None,
+        where: str,
+        params: list[Any],
+    ) -> None:
+        """Add the neighbours of the best candidates (same note, same group)."""
+        window = len(self.settings.neighbour_boost)
+        if window == 0:
+            return
+        top = sorted(candidates.values(), key=lambda c: -c.base)[:_EXPAND_TOP]
+        wanted: set[tuple[int, int]] = set()
+        for c in top:
+            for d in range(1, window + 1):
+                wanted.add((int(c.row["note_id"]), int(c.row["ordinal"]) - d))
+                wanted.add((int(c.row["note_id"]), int(c.row["ordinal"]) + d))
+        have = {(int(c.row["note_id"]), int(c.row["ordinal"])) for c in candidates.values()}
+        wanted -= have
+        if not wanted:
+            return
+        by_note: dict[int, list[int]] = defaultdict(list)
+        for note_id, ordinal in wanted:
+            by_note[note_id].append(ordinal)
+        new_ids: list[int] = []
+        for note_id, ordinals in by_note.items():
+            marks = ",".join("?" * len(ordinals))
+            for row in self.conn.execute(
+                "SELECT c.id FROM chunks c JOIN notes n ON n.id = c.note_id"
+                f" WHERE c.note_id = ? AND c.ordinal IN ({marks}) AND {where}",
+                [note_id, *ordinals, *params],
+            ):
+                new_ids.append(int(row[0]))
+        for chunk_id in new_ids:
+            candidates.setdefault(chunk_id, _Candidate(row=None))
+        self._complete(candidates, parsed, qvec, where, params)
+
+    # -- scoring -------------------------------------------------------------------
+
+    def _score(self, candidates: dict[int, _Candidate], semantic: bool) -> None:
+        values = list(candidates.values())
+        top_own = max((c.own for c in values), default=0.0) or 1.0
+        top_ctx = max((c.ctx for c in values), default=0.0) or 1.0
+        cosines = [c.cosine for c in values if c.cosine is not None]
+        low, high = (min(cosines), max(cosines)) if cosines else (0.0, 1.0)
+        span = (high - low) or 1.0
+        cw = self.settings.context_weight
+        wv = self.settings.vector_weight if semantic and cosines else 0.0
+        for c in values:
+            c.text = (1 - cw) * max(c.own, 0.0) / top_own + cw * max(c.ctx, 0.0) / top_ctx
+            c.vec = ((c.cosine - low) / span) if c.cosine is not None else 0.0
+            c.base = (1 - wv) * c.text + wv * c.vec
+
+    def _finish(self, candidates: dict[int, _Candidate], parsed: ParsedQuery) -> None:
+        by_position = {
+            (int(c.row["note_id"]), int(c.row["ordinal"])): c for c in candidates.values()
+        }
+        decays = self.settings.neighbour_boost
+        now = self.index.clock.now().timestamp()
+        half_life = self.settings.recency_half_life_days * 86400
+        time_range = parsed.time
+        for c in candidates.values():
+            note_id, ordinal, group = int(c.row["note_id"]), int(c.row["ordinal"]), c.row["grp"]
+            bonus = 0.0
+            for distance, decay in enumerate(decays, start=1):
+                for other in (ordinal - distance, ordinal + distance):
+                    neighbour = by_position.get((note_id, other))
+                    if neighbour is not None and neighbour.row["grp"] == group:
+                        bonus = max(bonus, decay * neighbour.base)
+            score = c.base + bonus
+            if c.row["memory_id"]:
+                score += self.settings.importance_weight * (float(c.row["importance"]) - 0.5)
+            created = c.row["created"]
+            if created is not None:
+                age = max(0.0, now - float(created))
+                score += self.settings.recency_weight * math.pow(0.5, age / half_life)
+                if (
+                    time_range is not None
+                    and time_range.start.timestamp() <= float(created) < time_range.end.timestamp()
+                ):
+                    score += self.settings.time_weight
+            c.final = score
+
+    def _mmr(self, ranked: list[_Candidate], lam: float, limit: int) -> list[_Candidate]:
+        """Maximal marginal relevance: each pick trades score against likeness to earlier picks."""
+        pool = ranked[: max(limit * 5, 50)]
+        vectors = self.index.vectors.get([int(c.row["id"]) for c in pool])
+        chosen: list[_Candidate] = []
+        chosen_vectors: list[np.ndarray[Any, Any]] = []
+        rest = list(pool)
+        while rest and len(chosen) < limit:
+
+            def value(c: _Candidate) -> float:
+                v = vectors.get(int(c.row["id"]))
+                if v is None or not chosen_vectors:
+                    return lam * c.final
+                return lam * c.final - (1 - lam) * max(float(v @ o) for o in chosen_vectors)
+
+            best = max(rest, key=value)
+            chosen.append(best)
+            rest.remove(best)
+            picked = vectors.get(int(best.row["id"]))
+            if picked is not None:
+                chosen_vectors.append(picked)
+        return chosen + [c for c in ranked if c not in chosen]
+
+    def _hit(self, c: _Candidate) -> Hit:
+        row = c.row
+        is_memory = bool(row["memory_id"])
+        tags_json = row["memory_tags"] if is_memory else row["note_tags"]
+        created = row["created"]
+        return Hit(
+            path=str(row["path"]),
+            start_line=int(row["start_line"]),
+            end_line=int(row["end_line"]),
+            score=c.final,
+            vector_score=float(c.cosine) if c.cosine is not None else 0.0,
+            text_score=c.text,
+            snippet=snippet(str(row["text"])),
+            kind=str(row["kind"]),
+            source="memory" if is_memory else "vault",
+            id=str(row["memory_id"]) if is_memory else None,
+            title="" if is_memory else str(row["title"]),
+            heading=str(row["heading"]),
+            category=row["category"],
+            created=datetime.fromtimestamp(float(created)).astimezone(self.index.clock.tz)
+            if created is not None
+            else None,
+            tags=json.loads(tags_json) if tags_json else [],
+            origin=row["origin"] if is_memory else None,
+            chunk_id=int(row["id"]),
+        )
+
+
+# -- graph queries ------------------------------------------------------------------
+
+
+@dataclass
+class TaggedItem:
+    """A note or memory carrying a tag."""
+
+    path: str
+    kind: str
+    title: str
+    id: str | None = None
+    line: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return dict(self.__dict__)
+
+
+@dataclass
+class LinkRef:
+    """A link into a note from another."""
+
+    source: str
+    line: int
+    kind: str
+    target: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return dict(self.__dict__)
+
+
+@dataclass
+class RelatedNote:
+    """A note related to another, with the reasons."""
+
+    path: str
+    title: str
+    score: float
+    reasons: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "path": self.path,
+            "title": self.title,
+            "score": round(self.score, 4),
+            "reasons": self.reasons,
+        }
+
+
+def search_by_tag(
+    index: MemoryIndex, tag: str, *, include_archived: bool = False
+) -> list[TaggedItem]:
+    """Notes and memories with ``tag``; ``#project`` also finds ``#project/apollo``."""
+    wanted = tag.strip().lstrip("#")
+    if not wanted:
+        raise InvalidInputError("Name a tag, e.g. 'project'.")
+    rows = index.conn.execute(
+        "SELECT DISTINCT n.path, n.kind AS note_kind, n.title, c.kind, c.memory_id, c.start_line"
+        " FROM chunk_tags t JOIN chunks c ON c.id = t.chunk_id JOIN notes n ON n.id = c.note_id"
+        " WHERE (t.tag = ? OR t.tag LIKE ? ESCAPE '\\')"
+        + ("" if include_archived else " AND c.archived = 0")
+        + " ORDER BY n.path, c.start_line",
+        (wanted, _like_prefix(wanted) + "/%"),
+    ).fetchall()
+    out: list[TaggedItem] = []
+    seen_notes: set[str] = set()
+    for r in rows:
+        if r["memory_id"]:
+            out.append(TaggedItem(r["path"], "memory", r["title"], r["memory_id"], r["start_line"]))
+        elif r["path"] not in seen_notes:
+            seen_notes.add(r["path"])
+            out.append(TaggedItem(r["path"], r["note_kind"], r["title"]))
+    return out
+
+
+def backlinks(index: MemoryIndex, path: str) -> list[LinkRef]:
+    """Links from other notes that resolve to ``path``."""
+    target = _known_path(index, path)
+    rows = index.conn.execute(
+        "SELECT n.path, l.line, l.kind, l.target FROM links l JOIN notes n ON n.id = l.note_id"
+        " WHERE l.resolved = ? AND n.path != ? ORDER BY n.path, l.line",
+        (target, target),
+    ).fetchall()
+    return [LinkRef(r["path"], int(r["line"]), r["kind"], r["target"]) for r in rows]
+
+
+def _known_path(index: MemoryIndex, path: str) -> str:
+    clean = normalize_relpath(path)
+    for candidate in (clean, clean + ".md"):
+        if index.conn.execute("SELECT 1 FROM notes WHERE path = ?", (candidate,)).fetchone():
+            return candidate
+    raise NotFoundError(f"No indexed note at {clean}.", hint="Run `memvault index` if it is new.")
+
+
+def related(index: MemoryIndex, path: str, limit: int = 10) -> list[RelatedNote]:
+    """Notes related to ``path``: linked either way, sharing tags, or similar in meaning."""
+    source = _known_path(index, path)
+    note = index.conn.execute("SELECT id, tags FROM notes WHERE path = ?", (source,)).fetchone()
+    scores: dict[str, float] = defaultdict(float)
+    reasons: dict[str, list[str]] = defaultdict(list)
+
+    def add(other: str, amount: float, reason: str) -> None:
+        if other and other != source and reason not in reasons[other]:
+            scores[other] += amount
+            reasons[other].append(reason)
+
+    for r in index.conn.execute(
+        "SELECT DISTINCT resolved FROM links WHERE note_id = ? AND resolved IS NOT NULL",
+        (note["id"],),
+    ):
+        add(str(r[0]), 1.0, "links to it")
+    for ref in backlinks(index, source):
+        add(ref.source, 1.0, "links here")
+    for tag in json.loads(note["tags"] or "[]"):
+        for r in index.conn.execute(
+            "SELECT DISTINCT n.path FROM chunk_tags t JOIN chunks c ON c.id = t.chunk_id"
+            " JOIN notes n ON n.id = c.note_id WHERE t.tag = ? AND c.kind != 'memory'",
+            (tag,),
+        ):
+            add(str(r[0]), 0.3, f"#{tag}")
+    if index.semantic:
+        ids = [
+            int(r[0])
+            for r in index.conn.execute("SELECT id FROM chunks WHERE note_id = ?", (note["id"],))
+        ]
+        vectors = list(index.vectors.get(ids).values())
+        if vectors:
+            centre = np.mean(np.stack(vectors), axis=0)
+            centre = centre / (np.linalg.norm(centre) or 1.0)
+            best: dict[str, float] = {}
+            hits = index.vectors.search(centre.astype(np.float32), 50)
+            rows = {int(r["id"]): str(r["path"]) for r in _paths_of(index, [h[0] for h in hits])}
+            for chunk_id, cosine in hits:
+                other = rows.get(chunk_id)
+                if other and other != source and cosine > best.get(other, 0.0):
+                    best[other] = cosine
+            for other, cosine in best.items():
+                if cosine >= 0.3:
+                    add(other, cosine, f"similar ({cosine:.2f})")
+    titles = (
+        {
+            str(r["path"]): str(r["title"])
+            for r in index.conn.execute(
+                f"SELECT path, title FROM notes WHERE path IN ({','.join('?' * len(scores))})",
+                list(scores),
+            )
+        }
+        if scores
+        else {}
+    )
+    ranked = sorted(scores, key=lambda p: -scores[p])[:limit]
+    return [RelatedNote(p, titles.get(p, p), scores[p], reasons[p]) for p in ranked if p in titles]
+
+
+def _paths_of(index: MemoryIndex, ids: Iterable[int]) -> list[Any]:
+    chosen = list(ids)
+    if not chosen:
+        return []
+    rows: list[Any] = index.conn.execute(
+        "SELECT c.id, n.path FROM chunks c JOIN notes n ON n.id = c.note_id"
+        f" WHERE c.id IN ({','.join('?' * len(chosen))})",
+        chosen,
+    ).fetchall()
+    return rows
+
+
+def parse_day(value: str | date | datetime | None, tz: Any) -> datetime | None:
+    """A filter bound from ``YYYY-MM-DD`` (start of that day in the owner's zone) or a datetime."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=tz)
+    if isinstance(value, date):
+        return datetime(value.year, value.month, value.day, tzinfo=tz)
+    try:
+        parsed = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise InvalidInputError(f"{value!r} is not a date; use YYYY-MM-DD.") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=tz)

@@ -1,0 +1,266 @@
+"""Chunk vectors: stored in a sqlite-vec table, searched exactly.
+
+Vectors live in ``chunk_vectors``, a sqlite-vec ``vec0`` table keyed by
+chunk id. Searching has two exact paths that give the same answer:
+
+- *cold*: sqlite-vec's own k-nearest-neighbour scan, for a process that
+  searches once over a large index (nothing to load);
+- *warm*: the vectors held in one NumPy matrix, scanned with a single
+  matrix product (about ten times faster at 100k chunks), for processes that
+  search often, such as the daemon, or any index small enough to load in a
+  few milliseconds.
+
+A counter in ``meta`` changes with every write, so a warm copy notices
+writes made by another process and reloads.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from memvault.index.db import Connection, get_meta, set_meta
+from memvault.index.embedders import Vectors
+
+TABLE = "chunk_vectors"
+# Below this many vectors, loading them all costs less than one sqlite-vec scan.
+WARM_THRESHOLD = 20_000
+
+
+class VectorStore:
+    """The vectors of one index database."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self._lock = threading.RLock()
+        self._ids: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self._matrix: Vectors = np.zeros((0, 0), dtype=np.float32)
+        self._alive: npt.NDArray[np.bool_] = np.zeros(0, dtype=bool)
+        self._row_of: dict[int, int] = {}
+        self._version: str | None = None
+        self.keep_warm = False
+
+    # -- schema ----------------------------------------------------------------
+
+    def exists(self) -> bool:
+        """Whether the vector table has been created."""
+        row = self.conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (TABLE,)
+        ).fetchone()
+        return row is not None
+
+    def dimension(self) -> int | None:
+        """The vector size of the table, or None before the first vector."""
+        value = get_meta(self.conn, "vector_dim")
+        return int(value) if value else None
+
+    def create(self, dim: int) -> None:
+        """Create the table for ``dim``-dimensional vectors (caller holds a transaction)."""
+        self.conn.execute(
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {TABLE} USING vec0("
+            f"embedding float[{int(dim)}] distance_metric=cosine)"
+        )
+        set_meta(self.conn, "vector_dim", str(int(dim)))
+        self._bump()
+
+    def drop(self) -> None:
+        """Remove every vector (caller holds a transaction)."""
+        self.conn.execute(f"DROP TABLE IF EXISTS {TABLE}")
+        self.conn.execute("DELETE FROM meta WHERE key = 'vector_dim'")
+        self._bump()
+        self._clear()
+
+    def count(self) -> int:
+        """How many vectors are stored."""
+        if not self.exists():
+            return 0
+        return int(self.conn.execute(f"SELECT count(*) FROM {TABLE}").fetchone()[0])
+
+    # -- writing (callers hold a transaction) ----------------------------------
+
+    def _bump(self) -> None:
+        version = str(int(get_meta(self.conn, "vector_version") or "0") + 1)
+        set_meta(self.conn, "vector_version", version)
+        if self._version is not None:
+            self._version = version
+
+    def put(self, ids: Sequence[int], matrix: Vectors) -> None:
+        """Store (or replace) the vectors of ``ids``."""
+        if not len(ids):
+            return
+        rows = [
+            (int(i), np.ascontiguousarray(v, dtype=np.float32).tobytes())
+            for i, v in zip(ids, matrix, strict=True)
+        ]
+        self.conn.executemany(f"DELETE FROM {TABLE} WHERE rowid = ?", [(r[0],) for r in rows])
+        self.conn.executemany(f"INSERT INTO {TABLE}(rowid, embedding) VALUES (?, ?)", rows)
+        with self._lock:
+            warm = self._version is not None
+        self._bump()
+        if warm:
+            self._warm_put(ids, matrix)
+
+    def delete(self, ids: Iterable[int]) -> None:
+        """Forget the vectors of ``ids`` (missing ones are ignored)."""
+        keys = [(int(i),) for i in ids]
+        if not keys or not self.exists():
+            return
+        self.conn.executemany(f"DELETE FROM {TABLE} WHERE rowid = ?", keys)
+        with self._lock:
+            warm = self._version is not None
+        self._bump()
+        if warm:
+            self._warm_delete([k[0] for k in keys])
+
+    # -- reading ----------------------------------------------------------------
+
+    def get(self, ids: Sequence[int]) -> dict[int, npt.NDArray[np.float32]]:
+        """The stored vectors of ``ids`` (absent ones are left out)."""
+        if not ids or not self.exists():
+            return {}
+        if self._fresh():
+            with self._lock:
+                return {i: self._matrix[self._row_of[i]] for i in ids if i in self._row_of}
+        out: dict[int, npt.NDArray[np.float32]] = {}
+        for start in range(0, len(ids), 500):
+            batch = [int(i) for i in ids[start : start + 500]]
+            marks = ",".join("?" * len(batch))
+            for row in self.conn.execute(
+                f"SELECT rowid, embedding FROM {TABLE} WHERE rowid IN ({marks})", batch
+            ):
+                out[int(row[0])] = np.frombuffer(row[1], dtype=np.float32)
+        return out
+
+    def search(
+        self, query: npt.NDArray[np.float32], k: int, allowed: Sequence[int] | None = None
+    ) -> list[tuple[int, float]]:
+        """The ``k`` chunks most similar to ``query``: ``(chunk id, cosine)``, best first.
+
+        ``allowed`` restricts the search to those chunk ids (a filter).
+        """
+        if not self.exists() or k <= 0:
+            return []
+        if allowed is not None and not allowed:
+            return []
+        if self.keep_warm or self._fresh() or self.count() <= WARM_THRESHOLD:
+            self.warm()
+            return self._search_warm(query, k, allowed)
+        return self._search_cold(query, k, allowed)
+
+    def _search_cold(
+        self, query: npt.NDArray[np.float32], k: int, allowed: Sequence[int] | None
+    ) -> list[tuple[int, float]]:
+        blob = np.ascontiguousarray(query, dtype=np.float32).tobytes()
+        if allowed is None:
+            rows = self.conn.execute(
+                f"SELECT rowid, distance FROM {TABLE} WHERE embedding MATCH ? AND k = ?",
+                (blob, int(k)),
+            ).fetchall()
+            return [(int(r[0]), 1.0 - float(r[1])) for r in rows]
+        scored: list[tuple[int, float]] = []
+        ids = [int(i) for i in allowed]
+        for start in range(0, len(ids), 500):
+            batch = ids[start : start + 500]
+            marks = ",".join("?" * len(batch))
+            for row in self.conn.execute(
+                f"SELECT rowid, vec_distance_cosine(embedding, ?) FROM {TABLE} "
+                f"WHERE rowid IN ({marks})",
+                [blob, *batch],
+            ):
+                scored.append((int(row[0]), 1.0 - float(row[1])))
+        scored.sort(key=lambda pair: -pair[1])
+        return scored[:k]
+
+    # -- the warm copy -----------------------------------------------------------
+
+    def _clear(self) -> None:
+        with self._lock:
+            self._ids = np.zeros(0, dtype=np.int64)
+            self._matrix = np.zeros((0, 0), dtype=np.float32)
+            self._alive = np.zeros(0, dtype=bool)
+            self._row_of = {}
+            self._version = None
+
+    def _fresh(self) -> bool:
+        with self._lock:
+            if self._version is None:
+                return False
+        return get_meta(self.conn, "vector_version") == self._version
+
+    def warm(self) -> None:
+        """Load every vector into memory (again, if another process changed them)."""
+        if self._fresh():
+            return
+        with self._lock:
+            version = get_meta(self.conn, "vector_version")
+            dim = self.dimension() or 0
+            ids: list[int] = []
+            blobs: list[bytes] = []
+            if self.exists():
+                for row in self.conn.execute(f"SELECT rowid, embedding FROM {TABLE}"):
+                    ids.append(int(row[0]))
+                    blobs.append(row[1])
+            self._ids = np.asarray(ids, dtype=np.int64)
+            self._matrix = (
+                np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(ids), dim).copy()
+                if ids
+                else np.zeros((0, dim), dtype=np.float32)
+            )
+            self._alive = np.ones(len(ids), dtype=bool)
+            self._row_of = {chunk_id: row for row, chunk_id in enumerate(ids)}
+            self._version = version
+
+    def _warm_put(self, ids: Sequence[int], matrix: Vectors) -> None:
+        with self._lock:
+            new_ids = []
+            new_rows = []
+            for chunk_id, vector in zip(ids, matrix, strict=True):
+                row = self._row_of.get(int(chunk_id))
+                if row is not None:
+                    self._matrix[row] = vector
+                else:
+                    new_ids.append(int(chunk_id))
+                    new_rows.append(vector)
+            if new_ids:
+                start = len(self._ids)
+                block = np.asarray(new_rows, dtype=np.float32).reshape(len(new_ids), -1)
+                self._matrix = block if start == 0 else np.vstack([self._matrix, block])
+                self._ids = np.concatenate([self._ids, np.asarray(new_ids, dtype=np.int64)])
+                self._alive = np.concatenate([self._alive, np.ones(len(new_ids), dtype=bool)])
+                for offset, chunk_id in enumerate(new_ids):
+                    self._row_of[chunk_id] = start + offset
+
+    def _warm_delete(self, ids: Sequence[int]) -> None:
+        with self._lock:
+            for chunk_id in ids:
+                row = self._row_of.pop(int(chunk_id), None)
+                if row is not None:
+                    self._alive[row] = False
+            dead = int((~self._alive).sum())
+            if dead and dead > len(self._alive) // 4:
+                keep = self._alive
+                self._ids = self._ids[keep]
+                self._matrix = self._matrix[keep]
+                self._alive = np.ones(len(self._ids), dtype=bool)
+                self._row_of = {int(c): r for r, c in enumerate(self._ids)}
+
+    def _search_warm(
+        self, query: npt.NDArray[np.float32], k: int, allowed: Sequence[int] | None
+    ) -> list[tuple[int, float]]:
+        with self._lock:
+            if not len(self._ids):
+                return []
+            scores = self._matrix @ np.asarray(query, dtype=np.float32)
+            mask = self._alive
+            if allowed is not None:
+                mask = mask & np.isin(self._ids, np.asarray(list(allowed), dtype=np.int64))
+            scores = np.where(mask, scores, -np.inf)
+            k = min(k, int(mask.sum()))
+            if k <= 0:
+                return []
+            top = np.argpartition(-scores, k - 1)[:k]
+            top = top[np.argsort(-scores[top])]
+            return [(int(self._ids[i]), float(scores[i])) for i in top]

@@ -1,0 +1,286 @@
+"""The context builder: what an agent is told at the start of a run.
+
+It fills a token budget in priority order:
+
+1. core notes: the owner's profile, the current status, open high-priority
+   tasks, and the latest entries of today's journal;
+2. pinned memories: those tagged (or categorised) ``core`` or ``preference``;
+3. what is relevant to the request: memories and notes from a hybrid search;
+4. the most important memories, ranked by
+   ``importance * (1 - recency_bias) + recency * recency_bias``;
+5. recent activity: the latest entries of earlier journal days, including
+   session summaries.
+
+Tokens are estimated as four characters each (the same estimate everywhere
+in memvault). Lines are never cut: an item that does not fit is left out,
+and each section says how many were left out.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from memvault.clock import Clock
+from memvault.config import ContextSettings
+from memvault.errors import InvalidInputError, NotFoundError
+from memvault.index.chunking import CHARS_PER_TOKEN, estimate_tokens
+from memvault.index.index import MemoryIndex
+from memvault.index.search import Searcher
+from memvault.vault.journal import Journal
+from memvault.vault.memories import Memories, Memory
+from memvault.vault.note import Note
+from memvault.vault.notes import Notes
+from memvault.vault.tasks import Tasks
+
+_HEADING = re.compile(r"^#{1,6}\s")
+_RECENCY_HALF_LIFE_DAYS = 30.0
+_MAX_RELEVANT = 10
+_JOURNAL_TAIL = 8
+_RECENT_DAYS = 3
+
+
+@dataclass
+class Section:
+    """A titled list of lines, some of which may not fit."""
+
+    title: str
+    items: list[str]
+    shown: list[str] = field(default_factory=list)
+    left_out: int = 0
+
+
+@dataclass
+class ContextResult:
+    """The built context and how the budget was spent."""
+
+    markdown: str
+    budget_tokens: int
+    sections: list[Section]
+
+    @property
+    def tokens(self) -> int:
+        """Estimated size of the Markdown."""
+        return estimate_tokens(self.markdown)
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready form."""
+        return {
+            "markdown": self.markdown,
+            "tokens": self.tokens,
+            "budget_tokens": self.budget_tokens,
+            "sections": [
+                {"title": s.title, "shown": len(s.shown), "left_out": s.left_out}
+                for s in self.sections
+            ],
+        }
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+class ContextBuilder:
+    """Builds an agent's memory context within a token budget."""
+
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        notes: Notes,
+        memories: Memories,
+        tasks: Tasks,
+        journal: Journal,
+        index: MemoryIndex,
+        searcher: Searcher,
+        settings: ContextSettings | None = None,
+    ) -> None:
+        self.clock = clock
+        self.notes = notes
+        self.memories = memories
+        self.tasks = tasks
+        self.journal = journal
+        self.index = index
+        self.searcher = searcher
+        self.settings = settings or ContextSettings()
+
+    def build(self, query: str | None = None, budget_tokens: int | None = None) -> str:
+        """Markdown for an agent's system prompt, at most ``budget_tokens`` (estimated)."""
+        return self.build_result(query, budget_tokens).markdown
+
+    def build_result(
+        self, query: str | None = None, budget_tokens: int | None = None
+    ) -> ContextResult:
+        """The context and how each section fared."""
+        budget = self.settings.budget_tokens if budget_tokens is None else budget_tokens
+        if budget < 50:
+            raise InvalidInputError("The context budget must be at least 50 tokens.")
+        used: set[str] = set()
+        sections = [
+            Section("Owner", self._note_lines("User Profile.md")),
+            Section("Current status", self._note_lines("Current Status.md")),
+            Section("Open high-priority tasks", self._urgent_tasks()),
+            Section("Today's journal", self._journal_tail()),
+        ]
+        pinned = self._pinned()
+        used.update(m.id for m in pinned)
+        sections.append(Section("Pinned memories", [self._memory_line(m) for m in pinned]))
+        if query and query.strip():
+            relevant = self._relevant(query.strip(), used)
+            sections.append(Section(f"Relevant to: {_one_line(query)[:80]}", relevant))
+        top = self._top_memories(used)
+        sections.append(Section("Important memories", [self._memory_line(m) for m in top]))
+        sections.append(Section("Recent activity", self._recent_activity()))
+        return self._fit(sections, budget)
+
+    # -- sections ----------------------------------------------------------------
+
+    def _note_lines(self, path: str) -> list[str]:
+        try:
+            view = self.notes.read(path)
+        except NotFoundError:
+            return []
+        body = Note.parse(view.text).body
+        lines = [line.rstrip() for line in body.split("\n")]
+        # Drop the note's own title; keep sub-headings as plain lines.
+        kept = [line for line in lines if line.strip() and not line.startswith("# ")]
+        meaningful = [line for line in kept if not _HEADING.match(line)]
+        return kept if meaningful else []
+
+    def _urgent_tasks(self) -> list[str]:
+        lines = []
+        for task in self.tasks.list():
+            if task.priority not in ("urgent", "high"):
+                continue
+            details = [task.priority]
+            if task.status != "todo":
+                details.append(task.status.replace("_", " "))
+            if task.due:
+                details.append(f"due {task.due.isoformat()}")
+            if task.project:
+                details.append(f"project {task.project}")
+            lines.append(f"- {task.title} ({', '.join(details)})")
+        return lines
+
+    def _journal_tail(self) -> list[str]:
+        try:
+            sections = self.journal.sections(self.clock.today())
+        except NotFoundError:
+            return []
+        entries = [
+            f"- {_one_line(item)} ({heading})"
+            for heading, items in sections.items()
+            for item in items
+        ]
+        entries.sort(key=lambda line: line[2:7])  # entries start with their HH:MM time
+        return entries[-_JOURNAL_TAIL:]
+
+    def _pinned(self) -> list[Memory]:
+        wanted = {t.casefold() for t in self.settings.pinned_tags}
+        pinned = [
+            m
+            for m in self.memories.list()
+            if wanted & ({t.casefold() for t in m.tags} | {m.category.casefold()})
+        ]
+        return sorted(pinned, key=lambda m: -m.importance)
+
+    def _memory_line(self, memory: Memory) -> str:
+        return f"- {_one_line(memory.text)} ({memory.category}, ^{memory.id})"
+
+    def _relevant(self, query: str, used: set[str]) -> list[str]:
+        lines = []
+        for hit in self.searcher.search(query, limit=_MAX_RELEVANT + len(used)):
+            if hit.id is not None:
+                if hit.id in used:
+                    continue
+                used.add(hit.id)
+                lines.append(f"- {_one_line(hit.snippet)} ({hit.category or 'memory'}, ^{hit.id})")
+            else:
+                where = f"{hit.path}#{hit.heading}" if hit.heading else hit.path
+                lines.append(f"- [[{where}]]: {_one_line(hit.snippet)[:300]}")
+            if len(lines) >= _MAX_RELEVANT:
+                break
+        return lines
+
+    def _top_memories(self, used: set[str]) -> list[Memory]:
+        bias = self.settings.recency_bias
+        now = self.clock.now()
+
+        def rank(memory: Memory) -> float:
+            age_days = (
+                (now - memory.created).total_seconds() / 86400 if memory.created else math.inf
+            )
+            recency = math.pow(0.5, max(age_days, 0.0) / _RECENCY_HALF_LIFE_DAYS)
+            return memory.importance * (1 - bias) + recency * bias
+
+        chosen = [m for m in self.memories.list() if m.id not in used]
+        chosen.sort(key=rank, reverse=True)
+        used.update(m.id for m in chosen)
+        return chosen
+
+    def _recent_activity(self) -> list[str]:
+        today = self.clock.today()
+        days = [d for d in self.journal.days() if d < today and d >= today - timedelta(days=30)]
+        lines: list[str] = []
+        for day in reversed(days[-_RECENT_DAYS:]):
+            try:
+                sections = self.journal.sections(day)
+            except NotFoundError:
+                continue
+            for heading, items in sections.items():
+                for item in items[-5:]:
+                    lines.append(f"- {day.isoformat()} {_one_line(item)} ({heading})")
+        return lines
+
+    # -- fitting -------------------------------------------------------------------
+
+    def _fit(self, sections: Iterable[Section], budget: int) -> ContextResult:
+        """Fill sections in order; stop a section at the first line that does not fit."""
+        limit = budget * CHARS_PER_TOKEN
+        out: list[str] = []
+        size = 0
+        result_sections: list[Section] = []
+        skipped: list[Section] = []
+
+        def cost(line: str) -> int:
+            return len(line) + 1
+
+        for section in sections:
+            result_sections.append(section)
+            if not section.items:
+                continue
+            heading = f"## {section.title}"
+            # Room for the heading, one item and a possible "left out" line.
+            note_room = len("_(99 more left out: token budget)_") + 1
+            first = section.items[0]
+            if size + cost("") + cost(heading) + cost(first) + note_room > limit:
+                section.left_out = len(section.items)
+                skipped.append(section)
+                continue
+            out.extend(["", heading] if out else [heading])
+            size += cost(heading) + (cost("") if len(out) > 1 else 0)
+            for n, item in enumerate(section.items):
+                reserve = note_room if n < len(section.items) - 1 else 0
+                if size + cost(item) + reserve > limit:
+                    section.left_out = len(section.items) - n
+                    break
+                out.append(item)
+                section.shown.append(item)
+                size += cost(item)
+            if section.left_out:
+                line = f"_({section.left_out} more left out: token budget)_"
+                out.append(line)
+                size += cost(line)
+        if skipped:
+            summary = (
+                "_Left out for the token budget: "
+                + ", ".join(f"{s.title} ({s.left_out})" for s in skipped)
+                + "._"
+            )
+            if size + cost("") + cost(summary) <= limit:
+                out.extend(["", summary])
+        markdown = "\n".join(out) + ("\n" if out else "")
+        return ContextResult(markdown=markdown, budget_tokens=budget, sections=result_sections)
