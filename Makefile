@@ -19,8 +19,8 @@ run: $(STAMP)
 	@bash scripts/demo.sh "$(DEMO_VAULT)"
 
 lint: $(STAMP)
-	$(BIN)/ruff format --check src tests
-	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict src/memvault

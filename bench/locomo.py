@@ -116,7 +116,8 @@ def run(files: Sequence[Path], *, quiet: bool = False) -> dict[str, Any]:
                 _one_conversation(Path(tmp), sample, turns, questions, embedder, methods, timings)
             if not quiet:
                 print(
-                    f"  {sample.get('sample_id', '?')}: {len(turns)} turns, {len(questions)} questions",
+                    f"  {sample.get('sample_id', '?')}: "
+                    f"{len(turns)} turns, {len(questions)} questions",
                     file=sys.stderr,
                 )
     result: dict[str, Any] = {name: scores.metrics() for name, scores in methods.items()}
@@ -190,7 +191,8 @@ def _one_conversation(
         if terms:
             expr = "text : (" + " OR ".join(f'"{t}"' for t in terms) + ")"
             rows = conn.execute(
-                "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY bm25(chunks_fts) LIMIT 200",
+                "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?"
+                " ORDER BY bm25(chunks_fts) LIMIT 200",
                 (expr,),
             ).fetchall()
             bm25_ranked = [rowid_to_turn[int(r[0])] for r in rows if int(r[0]) in rowid_to_turn]
@@ -219,7 +221,8 @@ def render(result: dict[str, Any]) -> str:
     meta = result["_meta"]
     lines.append("")
     lines.append(
-        f"{meta['conversations']} conversations, {meta['turns']} turns, {meta['questions']} questions; "
+        f"{meta['conversations']} conversations, {meta['turns']} turns, "
+        f"{meta['questions']} questions; "
         f"seconds: {meta['seconds']}"
     )
     lines.append(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -12,7 +12,7 @@ from memvault.config import Settings
 from memvault.runtime import Runtime
 from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
-from support import TZ, MovableClock
+from support import TZ, HashEmbedder, MovableClock
 
 
 @pytest.fixture
@@ -33,8 +33,18 @@ def vault(vault_path: Path) -> Vault:
 
 
 @pytest.fixture
-def runtime(vault: Vault, clock: MovableClock) -> Runtime:
-    return Runtime.open(Settings(vault=vault.root, timezone="Europe/Berlin"), clock=clock)
+def embedder() -> HashEmbedder:
+    return HashEmbedder()
+
+
+@pytest.fixture
+def runtime(vault: Vault, clock: MovableClock, embedder: HashEmbedder) -> Iterator[Runtime]:
+    """The services over a fresh vault; the index embeds with a deterministic stand-in model."""
+    opened = Runtime.open(
+        Settings(vault=vault.root, timezone="Europe/Berlin"), clock=clock, embedder=embedder
+    )
+    yield opened
+    opened.close()
 
 
 @pytest.fixture

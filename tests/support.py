@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
+from collections.abc import Sequence
 from datetime import datetime
 from zoneinfo import ZoneInfo
+
+import numpy as np
+import numpy.typing as npt
 
 from memvault.clock import Clock
 
@@ -47,3 +53,45 @@ class MovableClock(Clock):
 
     def set(self, moment: datetime) -> None:
         self.moment = moment
+
+
+class HashEmbedder:
+    """A deterministic stand-in for an embedding model: hashed bag of words.
+
+    Texts sharing words get similar vectors; it implements the same
+    interface as memvault's embedders, so the index cannot tell the difference.
+    """
+
+    provider = "test"
+
+    def __init__(self, model: str = "hash-64", dim: int = 64) -> None:
+        self.model = model
+        self.dim = dim
+        self.calls = 0
+
+    @property
+    def identity(self) -> str:
+        return f"{self.provider}:{self.model}"
+
+    @property
+    def enabled(self) -> bool:
+        return True
+
+    @property
+    def loaded(self) -> bool:
+        return True
+
+    def dimension(self) -> int:
+        return self.dim
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        self.calls += 1
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in re.findall(r"\w+", text.lower()):
+                digest = hashlib.sha1(word.encode()).digest()
+                out[row, digest[0] % self.dim] += 1.0 if digest[1] % 2 else -1.0
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        result: npt.NDArray[np.float32] = out / norms
+        return result

@@ -98,7 +98,7 @@ class SearchSettings(Section):
 class ContextSettings(Section):
     """What the context builder hands an agent at the start of a run."""
 
-    budget_tokens: int = Field(2000, ge=100, le=200_000, description="default token budget")
+    budget_tokens: int = Field(2000, ge=50, le=200_000, description="default token budget")
     recency_bias: float = Field(0.3, ge=0, le=1, description="weight of recency in top memories")
     pinned_tags: list[str] = Field(["core", "preference"], description="memories always included")
 

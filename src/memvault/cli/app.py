@@ -14,6 +14,7 @@ from memvault.cli import journal as journal_cli
 from memvault.cli import memories as memory_cli
 from memvault.cli import notes as note_cli
 from memvault.cli import projects as project_cli
+from memvault.cli import recall as recall_cli
 from memvault.cli import tasks as task_cli
 from memvault.cli.common import (
     ErrorBoundaryGroup,
@@ -125,6 +126,7 @@ def status(ctx: typer.Context, vault: VaultOption = None, as_json: JsonOption = 
 
 
 memory_cli.register(app)
+recall_cli.register(app)
 app.add_typer(task_cli.app, name="task")
 app.add_typer(contact_cli.app, name="contact")
 app.add_typer(project_cli.app, name="project")

@@ -84,6 +84,7 @@ def open_runtime(ctx: typer.Context, vault: Path | None, *, require: bool = True
     """Settings and services for the chosen vault; a missing vault is a clear error."""
     loaded = load_settings(vault or root_vault(ctx))
     runtime = Runtime.open(loaded.settings)
+    ctx.call_on_close(runtime.close)
     if require:
         runtime.vault.require()
     return runtime

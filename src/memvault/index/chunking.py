@@ -1,10 +1,11 @@
 """Cutting notes into searchable chunks, Markdown-aware.
 
-- A memory bullet is a chunk of its own. Its *context* is the window of
-  neighbouring memories from the same source written close in time (the
-  turns around it in a conversation): indexed and embedded alongside it, so
-  "what games did they play at the picnic?" finds the reply that names the
-  games, not only the line that mentions the picnic.
+- A memory bullet is a chunk of its own. When its source names a
+  conversation (``telegram:123``, ``session/7``), its *context* is the
+  window of neighbouring memories from that conversation written close in
+  time: indexed and embedded alongside it, so "what games did they play at
+  the picnic?" finds the reply that names the games, not only the line that
+  mentions the picnic.
 - Other notes are cut at headings; consecutive small sections share a chunk
   and a long section is split into pieces of about ``chunk_tokens`` with
   ``overlap_tokens`` repeated. Line ranges are kept. The context of a note
@@ -155,8 +156,17 @@ def memory_chunks(
     return drafts
 
 
+def is_conversation(source: str | None) -> bool:
+    """Whether a memory source names one conversation ("telegram:123", "session/7").
+
+    Plain sources ("cli", "mcp") do not: facts stored one by one are not
+    each other's context.
+    """
+    return bool(source) and any(mark in source for mark in ":/")  # type: ignore[operator]
+
+
 def _close(a: Memory, b: Memory, group: str, max_gap_hours: float) -> bool:
-    if (b.source or "") != group:
+    if not is_conversation(group) or (b.source or "") != group:
         return False
     if a.created is None or b.created is None:
         return a.created is None and b.created is None
@@ -217,7 +227,7 @@ def note_chunks(
     fields = field_summary(kind, frontmatter)
     drafts: list[ChunkDraft] = []
     for start, end, heading_path in packed:
-        text = "\n".join(lines[start:end]).strip()
+        text = "\n".join(_meaningful(lines[start:end])).strip()
         if not text:
             continue
         context_parts = [title]
@@ -257,6 +267,27 @@ def note_chunks(
             )
         )
     return drafts
+
+
+_PLACEHOLDER = re.compile(r"^\s*(?:[-*+](?:\s+\[[ xX]?\])?|\d+\.|[-*+]\s+\[\[\]\])\s*$")
+_ANY_HEADING = re.compile(r"^ {0,3}(#{1,6})\s")
+
+
+def _meaningful(lines: Sequence[str]) -> list[str]:
+    """Lines without a template's scaffolding: placeholder bullets and empty sections' headings.
+
+    A level-1 heading (the note's title) always stays.
+    """
+    kept = [line for line in lines if not _PLACEHOLDER.match(line)]
+    out: list[str] = []
+    for index, line in enumerate(kept):
+        heading = _ANY_HEADING.match(line)
+        if heading and len(heading.group(1)) > 1:
+            following = next((x for x in kept[index + 1 :] if x.strip()), None)
+            if following is None or _ANY_HEADING.match(following):
+                continue
+        out.append(line)
+    return out
 
 
 def _split_long(

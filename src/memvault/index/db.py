@@ -105,10 +105,12 @@ _MIGRATIONS: dict[int, str] = {
         alias TEXT,
         kind TEXT NOT NULL,
         line INTEGER NOT NULL,
+        target_key TEXT NOT NULL DEFAULT '',
         resolved TEXT
     );
     CREATE INDEX links_note ON links(note_id);
     CREATE INDEX links_resolved ON links(resolved);
+    CREATE INDEX links_target_key ON links(target_key);
     CREATE TABLE memories (
         id TEXT PRIMARY KEY,
         note_id INTEGER NOT NULL REFERENCES notes(id) ON DELETE CASCADE,

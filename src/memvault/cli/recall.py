@@ -1,0 +1,390 @@
+"""``memvault index | search | recall | context | tag | related | watch``."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Annotated
+
+import typer
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+)
+
+from memvault.cli.common import (
+    JsonOption,
+    VaultOption,
+    emit_json,
+    emit_raw,
+    open_runtime,
+    say,
+    split_tags,
+    stderr,
+    stdout,
+    table,
+)
+from memvault.index.chunking import KINDS
+from memvault.index.embedders import EmbeddingError
+from memvault.index.index import Progress as ProgressCallback
+from memvault.index.index import SyncReport
+from memvault.index.search import Hit, SearchFilters, backlinks, parse_day, related, search_by_tag
+from memvault.index.watch import follow
+from memvault.runtime import Runtime
+
+# A search fills at most this many pending embeddings, so it stays quick.
+_EMBED_ON_SEARCH = 256
+_PROGRESS_AFTER = 50
+
+
+@contextlib.contextmanager
+def progress_bar(enabled: bool) -> Iterator[ProgressCallback | None]:
+    """A rich progress bar on stderr for long runs (None when not wanted)."""
+    if not enabled:
+        yield None
+        return
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=stderr,
+        transient=True,
+    )
+    tasks: dict[str, TaskID] = {}
+
+    def update(done: int, total: int, label: str) -> None:
+        stage = "Embedding" if label == "embedding" else "Indexing"
+        if stage not in tasks:
+            tasks[stage] = bar.add_task(stage, total=total)
+        bar.update(tasks[stage], completed=done, total=total)
+
+    with bar:
+        yield update
+
+
+def _sync(runtime: Runtime, *, quiet: bool) -> SyncReport:
+    """Bring the index up to date, with a progress bar when there is a lot to do."""
+    pending = len(runtime.vault.list()) if not runtime.index.exists() else 0
+    show = not quiet and (pending > _PROGRESS_AFTER or sys.stderr.isatty())
+    with progress_bar(show) as update:
+        return runtime.index.sync(progress=update)
+
+
+def _summary(report: SyncReport) -> str:
+    if not report.touched and not report.skipped:
+        return f"nothing changed, {report.seconds:.2f}s"
+    parts = [
+        f"{len(report.added)} added",
+        f"{len(report.changed)} changed",
+        f"{len(report.moved)} moved",
+        f"{len(report.deleted)} deleted",
+        f"{report.unchanged} unchanged",
+    ]
+    text = ", ".join(parts) + f" in {report.seconds:.2f}s"
+    if report.skipped:
+        text += f"; skipped {len(report.skipped)} unreadable: {', '.join(report.skipped[:3])}"
+    return text
+
+
+def index(
+    ctx: typer.Context,
+    rebuild: Annotated[
+        bool, typer.Option("--rebuild", help="Delete the index and build it anew.")
+    ] = False,
+    reembed: Annotated[
+        bool, typer.Option("--reembed", help="Recompute every vector with the configured embedder.")
+    ] = False,
+    no_embed: Annotated[
+        bool, typer.Option("--no-embed", help="Keywords only; leave vectors pending.")
+    ] = False,
+    vault: VaultOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Bring the search index up to date with the vault (incremental)."""
+    runtime = open_runtime(ctx, vault)
+    show = not as_json
+    with progress_bar(show and (rebuild or sys.stderr.isatty())) as update:
+        report = runtime.index.rebuild(update) if rebuild else runtime.index.sync(update)
+    embedded = 0
+    problem = runtime.index.mismatch()
+    if not no_embed and runtime.embedder.enabled and (reembed or problem is None):
+        long_run = reembed or runtime.index.pending() > _PROGRESS_AFTER
+        try:
+            with progress_bar(show and long_run) as update:
+                embedded = (
+                    runtime.index.reembed(update)
+                    if reembed
+                    else runtime.index.embed_pending(progress=update)
+                )
+        except EmbeddingError as exc:
+            raise EmbeddingError(
+                f"Indexed the notes, but embedding failed: {exc.message}",
+                hint="Keyword search works meanwhile; run `memvault index` again when the "
+                "embedder answers, or `memvault index --no-embed` to skip vectors.",
+            ) from exc
+    status = runtime.index.status()
+    if as_json:
+        emit_json({"sync": report.to_dict(), "embedded": embedded, "status": status.to_dict()})
+    else:
+        say(f"Indexed {status.notes} notes ({_summary(report)}).")
+        if embedded:
+            say(f"Embedded {embedded} chunks with {runtime.embedder.identity}.")
+        if status.pending and runtime.embedder.enabled and not status.mismatch:
+            say(f"{status.pending} chunks wait for embeddings; run `memvault index` to fill them.")
+    if status.mismatch and not reembed:
+        stderr.print(status.mismatch)
+
+
+def _filters(
+    kinds: list[str] | None,
+    folder: str | None,
+    category: str | None,
+    tags: list[str] | None,
+    since: str | None,
+    until: str | None,
+    archived: bool,
+    runtime: Runtime,
+) -> SearchFilters:
+    tz = runtime.clock.tz
+    return SearchFilters(
+        folder=folder,
+        kinds=tuple(split_tags(kinds)),
+        category=category,
+        tags=tuple(split_tags(tags)),
+        since=parse_day(since, tz),
+        until=parse_day(until, tz),
+        include_archived=archived,
+    )
+
+
+def _show_hits(hits: list[Hit], title: str) -> None:
+    if not hits:
+        say("Nothing found.")
+        return
+    rows = []
+    for hit in hits:
+        where = f"{hit.path}:{hit.start_line}" + (f" ^{hit.id}" if hit.id else "")
+        rows.append([f"{hit.score:.2f}", hit.kind, where, hit.snippet.replace("\n", " ")[:160]])
+    stdout.print(table(title, ["Score", "Kind", "Where", "Text"], rows))
+
+
+def _search(
+    runtime: Runtime,
+    query: str,
+    limit: int,
+    filters: SearchFilters,
+    *,
+    keyword_only: bool,
+    mmr: float | None,
+    quiet: bool,
+) -> list[Hit]:
+    _sync(runtime, quiet=quiet)
+    problem = runtime.index.mismatch() if not keyword_only else None
+    if problem:
+        stderr.print(f"Keyword search only: {problem}")
+    hits = runtime.searcher.search(
+        query, limit=limit, filters=filters, semantic=not keyword_only, mmr_lambda=mmr
+    )
+    # The model is loaded now: use it to fill some pending vectors for next time.
+    if runtime.embedder.enabled and runtime.embedder.loaded and runtime.index.mismatch() is None:
+        runtime.index.embed_pending(limit=_EMBED_ON_SEARCH)
+    return hits
+
+
+KindOption = Annotated[
+    list[str] | None, typer.Option("--kind", "-k", help=f"Only these kinds: {', '.join(KINDS)}.")
+]
+LimitOption = Annotated[
+    int, typer.Option("--limit", "-n", min=1, max=1000, help="How many results.")
+]
+
+
+def search(
+    ctx: typer.Context,
+    query: Annotated[str, typer.Argument(help="What to look for, in your own words.")],
+    limit: LimitOption = 10,
+    kinds: KindOption = None,
+    folder: Annotated[
+        str | None, typer.Option("--folder", help="Only notes under this folder.")
+    ] = None,
+    category: Annotated[
+        str | None, typer.Option("--category", "-c", help="Only memories of this category.")
+    ] = None,
+    tags: Annotated[
+        list[str] | None, typer.Option("--tag", "-t", help="Only items with this tag.")
+    ] = None,
+    since: Annotated[
+        str | None, typer.Option("--since", help="Created on or after YYYY-MM-DD.")
+    ] = None,
+    until: Annotated[str | None, typer.Option("--until", help="Created before YYYY-MM-DD.")] = None,
+    archived: Annotated[
+        bool, typer.Option("--archived", help="Include archived memories.")
+    ] = False,
+    keyword_only: Annotated[
+        bool, typer.Option("--keyword", help="Keywords only; no model is loaded.")
+    ] = False,
+    mmr: Annotated[
+        float | None,
+        typer.Option("--mmr", min=0.0, max=1.0, help="Diversify results (0..1; 0.7 is mild)."),
+    ] = None,
+    vault: VaultOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Search notes and memories by keywords and meaning.
+
+    A query that starts with "-" goes after "--": memvault search -- "-sailboat".
+    """
+    runtime = open_runtime(ctx, vault)
+    filters = _filters(kinds, folder, category, tags, since, until, archived, runtime)
+    hits = _search(
+        runtime, query, limit, filters, keyword_only=keyword_only, mmr=mmr, quiet=as_json
+    )
+    if as_json:
+        emit_json([h.to_dict() for h in hits])
+    else:
+        _show_hits(hits, f"{len(hits)} results for {query!r}")
+
+
+def recall(
+    ctx: typer.Context,
+    topic: Annotated[str, typer.Argument(help="The topic to recall memories about.")],
+    limit: LimitOption = 10,
+    category: Annotated[
+        str | None, typer.Option("--category", "-c", help="Only this category.")
+    ] = None,
+    keyword_only: Annotated[
+        bool, typer.Option("--keyword", help="Keywords only; no model is loaded.")
+    ] = False,
+    vault: VaultOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Recall memories about a topic (memories only, best first)."""
+    runtime = open_runtime(ctx, vault)
+    filters = SearchFilters(kinds=("memory",), category=category)
+    hits = _search(
+        runtime, topic, limit, filters, keyword_only=keyword_only, mmr=None, quiet=as_json
+    )
+    if as_json:
+        emit_json([h.to_dict() for h in hits])
+        return
+    if not hits:
+        say(f"No memories about {topic!r}.")
+        return
+    for hit in hits:
+        say(f"- {hit.snippet}  ({hit.category}, {hit.score:.2f}, ^{hit.id})")
+
+
+def context(
+    ctx: typer.Context,
+    query: Annotated[
+        str | None, typer.Option("--query", "-q", help="The request the agent is about to handle.")
+    ] = None,
+    budget: Annotated[
+        int | None, typer.Option("--budget", "-b", help="Token budget, at least 50 (default 2000).")
+    ] = None,
+    vault: VaultOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Print the memory context an agent gets at the start of a run."""
+    runtime = open_runtime(ctx, vault)
+    if query:
+        _sync(runtime, quiet=True)
+    result = runtime.context.build_result(query, budget)
+    if as_json:
+        emit_json(result.to_dict())
+    elif result.markdown:
+        emit_raw(result.markdown)
+    else:
+        say("The vault has nothing to put in a context yet.")
+
+
+def tag(
+    ctx: typer.Context,
+    name: Annotated[
+        str, typer.Argument(metavar="TAG", help="Tag to look for (nested tags included).")
+    ],
+    archived: Annotated[
+        bool, typer.Option("--archived", help="Include archived memories.")
+    ] = False,
+    vault: VaultOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List notes and memories with a tag."""
+    runtime = open_runtime(ctx, vault)
+    _sync(runtime, quiet=as_json)
+    items = search_by_tag(runtime.index, name, include_archived=archived)
+    if as_json:
+        emit_json([i.to_dict() for i in items])
+        return
+    if not items:
+        say(f"Nothing is tagged #{name.lstrip('#')}.")
+        return
+    rows = [[i.kind, i.path + (f" ^{i.id}" if i.id else ""), i.title] for i in items]
+    stdout.print(
+        table(f"{len(items)} items tagged #{name.lstrip('#')}", ["Kind", "Where", "Title"], rows)
+    )
+
+
+def related_notes(
+    ctx: typer.Context,
+    note: Annotated[str, typer.Argument(metavar="NOTE", help="Vault-relative path of a note.")],
+    limit: LimitOption = 10,
+    vault: VaultOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Notes related to a note: links either way, shared tags, similar meaning."""
+    runtime = open_runtime(ctx, vault)
+    _sync(runtime, quiet=as_json)
+    found = related(runtime.index, note, limit)
+    incoming = backlinks(runtime.index, note)
+    if as_json:
+        emit_json(
+            {"related": [r.to_dict() for r in found], "backlinks": [b.to_dict() for b in incoming]}
+        )
+        return
+    if not found:
+        say("No related notes found.")
+        return
+    rows = [[f"{r.score:.2f}", r.path, "; ".join(r.reasons)] for r in found]
+    stdout.print(table(f"Related to {note}", ["Score", "Note", "Why"], rows))
+
+
+def watch(
+    ctx: typer.Context,
+    debounce: Annotated[
+        int, typer.Option("--debounce", min=50, max=10_000, help="Milliseconds to wait for quiet.")
+    ] = 400,
+    vault: VaultOption = None,
+) -> None:
+    """Keep the index current while you edit the vault (Ctrl-C stops)."""
+    runtime = open_runtime(ctx, vault)
+    stop = threading.Event()
+    ready = threading.Event()
+
+    def report(batch: SyncReport) -> None:
+        say(_summary(batch))
+
+    say(f"Watching {runtime.vault.root} (Ctrl-C to stop)...")
+    try:
+        follow(runtime.index, stop=stop, debounce_ms=debounce, on_batch=report, ready=ready)
+    except KeyboardInterrupt:
+        stop.set()
+    say("Stopped watching.")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the recall commands to the root app."""
+    app.command()(index)
+    app.command()(search)
+    app.command()(recall)
+    app.command()(context)
+    app.command()(tag)
+    app.command("related")(related_notes)
+    app.command()(watch)

@@ -1,0 +1,259 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memvault.errors import InvalidInputError, NotFoundError
+from memvault.index.search import SearchFilters, backlinks, related, search_by_tag
+from memvault.runtime import Runtime
+from support import TZ, MovableClock
+
+HIT_KEYS = {
+    "path",
+    "start_line",
+    "end_line",
+    "score",
+    "vector_score",
+    "text_score",
+    "snippet",
+    "kind",
+    "source",
+    "id",
+    "title",
+    "heading",
+    "category",
+    "created",
+    "tags",
+    "origin",
+}
+
+
+@pytest.fixture
+def filled(runtime: Runtime, write: Callable[[str, str], Path], clock: MovableClock) -> Runtime:
+    clock.set(datetime(2023, 5, 8, 14, 0, tzinfo=TZ))
+    runtime.memories.remember(
+        "Launch checklist lives in the hangar", tags=["project/apollo"], source="cli"
+    )
+    clock.set(datetime(2026, 11, 20, 9, 0, tzinfo=TZ))
+    runtime.memories.remember(
+        "Prefers launch windows at dawn", category="preference", tags=["project"]
+    )
+    runtime.tasks.create(
+        "Launch rehearsal", "Walk through the launch", priority="high", tags=["project"]
+    )
+    write(
+        "Projects/Apollo.md",
+        "---\ntags: [project/apollo]\n---\n# Apollo\n\nThe launch was in 1969. See [[Gemini]].\n",
+    )
+    write("Projects/Gemini.md", "# Gemini\n\nTwo-person launch capsule. Back to [[Apollo]].\n")
+    write("Archive/Old launch.md", "# Old launch\n\nA launch long ago.\n" + "filler words " * 200)
+    runtime.index.sync()
+    runtime.index.embed_pending()
+    return runtime
+
+
+def test_hits_have_the_openclaw_compatible_shape(filled: Runtime) -> None:
+    hits = filled.searcher.search("launch", limit=20)
+    assert hits and all(set(h.to_dict()) == HIT_KEYS for h in hits)
+    assert all(len(h.snippet) <= 700 for h in hits)
+    memory = next(h for h in hits if h.kind == "memory")
+    assert memory.source == "memory" and memory.id is not None and memory.id.startswith("m-")
+    assert memory.path.startswith("Memory/") and memory.start_line == memory.end_line
+    note = next(h for h in hits if h.path == "Projects/Apollo.md")
+    assert note.source == "vault" and note.id is None and note.title == "Apollo"
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_filters(filled: Runtime) -> None:
+    def paths(**kwargs: object) -> set[str]:
+        return {
+            h.path
+            for h in filled.searcher.search("launch", limit=50, filters=SearchFilters(**kwargs))
+        }  # type: ignore[arg-type]
+
+    assert paths(folder="Projects") == {"Projects/Apollo.md", "Projects/Gemini.md"}
+    assert paths(kinds=("task",)) == {"Tasks/active/Launch rehearsal.md"}
+    assert paths(kinds=("memory",)) == {"Memory/Facts.md", "Memory/Preferences.md"}
+    assert paths(category="preference") == {"Memory/Preferences.md"}
+    assert paths(tags=("project/apollo",)) == {"Memory/Facts.md", "Projects/Apollo.md"}
+    assert paths(tags=("project",)) == {
+        "Memory/Facts.md",
+        "Memory/Preferences.md",
+        "Tasks/active/Launch rehearsal.md",
+        "Projects/Apollo.md",
+    }  # nested tags count
+    assert paths(kinds=("memory",), until=datetime(2024, 1, 1, tzinfo=TZ)) == {"Memory/Facts.md"}
+    assert paths(kinds=("memory",), since=datetime(2024, 1, 1, tzinfo=TZ)) == {
+        "Memory/Preferences.md"
+    }
+
+
+def test_archived_memories_need_asking(filled: Runtime) -> None:
+    memory = filled.memories.list(category="preference")[0]
+    filled.memories.update_fields(memory.id, archived="2026-11-22")
+    assert memory.id not in {h.id for h in filled.searcher.search("dawn")}
+    found = filled.searcher.search("dawn", filters=SearchFilters(include_archived=True))
+    assert memory.id in {h.id for h in found}
+
+
+@pytest.mark.parametrize(
+    ("filters", "message"),
+    [
+        (SearchFilters(kinds=("bogus",)), "Unknown kind"),
+        (SearchFilters(category="gossip"), "Unknown memory category"),
+        (SearchFilters(folder="../x"), "not allowed"),
+        (
+            SearchFilters(
+                since=datetime(2026, 2, 1, tzinfo=TZ), until=datetime(2026, 1, 1, tzinfo=TZ)
+            ),
+            "ends before",
+        ),
+    ],
+)
+def test_bad_filters_are_explained(filled: Runtime, filters: SearchFilters, message: str) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        filled.searcher.search("launch", filters=filters)
+
+
+def test_bad_queries_are_explained(filled: Runtime) -> None:
+    with pytest.raises(InvalidInputError, match="empty"):
+        filled.searcher.search("   ")
+    with pytest.raises(InvalidInputError, match="limit"):
+        filled.searcher.search("launch", limit=0)
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.text(min_size=1, max_size=300))
+def test_any_query_string_is_safe(filled: Runtime, query: str) -> None:
+    if not query.strip():
+        return
+    hits = filled.searcher.search(query, semantic=False)
+    assert isinstance(hits, list)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        '"',
+        "AND",
+        "a OR",
+        "NEAR(x y)",
+        "*",
+        "title:foo",
+        "(((",
+        "'; DROP TABLE notes; --",
+        "\x00",
+        "🚀 launch",
+        "打ち上げ",
+    ],
+)
+def test_fts_syntax_is_never_interpreted(filled: Runtime, query: str) -> None:
+    filled.searcher.search(query)
+    assert filled.index.conn.execute("SELECT count(*) FROM notes").fetchone()[0] > 0
+
+
+def test_importance_and_recency_break_ties(runtime: Runtime, clock: MovableClock) -> None:
+    clock.set(datetime(2026, 1, 1, 9, 0, tzinfo=TZ))
+    old = runtime.memories.remember("Door code is four digits", importance=0.5).memory
+    clock.set(datetime(2026, 11, 21, 9, 0, tzinfo=TZ))
+    new = runtime.memories.remember("Gate code is four digits", importance=0.5).memory
+    important = runtime.memories.remember("Safe code is four digits", importance=1.0).memory
+    clock.set(datetime(2026, 11, 22, 9, 0, tzinfo=TZ))
+    ranked = [h.id for h in runtime.searcher.search("code four digits", semantic=False)]
+    assert ranked.index(important.id) < ranked.index(new.id) < ranked.index(old.id)
+
+
+def test_a_date_in_the_query_boosts_what_was_written_then(
+    runtime: Runtime, clock: MovableClock
+) -> None:
+    clock.set(datetime(2023, 6, 3, 12, 0, tzinfo=TZ))
+    then = runtime.memories.remember("Started a pottery class", source="chat").memory
+    clock.set(datetime(2023, 9, 1, 12, 0, tzinfo=TZ))
+    later = runtime.memories.remember(
+        "Started a pottery class again after summer", source="chat"
+    ).memory
+    clock.set(datetime(2026, 11, 22, 9, 0, tzinfo=TZ))
+    plain = [h.id for h in runtime.searcher.search("pottery class started", semantic=False)]
+    dated = [
+        h.id
+        for h in runtime.searcher.search("pottery class started on 3 June, 2023", semantic=False)
+    ]
+    assert dated[0] == then.id
+    assert set(plain) == {then.id, later.id}
+
+
+def test_mmr_diversifies(runtime: Runtime) -> None:
+    for n in range(3):
+        runtime.memories.remember(
+            f"Coffee beans from the roaster number {n} taste great coffee beans"
+        )
+    varied = runtime.memories.remember("Roaster closes at noon on Sundays")
+    runtime.index.embed_pending()
+    plain = [h.id for h in runtime.searcher.search("coffee roaster", limit=2)]
+    diverse = [h.id for h in runtime.searcher.search("coffee roaster", limit=2, mmr_lambda=0.3)]
+    assert varied.memory.id not in plain
+    assert varied.memory.id in diverse
+
+
+def test_search_works_before_any_embedding(runtime: Runtime) -> None:
+    memory = runtime.memories.remember("Vectors are not needed to find this").memory
+    assert not runtime.index.vectors.exists()
+    assert [h.id for h in runtime.searcher.search("vectors needed")] == [memory.id]
+
+
+def test_tags_backlinks_related(filled: Runtime) -> None:
+    tagged = {(i.kind, i.path) for i in search_by_tag(filled.index, "#project")}
+    assert ("project", "Projects/Apollo.md") in tagged
+    assert ("task", "Tasks/active/Launch rehearsal.md") in tagged
+    assert ("memory", "Memory/Facts.md") in tagged and ("memory", "Memory/Preferences.md") in tagged
+    assert [(b.source, b.line) for b in backlinks(filled.index, "Projects/Gemini")] == [
+        ("Projects/Apollo.md", 6)
+    ]
+    found = {r.path: r.reasons for r in related(filled.index, "Projects/Apollo.md")}
+    assert (
+        "links to it" in found["Projects/Gemini.md"] and "links here" in found["Projects/Gemini.md"]
+    )
+    with pytest.raises(NotFoundError):
+        related(filled.index, "Projects/Nothing.md")
+    with pytest.raises(InvalidInputError):
+        search_by_tag(filled.index, "#")
+
+
+def test_cold_and_warm_vector_search_agree(filled: Runtime) -> None:
+    store = filled.index.vectors
+    query = filled.embedder.embed(["launch capsule"])[0]
+    allowed = [
+        int(r[0]) for r in filled.index.conn.execute("SELECT id FROM chunks WHERE kind = 'memory'")
+    ]
+    for subset in (None, allowed):
+        cold = store._search_cold(query, 5, subset)
+        store.warm()
+        warm = store._search_warm(query, 5, subset)
+        # Same scores in the same order (equal scores may come in either order).
+        assert np.allclose([s for _, s in cold], [s for _, s in warm], atol=1e-5)
+        everything = dict(store._search_warm(query, 100, subset))
+        assert all(abs(everything[i] - s) < 1e-5 for i, s in cold)
+
+
+def test_warm_copy_follows_writes(filled: Runtime) -> None:
+    store = filled.index.vectors
+    store.warm()
+    memory = filled.memories.remember("Zeppelin hangar smells of diesel").memory
+    filled.index.embed_pending()
+    query = filled.embedder.embed(["zeppelin diesel hangar"])[0]
+    assert filled.index.conn.execute("SELECT 1").fetchone()
+    top = store.search(query, 1)[0][0]
+    chunk = filled.index.conn.execute(
+        "SELECT id FROM chunks WHERE memory_id = ?", (memory.id,)
+    ).fetchone()
+    assert top == int(chunk[0])
+    filled.memories.forget(memory.id)
+    assert int(chunk[0]) not in {i for i, _ in store.search(query, 50)}
