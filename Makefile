@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 DEMO_VAULT ?= demo-vault
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint typecheck pytest bench clean
+.PHONY: install run test lint typecheck pytest bench bench-quick clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,12 @@ pytest: $(STAMP)
 	$(BIN)/pytest -q
 
 test: lint typecheck pytest
+
+bench: $(STAMP)
+	cd bench && ../$(BIN)/python run.py
+
+bench-quick: $(STAMP)
+	cd bench && ../$(BIN)/python run.py --quick
 
 clean:
 	rm -rf $(VENV) $(DEMO_VAULT) .pytest_cache .mypy_cache .ruff_cache

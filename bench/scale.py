@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import random
 import statistics
@@ -41,7 +42,9 @@ from memvault.runtime import Runtime
 from memvault.vault.layout import init_vault
 
 UTC = ZoneInfo("UTC")
-WORDS = (
+# Real words first (the most frequent ranks), then pseudo-words: a 20,000-word vocabulary
+# drawn with Zipf frequencies, as natural text is. Queries use mid-frequency words.
+_REAL_WORDS = (
     "apollo rocket launch budget invoice garden tomato recipe rye flour oven sourdough meeting "
     "client contract deadline travel berlin tokyo lisbon train ticket hotel passport doctor "
     "dentist appointment insurance tax refund spreadsheet report slides keynote python rust "
@@ -50,6 +53,36 @@ WORDS = (
     "physio yoga guitar piano lesson school teacher homework football match tickets concert "
     "album podcast book novel chapter library loan mortgage bank transfer pension savings"
 ).split()
+_SYLLABLES = "ka lo mi ne ru sa ti vo ze pa be do fi gu ha ji ke lu ma no pi qu ra se to".split()
+
+
+def _vocabulary(size: int = 20_000, seed: int = 3) -> list[str]:
+    rng = random.Random(seed)
+    words = list(dict.fromkeys(_REAL_WORDS))
+    seen = set(words)
+    while len(words) < size:
+        word = "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(2, 4)))
+        if word not in seen:
+            seen.add(word)
+            words.append(word)
+    return words
+
+
+WORDS = _vocabulary()
+_CUMULATIVE = list(itertools.accumulate(1.0 / (rank + 1) ** 1.07 for rank in range(len(WORDS))))
+# Query words: ranks 30-3000, skipping the most common (a query's own function words).
+_QUERY_WORDS = WORDS[30:3000]
+_QUERY_CUMULATIVE = list(
+    itertools.accumulate(1.0 / (rank + 31) ** 1.07 for rank in range(len(_QUERY_WORDS)))
+)
+
+
+def _words(rng: random.Random, n: int) -> list[str]:
+    return rng.choices(WORDS, cum_weights=_CUMULATIVE, k=n)
+
+
+def _query(rng: random.Random) -> str:
+    return " ".join(rng.choices(_QUERY_WORDS, cum_weights=_QUERY_CUMULATIVE, k=rng.randint(2, 5)))
 
 
 class HashingEmbedder:
@@ -89,7 +122,7 @@ class HashingEmbedder:
 
 
 def _sentence(rng: random.Random, n: int) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(n)).capitalize() + "."
+    return " ".join(_words(rng, n)).capitalize() + "."
 
 
 def build_vault(root: Path, size: int, seed: int = 7) -> tuple[Runtime, float, dict[str, int]]:
@@ -103,7 +136,7 @@ def build_vault(root: Path, size: int, seed: int = 7) -> tuple[Runtime, float, d
     for n in range(notes):
         folder = folders[n % len(folders)]
         name = f"{folder}/Note {n:06d}.md"
-        tags = ", ".join(rng.sample(WORDS, 2))
+        tags = ", ".join(rng.sample(_REAL_WORDS, 2))
         links = " ".join(f"[[Note {rng.randrange(notes):06d}]]" for _ in range(2))
         body = [
             f"---\ntags: [{tags}]\ncreated: 2026-0{1 + n % 9}-1{n % 10}\n---",
@@ -174,7 +207,16 @@ def measure(size: int, queries: int) -> dict[str, Any]:
             noop.append(time.perf_counter() - t)
             assert again.touched == 0
         rng = random.Random(11)
-        texts = [" ".join(rng.sample(WORDS, rng.randint(2, 5))) for _ in range(queries)]
+        texts = [_query(rng) for _ in range(queries)]
+        matches = [
+            int(
+                runtime.index.conn.execute(
+                    "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?",
+                    (" OR ".join(f'"{w}"' for w in text.split()),),
+                ).fetchone()[0]
+            )
+            for text in texts
+        ]
         runtime.index.vectors.warm()
         runtime.searcher.search(texts[0])  # warm caches
         timings: dict[str, list[float]] = {"hybrid": [], "keyword": [], "memories_only": []}
@@ -190,7 +232,7 @@ def measure(size: int, queries: int) -> dict[str, Any]:
         remember = []
         for n in range(50):
             t = time.perf_counter()
-            runtime.memories.remember(f"Benchmark fact number {n} about {rng.choice(WORDS)}")
+            runtime.memories.remember(f"Benchmark fact number {n} about {_query(rng)}")
             remember.append(time.perf_counter() - t)
         runtime.close()
         return {
@@ -202,6 +244,7 @@ def measure(size: int, queries: int) -> dict[str, Any]:
             "ingest_memories_per_s": round(counts["memories"] / memory_seconds, 1),
             "embed_chunks_per_s": round(embedded / embed_seconds, 1) if embed_seconds else None,
             "noop_resync_s": round(statistics.median(noop), 3),
+            "median_keyword_matches": int(statistics.median(matches)),
             "search": {name: percentiles(samples) for name, samples in timings.items()},
             "remember": percentiles(remember),
         }
@@ -218,13 +261,11 @@ def model_costs(sample: int = 1000) -> dict[str, Any]:
     load = time.perf_counter() - t
     query_times = []
     for _ in range(50):
-        text = " ".join(rng.sample(WORDS, 4))
+        text = " ".join(rng.sample(_REAL_WORDS, 4))
         t = time.perf_counter()
         embedder.embed([text])
         query_times.append(time.perf_counter() - t)
-    chunks = [
-        " ".join(rng.choice(WORDS) for _ in range(rng.randint(60, 120))) for _ in range(sample)
-    ]
+    chunks = [" ".join(rng.choices(_REAL_WORDS, k=rng.randint(60, 120))) for _ in range(sample)]
     t = time.perf_counter()
     embedder.embed(chunks)
     per_second = sample / (time.perf_counter() - t)
@@ -270,8 +311,9 @@ def render(result: dict[str, Any]) -> str:
     """A Markdown report."""
     lines = [
         "| vault | chunks | notes/s | memories/s | embed chunks/s | no-op re-sync"
-        " | hybrid p50/p95 | keyword p50/p95 | memories p50/p95 | remember p50/p95 |",
-        "|---" * 10 + "|",
+        " | query matches | hybrid p50/p95 | keyword p50/p95 | memories p50/p95"
+        " | remember p50/p95 |",
+        "|---" * 11 + "|",
     ]
     for row in result["sizes"]:
         s = row["search"]
@@ -282,6 +324,7 @@ def render(result: dict[str, Any]) -> str:
             f"{row['ingest_memories_per_s']:,}",
             f"{row['embed_chunks_per_s']:,}",
             f"{row['noop_resync_s']:.3f} s",
+            f"{row['median_keyword_matches']:,}",
             *(
                 f"{s[k]['p50_ms']} / {s[k]['p95_ms']} ms"
                 for k in ("hybrid", "keyword", "memories_only")

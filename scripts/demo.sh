@@ -21,6 +21,15 @@ mv memories
 mv task list
 mv contact show telegram:123456
 echo
+echo "== index the vault (keywords at once, vectors with the bundled local model)"
+mv index
+echo
+echo "== search in your own words (keywords and meaning, fused)"
+mv search "where do we deploy test builds" --limit 3
+echo
+echo "== the context an agent gets at the start of a run"
+mv context --query "renew the certificate" --budget 400
+echo
 mv status
 echo
 echo "The vault is at $vault; open it in Obsidian or run: .venv/bin/memvault --vault $vault --help"

@@ -226,7 +226,7 @@ class Searcher:
         where, params = checked.sql()
         n = self.settings.candidates
         # A longer keyword list than the candidates, to score the others' keywords too.
-        keyword = self._keyword(parsed, where, params, n * _KEYWORD_DEPTH)
+        keyword = self._keyword(parsed, where, params, n * _KEYWORD_DEPTH, n)
         text_scores = {chunk_id: (own, ctx) for chunk_id, own, ctx in keyword}
         candidates: dict[int, _Candidate] = {}
         for chunk_id, own, ctx in keyword[:n]:
@@ -259,11 +259,25 @@ class Searcher:
     # -- candidates --------------------------------------------------------------
 
     def _keyword(
-        self, parsed: ParsedQuery, where: str, params: list[Any], n: int
+        self, parsed: ParsedQuery, where: str, params: list[Any], n: int, need: int
     ) -> list[tuple[int, float, float]]:
-        """The best ``n`` keyword matches under the filters: ``(chunk id, own, context)``."""
+        """Up to ``n`` best keyword matches under the filters: ``(chunk id, own, context)``.
+
+        FTS5 ranks on its own (fast); the filters are then checked on the best
+        ids only. When a filter leaves fewer than ``need``, the exact query runs.
+        """
         if parsed.fts is None:
             return []
+        ranked = self.conn.execute(
+            "SELECT rowid, bm25(chunks_fts, 1.0, 0.0, 2.0, 1.0),"
+            " bm25(chunks_fts, 0.0, 1.0, 0.0, 0.0), bm25(chunks_fts, 1.0, 1.0, 2.0, 1.0) AS total"
+            " FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY total LIMIT ?",
+            (parsed.fts, n),
+        ).fetchall()
+        passing = self._passing([int(r[0]) for r in ranked], where, params)
+        kept = [(int(r[0]), -float(r[1]), -float(r[2])) for r in ranked if int(r[0]) in passing]
+        if len(kept) >= need or len(ranked) < n:
+            return kept
         # Materialised first: joined directly, SQLite would run the MATCH once per chunk row.
         rows = self.conn.execute(
             "WITH m AS MATERIALIZED ("
@@ -373,31 +387,29 @@ class Searcher:
             return
         best = sorted(candidates.values(), key=lambda c: -c.base)[:_EXPAND_TOP]
         top = [c for c in best if c.row["memory_id"] and is_conversation(c.row["grp"])]
-        wanted: set[tuple[int, int, str]] = set()
+        wanted: dict[tuple[int, int], str] = {}
         for c in top:
             note_id, ordinal, group = int(c.row["note_id"]), int(c.row["ordinal"]), c.row["grp"]
             for d in range(1, window + 1):
-                wanted.add((note_id, ordinal - d, group))
-                wanted.add((note_id, ordinal + d, group))
-        have = {
-            (int(c.row["note_id"]), int(c.row["ordinal"]), str(c.row["grp"]))
-            for c in candidates.values()
-        }
-        wanted -= have
+                wanted[(note_id, ordinal - d)] = group
+                wanted[(note_id, ordinal + d)] = group
+        for c in candidates.values():
+            wanted.pop((int(c.row["note_id"]), int(c.row["ordinal"])), None)
         if not wanted:
             return
-        by_group: dict[tuple[int, str], list[int]] = defaultdict(list)
-        for note_id, ordinal, group in wanted:
-            by_group[(note_id, group)].append(ordinal)
-        new_ids: list[int] = []
-        for (note_id, group), ordinals in by_group.items():
-            marks = ",".join("?" * len(ordinals))
-            for row in self.conn.execute(
-                "SELECT c.id FROM chunks c JOIN notes n ON n.id = c.note_id"
-                f" WHERE c.note_id = ? AND c.grp = ? AND c.ordinal IN ({marks}) AND {where}",
-                [note_id, group, *ordinals, *params],
-            ):
-                new_ids.append(int(row[0]))
+        positions = list(wanted)
+        found = self.conn.execute(
+            "SELECT id, note_id, ordinal, grp FROM chunks WHERE (note_id, ordinal) IN"
+            f" (VALUES {','.join('(?, ?)' for _ in positions)})",
+            [value for position in positions for value in position],
+        ).fetchall()
+        same_group = [
+            int(r["id"])
+            for r in found
+            if wanted.get((int(r["note_id"]), int(r["ordinal"]))) == r["grp"]
+        ]
+        passing = self._passing(same_group, where, params)
+        new_ids = [i for i in same_group if i in passing]
         for chunk_id in new_ids:
             candidates.setdefault(chunk_id, _Candidate(row=None))
         self._complete(candidates, text_scores, qvec)

@@ -22,7 +22,7 @@ import os
 import re
 import secrets
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -92,6 +92,25 @@ class Memory:
             "line": self.line,
             "archived": self.archived,
         }
+
+
+class _Parsed:
+    """One memory file as parsed: its memories and the tables duplicates are checked in."""
+
+    def __init__(self, key: tuple[int, int, int], memories: list[Memory], line_count: int) -> None:
+        self.key = key
+        self.memories = memories
+        self.line_count = line_count
+        self.by_norm = {normalize_text(m.text): m for m in memories}
+        self.ids = {m.id for m in memories}
+
+    def extend(self, key: tuple[int, int, int], appended: list[Memory]) -> None:
+        """Take in lines appended to the file (in place: no re-parse, no rebuilt tables)."""
+        self.key = key
+        self.memories.extend(appended)
+        self.line_count += len(appended)
+        self.by_norm.update((normalize_text(m.text), m) for m in appended)
+        self.ids.update(m.id for m in appended)
 
 
 @dataclass(frozen=True)
@@ -165,7 +184,7 @@ class Memories:
         except InvalidInputError as exc:
             raise ConfigError(f"Setting memory.default_category: {exc.message}") from None
         self.default_importance = default_importance
-        self._cache: dict[str, tuple[tuple[int, int, int], list[Memory], int]] = {}
+        self._cache: dict[str, _Parsed] = {}
         self._cache_guard = threading.Lock()
 
     # -- parsing ---------------------------------------------------------------
@@ -235,26 +254,25 @@ class Memories:
 
     def read_file(self, path: str) -> list[Memory]:
         """Every memory in one file, cached until the file changes on disk."""
-        return self._read(path)[0]
+        return self._read(path).memories
 
-    def _read(self, path: str) -> tuple[list[Memory], int]:
-        """Memories of a file and its line count, re-parsed only when its stat changes."""
+    def _read(self, path: str) -> _Parsed:
+        """A file's memories and lookup tables, re-parsed only when its stat changes."""
         target = self.vault.resolve(path)
         try:
             st = os.stat(target)
         except FileNotFoundError:
-            return [], 0
+            return _Parsed((0, 0, 0), [], 0)
         key = (st.st_mtime_ns, st.st_size, st.st_ino)
         with self._cache_guard:
             cached = self._cache.get(path)
-            if cached is not None and cached[0] == key:
-                return cached[1], cached[2]
+            if cached is not None and cached.key == key:
+                return cached
         text = self.vault.read_text(path)
-        memories = self.parse_text(path, text)
-        line_count = len(text.splitlines())
+        parsed = _Parsed(key, self.parse_text(path, text), len(text.splitlines()))
         with self._cache_guard:
-            self._cache[path] = (key, memories, line_count)
-        return memories, line_count
+            self._cache[path] = parsed
+        return parsed
 
     def parse_text(self, path: str, text: str) -> list[Memory]:
         """Every memory bullet of a memory file's text (frontmatter and code skipped)."""
@@ -406,22 +424,34 @@ class Memories:
         """Store several memories under one lock, one append per category file.
 
         Each item is ``(text, category, importance, tags, source, created)``.
+        Duplicates are found through each file's cached lookup tables, so a
+        single ``remember`` costs the same with ten memories or a hundred thousand.
         """
         prepared = [self._prepare(*item) for item in items]
         results: list[Remembered] = []
         with self.vault.lock(_LOCK):
-            existing = self.all()
-            by_text = {normalize_text(m.text): m for m in existing}
-            ids = {m.id for m in existing}
+            files = [self._read(path) for path in self.files()]
+            added: dict[str, Memory] = {}
+            added_ids: set[str] = set()
+
+            def known(norm: str) -> Memory | None:
+                return added.get(norm) or next(
+                    (f.by_norm[norm] for f in files if norm in f.by_norm), None
+                )
+
+            def taken(candidate: str) -> bool:
+                return candidate in added_ids or any(candidate in f.ids for f in files)
+
             pending: dict[str, list[Memory]] = {}
             for memory in prepared:
-                duplicate = by_text.get(normalize_text(memory.text))
+                norm = normalize_text(memory.text)
+                duplicate = known(norm)
                 if duplicate is not None:
                     results.append(Remembered(duplicate, created=False))
                     continue
-                memory.id = _new_id(ids)
-                ids.add(memory.id)
-                by_text[normalize_text(memory.text)] = memory
+                memory.id = _new_id(taken)
+                added[norm] = memory
+                added_ids.add(memory.id)
                 pending.setdefault(memory.path, []).append(memory)
                 results.append(Remembered(memory, created=True))
             for path, memories in pending.items():
@@ -431,18 +461,16 @@ class Memories:
     def _append(self, path: str, memories: builtins.list[Memory]) -> None:
         if not self.vault.is_file(path):
             self.vault.create_text(path, category_note(memories[0].category))
-        known, line_count = self._read(path)
+        parsed = self._read(path)
+        line_count = parsed.line_count
         self.vault.append_text(path, "\n".join(render_line(m) for m in memories), notify=False)
         # Appended lines follow the existing ones, so the parse can be extended, not redone.
         for offset, memory in enumerate(memories, start=1):
             memory.line = line_count + offset
         st = os.stat(self.vault.resolve(path))
         with self._cache_guard:
-            self._cache[path] = (
-                (st.st_mtime_ns, st.st_size, st.st_ino),
-                [*known, *memories],
-                line_count + len(memories),
-            )
+            parsed.extend((st.st_mtime_ns, st.st_size, st.st_ino), memories)
+            self._cache[path] = parsed
         # Announced only now, so observers (the index) read the extended cache.
         self.vault.notify(Change(path, "append"))
 
@@ -482,7 +510,7 @@ class Memories:
                 else:
                     memory.fields[key] = value.replace("]", ")")
             if not memory.explicit_id:
-                memory.id = _new_id({m.id for m in self.all()})
+                memory.id = _new_id({m.id for m in self.all()}.__contains__)
                 memory.explicit_id = True
 
             def rewrite(text: str | None) -> str | None:
@@ -503,10 +531,10 @@ class Memories:
         return memory
 
 
-def _new_id(taken: set[str]) -> str:
+def _new_id(taken: Callable[[str], bool]) -> str:
     while True:
         candidate = "m-" + secrets.token_hex(4)
-        if candidate not in taken:
+        if not taken(candidate):
             return candidate
 
 
