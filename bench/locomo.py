@@ -244,12 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"{file} does not exist")
     result = run(files, quiet=args.json)
     if args.json:
-        print(
-            json.dumps(
-                {k: v for k, v in result.items() if not k.startswith("_")}
-                | {"_meta": result["_meta"]}
-            )
-        )
+        print(json.dumps({k: v for k, v in result.items() if not k.startswith("_")}))
     else:
         print(render(result))
     return 0

@@ -37,6 +37,7 @@ import numpy.typing as npt
 
 from memvault.clock import Clock
 from memvault.config import Settings
+from memvault.index.embedders import BaseEmbedder
 from memvault.index.search import SearchFilters
 from memvault.runtime import Runtime
 from memvault.vault.layout import init_vault
@@ -85,7 +86,7 @@ def _query(rng: random.Random) -> str:
     return " ".join(rng.choices(_QUERY_WORDS, cum_weights=_QUERY_CUMULATIVE, k=rng.randint(2, 5)))
 
 
-class HashingEmbedder:
+class HashingEmbedder(BaseEmbedder):
     """384-d random projection of hashed words: MiniLM's vector size at a fraction of its cost."""
 
     provider = "bench"
@@ -93,18 +94,6 @@ class HashingEmbedder:
 
     def __init__(self, dim: int = 384) -> None:
         self.dim = dim
-
-    @property
-    def identity(self) -> str:
-        return f"{self.provider}:{self.model}"
-
-    @property
-    def enabled(self) -> bool:
-        return True
-
-    @property
-    def loaded(self) -> bool:
-        return True
 
     def dimension(self) -> int:
         return self.dim

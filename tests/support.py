@@ -12,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memvault.clock import Clock
+from memvault.index.embedders import BaseEmbedder
 
 # What `memvault init` creates (DESIGN.md, "The vault"), spelled out independently of the code.
 LAYOUT_FOLDERS = (
@@ -25,6 +26,27 @@ LAYOUT_FOLDERS = (
     "Decisions",
     "Journal",
     "Templates",
+)
+# The fields of a search hit (OpenClaw's memory_search shape plus memvault's own).
+HIT_KEYS = frozenset(
+    {
+        "path",
+        "start_line",
+        "end_line",
+        "score",
+        "vector_score",
+        "text_score",
+        "snippet",
+        "kind",
+        "source",
+        "id",
+        "title",
+        "heading",
+        "category",
+        "created",
+        "tags",
+        "origin",
+    }
 )
 LAYOUT_NOTES = (
     "Home.md",
@@ -55,7 +77,7 @@ class MovableClock(Clock):
         self.moment = moment
 
 
-class HashEmbedder:
+class HashEmbedder(BaseEmbedder):
     """A deterministic stand-in for an embedding model: hashed bag of words.
 
     Texts sharing words get similar vectors; it implements the same
@@ -68,18 +90,6 @@ class HashEmbedder:
         self.model = model
         self.dim = dim
         self.calls = 0
-
-    @property
-    def identity(self) -> str:
-        return f"{self.provider}:{self.model}"
-
-    @property
-    def enabled(self) -> bool:
-        return True
-
-    @property
-    def loaded(self) -> bool:
-        return True
 
     def dimension(self) -> int:
         return self.dim

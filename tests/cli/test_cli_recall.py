@@ -10,45 +10,28 @@ and the embedder-switch checks.
 from __future__ import annotations
 
 import gc
-import hashlib
 import json
 import os
 import re
 import shutil
 import textwrap
-import traceback
-from collections.abc import Mapping
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner, Result
 
-from memvault.cli.app import app
+from cli_support import (
+    EXIT_INVALID,
+    EXIT_NOT_FOUND,
+    fail,
+    invoke,
+    ok,
+    ok_json,
+    snapshot,
+)
+from support import HIT_KEYS
 
-# Exit codes of memvault.errors: a stable contract for scripts.
-EXIT_INVALID = 2  # InvalidInputError and UnsafePathError
-EXIT_NOT_FOUND = 3  # NotFoundError
-
-HIT_KEYS = {
-    "path",
-    "start_line",
-    "end_line",
-    "score",
-    "vector_score",
-    "text_score",
-    "snippet",
-    "kind",
-    "source",
-    "id",
-    "title",
-    "heading",
-    "category",
-    "created",
-    "tags",
-    "origin",
-}
 LOCAL_IDENTITY = "local:all-MiniLM-L6-v2"
 # Nothing listens on the discard port: any embedding request there fails at once.
 DEAD_ENDPOINT = "http://127.0.0.1:9/v1"
@@ -67,71 +50,6 @@ tags: [memory]
 
 
 # -- helpers ---------------------------------------------------------------------
-
-
-def _env(
-    vault: Path | None, embedder: str, extra: Mapping[str, str | None] | None
-) -> dict[str, str | None]:
-    """A clean MEMVAULT_* environment: only what the test sets, never the caller's."""
-    env: dict[str, str | None] = {key: None for key in os.environ if key.startswith("MEMVAULT_")}
-    env["COLUMNS"] = "200"  # rich tables are not folded, so rows can be asserted on
-    env["MEMVAULT_EMBEDDER__PROVIDER"] = embedder
-    if vault is not None:
-        env["MEMVAULT_VAULT"] = str(vault)
-    env.update(extra or {})
-    return env
-
-
-def invoke(
-    vault: Path | None,
-    *args: object,
-    embedder: str = "none",
-    env: Mapping[str, str | None] | None = None,
-) -> Result:
-    """Run ``memvault ARGS`` in-process; a crash (not a clean exit) fails the test."""
-    result = CliRunner().invoke(app, [str(arg) for arg in args], env=_env(vault, embedder, env))
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        assert result.exc_info is not None
-        pytest.fail("memvault crashed:\n" + "".join(traceback.format_exception(*result.exc_info)))
-    assert "Traceback" not in result.output
-    assert "Internal error" not in result.stderr
-    return result
-
-
-def ok(vault: Path | None, *args: object, **kwargs: Any) -> Result:
-    """Run a command that must succeed."""
-    result = invoke(vault, *args, **kwargs)
-    assert result.exit_code == 0, result.output
-    return result
-
-
-def ok_json(vault: Path | None, *args: object, **kwargs: Any) -> Any:
-    """Run a command with ``--json``; its stdout must be JSON and nothing else."""
-    return json.loads(ok(vault, *args, "--json", **kwargs).stdout)
-
-
-def fail(vault: Path | None, *args: object, code: int, **kwargs: Any) -> str:
-    """Run a user mistake: exit ``code``, one sentence on stderr, nothing on stdout."""
-    result = invoke(vault, *args, **kwargs)
-    assert result.exit_code == code, result.output
-    assert result.stdout == ""
-    lines = result.stderr.strip().splitlines()
-    assert lines, "no error message on stderr"
-    assert lines[0].startswith("Error: "), lines
-    assert lines[0].endswith("."), lines
-    assert len(lines) <= 2, lines  # the sentence, then at most one hint line
-    return lines[0]
-
-
-def snapshot(root: Path) -> dict[str, str]:
-    """SHA-256 of every file under ``root``, the rebuildable index and lock files aside."""
-    out: dict[str, str] = {}
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root).as_posix()
-        derived = rel.startswith((".memvault/locks/", ".memvault/index.db"))
-        if path.is_file() and not derived:
-            out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return out
 
 
 def write(root: Path, relpath: str, text: str) -> Path:

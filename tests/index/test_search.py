@@ -12,26 +12,7 @@ from hypothesis import strategies as st
 from memvault.errors import InvalidInputError, NotFoundError
 from memvault.index.search import SearchFilters, backlinks, related, search_by_tag
 from memvault.runtime import Runtime
-from support import TZ, MovableClock
-
-HIT_KEYS = {
-    "path",
-    "start_line",
-    "end_line",
-    "score",
-    "vector_score",
-    "text_score",
-    "snippet",
-    "kind",
-    "source",
-    "id",
-    "title",
-    "heading",
-    "category",
-    "created",
-    "tags",
-    "origin",
-}
+from support import HIT_KEYS, TZ, MovableClock
 
 
 @pytest.fixture
@@ -257,3 +238,17 @@ def test_warm_copy_follows_writes(filled: Runtime) -> None:
     assert top == int(chunk[0])
     filled.memories.forget(memory.id)
     assert int(chunk[0]) not in {i for i, _ in store.search(query, 50)}
+
+
+def test_task_and_contact_fields_are_searchable(runtime: Runtime) -> None:
+    runtime.tasks.create("Quarterly filing", priority="urgent", due="2026-12-01", project="Taxes")
+    runtime.contacts.create(
+        "Ada Lovelace", email="ada@example.org", identities={"telegram": "424242"}
+    )
+    top = runtime.searcher.search("urgent taxes", semantic=False)[0]
+    assert top.path == "Tasks/active/Quarterly filing.md"
+    assert [h.path for h in runtime.searcher.search("424242", semantic=False)] == [
+        "Contacts/Ada Lovelace.md"
+    ]
+    top = runtime.searcher.search("ada@example.org", semantic=False)[0]
+    assert top.path == "Contacts/Ada Lovelace.md"

