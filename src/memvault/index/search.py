@@ -226,7 +226,7 @@ class Searcher:
         where, params = checked.sql()
         n = self.settings.candidates
         # A longer keyword list than the candidates, to score the others' keywords too.
-        keyword = self._keyword(parsed, where, params, n * _KEYWORD_DEPTH, n)
+        keyword = self._keyword(parsed, where, params, n * _KEYWORD_DEPTH, n, checked.restrictive)
         text_scores = {chunk_id: (own, ctx) for chunk_id, own, ctx in keyword}
         candidates: dict[int, _Candidate] = {}
         for chunk_id, own, ctx in keyword[:n]:
@@ -254,12 +254,29 @@ class Searcher:
             ranked = self._mmr(ranked, lam, limit)
         if min_score is not None:
             ranked = [c for c in ranked if c.final >= min_score]
-        return [self._hit(c) for c in ranked[:limit]]
+        chosen = ranked[:limit]
+        texts = self._texts([int(c.row["id"]) for c in chosen])
+        return [self._hit(c, texts.get(int(c.row["id"]), "")) for c in chosen]
+
+    def _texts(self, ids: Sequence[int]) -> dict[int, str]:
+        """The text of the chunks shown (only those: texts are the bulk of a row)."""
+        if not ids:
+            return {}
+        rows = self.conn.execute(
+            f"SELECT id, text FROM chunks WHERE id IN ({','.join('?' * len(ids))})", list(ids)
+        )
+        return {int(r[0]): str(r[1]) for r in rows}
 
     # -- candidates --------------------------------------------------------------
 
     def _keyword(
-        self, parsed: ParsedQuery, where: str, params: list[Any], n: int, need: int
+        self,
+        parsed: ParsedQuery,
+        where: str,
+        params: list[Any],
+        n: int,
+        need: int,
+        restrictive: bool,
     ) -> list[tuple[int, float, float]]:
         """Up to ``n`` best keyword matches under the filters: ``(chunk id, own, context)``.
 
@@ -269,24 +286,26 @@ class Searcher:
         if parsed.fts is None:
             return []
         ranked = self.conn.execute(
-            "SELECT rowid, bm25(chunks_fts, 1.0, 0.0, 2.0, 1.0),"
-            " bm25(chunks_fts, 0.0, 1.0, 0.0, 0.0), bm25(chunks_fts, 1.0, 1.0, 2.0, 1.0) AS total"
-            " FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY total LIMIT ?",
+            "SELECT rowid, bm25(chunks_fts, 1.0, 0.0, 2.0, 1.0) AS own,"
+            " bm25(chunks_fts, 0.0, 1.0, 0.0, 0.0) AS ctx"
+            " FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY own + ctx LIMIT ?",
             (parsed.fts, n),
         ).fetchall()
-        passing = self._passing([int(r[0]) for r in ranked], where, params)
-        kept = [(int(r[0]), -float(r[1]), -float(r[2])) for r in ranked if int(r[0]) in passing]
+        scored = [(int(r[0]), -float(r[1]), -float(r[2])) for r in ranked]
+        if not restrictive:
+            return scored  # archived chunks are dropped once their rows are loaded
+        passing = self._passing([chunk_id for chunk_id, _, _ in scored], where, params)
+        kept = [item for item in scored if item[0] in passing]
         if len(kept) >= need or len(ranked) < n:
             return kept
         # Materialised first: joined directly, SQLite would run the MATCH once per chunk row.
         rows = self.conn.execute(
             "WITH m AS MATERIALIZED ("
             " SELECT rowid AS id, bm25(chunks_fts, 1.0, 0.0, 2.0, 1.0) AS own,"
-            " bm25(chunks_fts, 0.0, 1.0, 0.0, 0.0) AS ctx,"
-            " bm25(chunks_fts, 1.0, 1.0, 2.0, 1.0) AS total"
+            " bm25(chunks_fts, 0.0, 1.0, 0.0, 0.0) AS ctx"
             " FROM chunks_fts WHERE chunks_fts MATCH ?)"
             " SELECT m.id, m.own, m.ctx FROM m JOIN chunks c ON c.id = m.id"
-            f" JOIN notes n ON n.id = c.note_id WHERE {where} ORDER BY m.total LIMIT ?",
+            f" JOIN notes n ON n.id = c.note_id WHERE {where} ORDER BY m.own + m.ctx LIMIT ?",
             [parsed.fts, *params, n],
         ).fetchall()
         return [(int(r[0]), -float(r[1]), -float(r[2])) for r in rows]
@@ -318,10 +337,11 @@ class Searcher:
         found: set[int] = set()
         for start in range(0, len(ids), 500):
             batch = list(ids[start : start + 500])
+            # NOT INDEXED: look the ids up by rowid, not scan a filter's index (kind, ...).
             found.update(
                 int(r[0])
                 for r in self.conn.execute(
-                    "SELECT c.id FROM chunks c JOIN notes n ON n.id = c.note_id"
+                    "SELECT c.id FROM chunks c NOT INDEXED JOIN notes n ON n.id = c.note_id"
                     f" WHERE c.id IN ({','.join('?' * len(batch))}) AND {where}",
                     [*batch, *params],
                 )
@@ -358,7 +378,7 @@ class Searcher:
             out.extend(
                 self.conn.execute(
                     "SELECT c.id, c.note_id, c.ordinal, c.kind, c.start_line, c.end_line,"
-                    " c.heading, c.text, c.grp, c.memory_id, c.category, c.importance, c.created,"
+                    " c.heading, c.grp, c.memory_id, c.category, c.importance, c.created,"
                     " c.archived, n.path, n.title, m.tags AS memory_tags, m.source AS origin,"
                     " n.tags AS note_tags"
                     " FROM chunks c JOIN notes n ON n.id = c.note_id"
@@ -488,7 +508,7 @@ class Searcher:
                 chosen_vectors.append(picked)
         return chosen + [c for c in ranked if c not in chosen]
 
-    def _hit(self, c: _Candidate) -> Hit:
+    def _hit(self, c: _Candidate, text: str) -> Hit:
         row = c.row
         is_memory = bool(row["memory_id"])
         tags_json = row["memory_tags"] if is_memory else row["note_tags"]
@@ -500,7 +520,7 @@ class Searcher:
             score=c.final,
             vector_score=float(c.cosine) if c.cosine is not None else 0.0,
             text_score=c.text,
-            snippet=snippet(str(row["text"])),
+            snippet=snippet(text),
             kind=str(row["kind"]),
             source="memory" if is_memory else "vault",
             id=str(row["memory_id"]) if is_memory else None,
