@@ -103,6 +103,17 @@ class ContextSettings(Section):
     pinned_tags: list[str] = Field(["core", "preference"], description="memories always included")
 
 
+class ToolSettings(Section):
+    """How tool calls are approved."""
+
+    mode: Literal["ask", "autonomous"] = Field(
+        "ask", description="ask: tier-2 tools need approval once per category per session"
+    )
+    mcp_dangerous: bool = Field(
+        False, description="serve tier-3 tools (deletions) over MCP; the client asks its user"
+    )
+
+
 class Settings(BaseSettings):
     """Every setting memvault reads. Sections group related settings."""
 
@@ -124,6 +135,7 @@ class Settings(BaseSettings):
     index: IndexSettings = Field(default_factory=IndexSettings)
     search: SearchSettings = Field(default_factory=SearchSettings)
     context: ContextSettings = Field(default_factory=ContextSettings)
+    tools: ToolSettings = Field(default_factory=ToolSettings)
 
     @field_validator("timezone")
     @classmethod

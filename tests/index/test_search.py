@@ -252,3 +252,10 @@ def test_task_and_contact_fields_are_searchable(runtime: Runtime) -> None:
     ]
     top = runtime.searcher.search("ada@example.org", semantic=False)[0]
     assert top.path == "Contacts/Ada Lovelace.md"
+
+
+def test_a_chunk_waiting_for_its_vector_is_judged_on_keywords(filled: Runtime) -> None:
+    # Everything else is embedded; the new memory's vector is still pending.
+    memory = filled.memories.remember("Prefers window seats on long flights").memory
+    assert filled.index.pending() == 1 and filled.index.semantic
+    assert filled.searcher.search("window seats", limit=1)[0].id == memory.id

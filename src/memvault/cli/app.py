@@ -11,11 +11,13 @@ from memvault import __version__
 from memvault.cli import config as config_cli
 from memvault.cli import contacts as contact_cli
 from memvault.cli import journal as journal_cli
+from memvault.cli import mcp as mcp_cli
 from memvault.cli import memories as memory_cli
 from memvault.cli import notes as note_cli
 from memvault.cli import projects as project_cli
 from memvault.cli import recall as recall_cli
 from memvault.cli import tasks as task_cli
+from memvault.cli import tools as tools_cli
 from memvault.cli.common import (
     ErrorBoundaryGroup,
     JsonOption,
@@ -127,12 +129,14 @@ def status(ctx: typer.Context, vault: VaultOption = None, as_json: JsonOption = 
 
 memory_cli.register(app)
 recall_cli.register(app)
+app.command()(mcp_cli.mcp)
 app.add_typer(task_cli.app, name="task")
 app.add_typer(contact_cli.app, name="contact")
 app.add_typer(project_cli.app, name="project")
 app.add_typer(journal_cli.app, name="journal")
 app.add_typer(note_cli.app, name="note")
 app.add_typer(config_cli.app, name="config")
+app.add_typer(tools_cli.app, name="tools")
 
 
 def main() -> None:

@@ -448,9 +448,13 @@ class Searcher:
         wv = self.settings.vector_weight if semantic and cosines else 0.0
         for c in values:
             c.text = (1 - cw) * max(c.own, 0.0) / top_own + cw * max(c.ctx, 0.0) / top_ctx
-            c.vec = (
-                min(1.0, max(0.0, c.cosine - _COSINE_FLOOR) / span) if c.cosine is not None else 0.0
-            )
+            if c.cosine is None:
+                # No vector yet (its embedding is pending): judged on its keywords alone,
+                # not pushed down for what is not known.
+                c.vec = 0.0
+                c.base = c.text
+                continue
+            c.vec = min(1.0, max(0.0, c.cosine - _COSINE_FLOOR) / span)
             c.base = (1 - wv) * c.text + wv * c.vec
 
     def _finish(self, candidates: dict[int, _Candidate], parsed: ParsedQuery) -> None:

@@ -1,0 +1,139 @@
+"""``memvault tools list | export | call``."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+
+from memvault.cli.common import (
+    JsonOption,
+    VaultOption,
+    emit_json,
+    open_runtime,
+    say,
+    stderr,
+    stdout,
+    table,
+)
+from memvault.errors import InvalidInputError
+from memvault.tools import default_registry
+from memvault.tools.export import FORMATS, export
+from memvault.tools.policy import AllowAll, Policy, TerminalApprover, Tier
+from memvault.tools.registry import ToolContext
+
+app = typer.Typer(
+    help="The tools agents call: list, export as schemas, call one.", no_args_is_help=True
+)
+
+# Exit codes of a failed call, by the tool error's code.
+_EXIT = {"validation_failed": 2, "unsafe_path": 2, "not_found": 3, "conflict": 4, "not_approved": 8}
+
+
+@app.command("list")
+def list_tools(as_json: JsonOption = False) -> None:
+    """List the tools with their tiers."""
+    registry = default_registry()
+    if as_json:
+        emit_json(
+            [
+                {
+                    "name": t.name,
+                    "title": t.title,
+                    "tier": int(t.tier),
+                    "category": t.category,
+                    "read_only": t.annotations.read_only,
+                    "destructive": t.annotations.destructive,
+                    "description": t.description,
+                }
+                for t in registry
+            ]
+        )
+        return
+    rows = [
+        [
+            t.name,
+            int(t.tier),
+            t.category.replace("_", " "),
+            "read-only"
+            if t.annotations.read_only
+            else ("destructive" if t.annotations.destructive else "writes"),
+            t.title,
+        ]
+        for t in registry
+    ]
+    stdout.print(
+        table(f"{len(rows)} tools", ["Tool", "Tier", "Category", "Effect", "What it does"], rows)
+    )
+    say(
+        "Tier 1 runs freely; tier 2 needs approval once per category per session; "
+        "tier 3 every time."
+    )
+
+
+@app.command("export")
+def export_tools(
+    fmt: Annotated[
+        str, typer.Option("--format", "-f", help=f"One of: {', '.join(FORMATS)}.")
+    ] = "mcp",
+    max_tier: Annotated[
+        int, typer.Option("--max-tier", min=1, max=3, help="Leave out tools above this tier.")
+    ] = 3,
+) -> None:
+    """Print the tool schemas as JSON for Anthropic, OpenAI or MCP clients."""
+    registry = default_registry()
+    kept = [t.name for t in registry.visible(Tier(max_tier))]
+    emit_json(
+        [
+            entry
+            for name, entry in zip(registry.names(), export(registry, fmt), strict=True)
+            if name in kept
+        ]
+    )
+
+
+@app.command("call")
+def call(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(metavar="NAME", help="Tool name, e.g. vault_search.")],
+    args: Annotated[
+        str, typer.Option("--args", "-a", help='Arguments as a JSON object, e.g. {"query": "tea"}.')
+    ] = "{}",
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Approve tier 2 and 3 calls without asking.")
+    ] = False,
+    vault: VaultOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Call one tool, through the same tier policy an agent meets."""
+    try:
+        arguments: Any = json.loads(args)
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(
+            f"--args is not valid JSON ({exc.msg} at column {exc.colno})."
+        ) from None
+    runtime = open_runtime(ctx, vault)
+    registry = default_registry()
+    registry.get(name)  # an unknown name is a plain error, before anything is asked
+    policy = Policy(
+        approver=AllowAll() if yes else TerminalApprover(), mode=runtime.settings.tools.mode
+    )
+    result = registry.call(
+        name, arguments, ToolContext(runtime=runtime, policy=policy, surface="cli")
+    )
+    if as_json:
+        emit_json(result.to_dict())
+    elif result.ok:
+        text = result.text()
+        say(
+            text
+            if isinstance(result.data, str)
+            else json.dumps(result.data, ensure_ascii=False, indent=2)
+        )
+    else:
+        stderr.print(f"Error: {result.error}")
+        if result.code == "not_approved" and registry.get(name).tier > Tier.READ:
+            stderr.print("Run it again with --yes to approve it yourself.")
+    if not result.ok:
+        raise typer.Exit(_EXIT.get(result.code or "", 1))

@@ -1,0 +1,14 @@
+"""memvault's tools: one registry served over MCP, HTTP, the agent loop and exports."""
+
+from __future__ import annotations
+
+from memvault.tools import memory_tools, task_tools, vault_tools
+from memvault.tools.registry import Tool, ToolContext, ToolRegistry, ToolResult
+
+
+def default_registry() -> ToolRegistry:
+    """Every built-in tool: vault, tasks, contacts, journal, memory."""
+    return ToolRegistry([*vault_tools.TOOLS, *task_tools.TOOLS, *memory_tools.TOOLS])
+
+
+__all__ = ["Tool", "ToolContext", "ToolRegistry", "ToolResult", "default_registry"]

@@ -1,0 +1,254 @@
+"""The tool registry: every capability an agent can call, described once.
+
+A tool is a name, a description written for a model, a pydantic input
+model (its JSON schema), a permission tier, annotations (read-only,
+destructive, idempotent, open-world) and a handler. Every surface (MCP,
+the agent loop, the HTTP API, the Anthropic / OpenAI exports) reads this
+registry; none re-describes a tool.
+
+:meth:`ToolRegistry.call` is the one way a tool runs: it validates the
+input, applies the tier policy, runs the handler, and turns every failure
+into a :class:`ToolResult` whose message tells the model what to try next.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ValidationError
+
+from memvault.errors import MemvaultError, NotFoundError
+from memvault.tools.policy import ApprovalRequest, Policy, Tier
+
+if TYPE_CHECKING:
+    from memvault.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Annotations:
+    """Hints for clients and approvers (MCP's tool annotations)."""
+
+    read_only: bool = False
+    destructive: bool = False
+    idempotent: bool = False
+    open_world: bool = False
+
+
+READ_ONLY = Annotations(read_only=True, idempotent=True)
+
+
+@dataclass
+class ToolContext:
+    """What a handler may use: the vault's services and the session's policy."""
+
+    runtime: Runtime
+    policy: Policy = field(default_factory=Policy)
+    surface: str = "cli"
+    session: str | None = None
+    # True where a watcher keeps the index current; otherwise searches sync first.
+    index_followed: bool = False
+
+    def fresh_index(self) -> None:
+        """Bring the index up to date before a search, unless a watcher already does."""
+        if not self.index_followed:
+            self.runtime.index.sync()
+
+
+Handler = Callable[[ToolContext, Any], Any]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One capability, as every surface sees it."""
+
+    name: str
+    title: str
+    description: str
+    input_model: type[BaseModel]
+    handler: Handler
+    tier: Tier = Tier.READ
+    category: str = "reads"
+    annotations: Annotations = READ_ONLY
+    summarize: Callable[[Any], str] | None = None
+    # Appended to a "not found" error: what the model should try instead.
+    not_found_hint: str | None = None
+
+    def input_schema(self) -> dict[str, Any]:
+        """The JSON schema of the input, flattened and without pydantic's titles."""
+        schema = self.input_model.model_json_schema(by_alias=True, mode="validation")
+        return clean_schema(schema)
+
+    def summary(self, arguments: BaseModel) -> str:
+        """A short description of one call, for an approval question."""
+        if self.summarize is not None:
+            return self.summarize(arguments)
+        return self.title.lower()
+
+
+@dataclass
+class ToolResult:
+    """What a call gave back: data on success, a message on failure."""
+
+    ok: bool
+    data: Any = None
+    error: str | None = None
+    code: str | None = None
+
+    def text(self) -> str:
+        """The result as a model reads it: JSON for data, a sentence for an error."""
+        if not self.ok:
+            return f"Error: {self.error}"
+        if isinstance(self.data, str):
+            return self.data
+        return json.dumps(self.data, ensure_ascii=False, default=str)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        if self.ok:
+            return {"ok": True, "result": self.data}
+        return {"ok": False, "error": {"code": self.code, "message": self.error}}
+
+
+def clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Inline ``$defs`` references and drop ``title`` keys: plain JSON Schema for any client."""
+    defs = schema.get("$defs", {})
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "$ref" in node and node["$ref"].startswith("#/$defs/"):
+                return walk(defs[node["$ref"].split("/")[-1]])
+            options = node.get("anyOf")
+            if isinstance(options, list) and {"type": "null"} in options and len(options) == 2:
+                # An optional parameter: say what it takes; leaving it out is the null.
+                kept = next(o for o in options if o != {"type": "null"})
+                rest = {k: v for k, v in node.items() if k != "anyOf"}
+                if rest.get("default") is None:
+                    rest.pop("default", None)
+                return walk({**kept, **rest})
+            return {k: walk(v) for k, v in node.items() if k not in ("title", "$defs")}
+        if isinstance(node, list):
+            return [walk(item) for item in node]
+        return node
+
+    cleaned: dict[str, Any] = walk(schema)
+    cleaned.setdefault("properties", {})
+    cleaned["type"] = "object"
+    return cleaned
+
+
+def explain_validation(tool: Tool, error: ValidationError) -> str:
+    """One or two sentences a model can act on, naming the fields and what they take."""
+    fields = tool.input_model.model_fields
+    problems: list[str] = []
+    for item in error.errors():
+        loc = [str(part) for part in item["loc"] if not isinstance(part, int)]
+        name = loc[0] if loc else ""
+        info = fields.get(name)
+        shown = _public_name(name, info) if info else name
+        described = f" ({info.description})" if info and info.description else ""
+        if item["type"] == "missing":
+            problems.append(f"'{shown}' is required{described}")
+        elif name:
+            problems.append(f"'{shown}' {item['msg'][0].lower()}{item['msg'][1:]}")
+        else:
+            problems.append(str(item["msg"]).removeprefix("Value error, "))
+    accepted = ", ".join(sorted(_public_name(n, f) for n, f in fields.items()))
+    return f"Invalid input for {tool.name}: {'; '.join(problems)}. It takes: {accepted}."
+
+
+def _public_name(name: str, info: Any) -> str:
+    alias = getattr(info, "validation_alias", None)
+    choices = getattr(alias, "choices", None)
+    if choices:
+        first = choices[0]
+        return str(first if isinstance(first, str) else name)
+    return str(getattr(info, "alias", None) or name)
+
+
+class ToolRegistry:
+    """The tools every surface serves."""
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for tool in tools:
+            self.register(tool)
+
+    def register(self, tool: Tool) -> Tool:
+        """Add a tool; a second tool of the same name is a programming error."""
+        if tool.name in self._tools:
+            raise ValueError(f"tool {tool.name!r} is registered twice")
+        self._tools[tool.name] = tool
+        return tool
+
+    def __iter__(self) -> Any:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def names(self) -> list[str]:
+        """Tool names in registration order."""
+        return list(self._tools)
+
+    def get(self, name: str) -> Tool:
+        """The tool called ``name``; an unknown name suggests the closest ones."""
+        tool = self._tools.get(name)
+        if tool is None:
+            close = difflib.get_close_matches(name, self._tools, n=3)
+            hint = f"Did you mean {', '.join(close)}?" if close else "List the tools first."
+            raise NotFoundError(f"There is no tool named {name!r}.", hint=hint)
+        return tool
+
+    def visible(self, max_tier: Tier = Tier.DANGEROUS) -> list[Tool]:
+        """Tools up to ``max_tier``."""
+        return [t for t in self._tools.values() if t.tier <= max_tier]
+
+    def call(self, name: str, arguments: dict[str, Any] | None, context: ToolContext) -> ToolResult:
+        """Validate, authorize and run one call; failures come back as a ToolResult."""
+        try:
+            tool = self.get(name)
+        except NotFoundError as exc:
+            return ToolResult(False, error=str(exc), code=exc.code)
+        if arguments is not None and not isinstance(arguments, dict):
+            return ToolResult(
+                False, error=f"{name} takes a JSON object of arguments.", code="validation_failed"
+            )
+        try:
+            parsed = tool.input_model.model_validate(arguments or {})
+        except ValidationError as exc:
+            return ToolResult(False, error=explain_validation(tool, exc), code="validation_failed")
+        request = ApprovalRequest(
+            tool=tool.name,
+            tier=tool.tier,
+            category=tool.category,
+            summary=tool.summary(parsed),
+            arguments=parsed.model_dump(by_alias=True),
+        )
+        decision = context.policy.authorize(request)
+        if not decision.allowed:
+            return ToolResult(False, error=decision.reason, code="not_approved")
+        try:
+            data = tool.handler(context, parsed)
+        except NotFoundError as exc:
+            message = str(exc)
+            if tool.not_found_hint:
+                message = f"{exc.message} {tool.not_found_hint}"
+            return ToolResult(False, error=message, code=exc.code)
+        except MemvaultError as exc:
+            return ToolResult(False, error=str(exc), code=exc.code)
+        except Exception as exc:  # a bug: the model gets a sentence, the log the traceback
+            log.exception("tool failed", extra={"tool": name})
+            return ToolResult(
+                False,
+                error=f"{name} failed unexpectedly ({type(exc).__name__}); "
+                "try again or use another tool.",
+                code="internal_error",
+            )
+        return ToolResult(True, data=data)
