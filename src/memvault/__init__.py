@@ -1,10 +1,7 @@
 """memvault: a self-hosted memory and messaging gateway for AI agents."""
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("memvault")
-except PackageNotFoundError:  # running from a source tree without installation
-    __version__ = "0.0.0"
+# The one place the version is written (pyproject reads it); a plain string keeps
+# `memvault --version` and the daemon client free of importlib.metadata's start-up cost.
+__version__ = "0.1.0"
 
 __all__ = ["__version__"]

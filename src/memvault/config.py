@@ -21,10 +21,11 @@ from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDic
 
 from memvault.clock import load_timezone
 from memvault.errors import ConfigError, VaultError
+from memvault.locations import CONFIG_FILE as CONFIG_NAME
+from memvault.locations import DEFAULT_VAULT, STATE_DIR, choose_vault
 
 ENV_PREFIX = "MEMVAULT_"
-DEFAULT_VAULT = Path("~/memvault")
-CONFIG_FILE = Path(".memvault") / "config.toml"
+CONFIG_FILE = Path(STATE_DIR) / CONFIG_NAME
 
 
 class Section(BaseModel):
@@ -114,6 +115,35 @@ class ToolSettings(Section):
     )
 
 
+class ServerSettings(Section):
+    """The daemon (``memvault serve``): where it listens and what it accepts."""
+
+    host: str = Field("127.0.0.1", description="address to bind; anything but loopback needs care")
+    port: int = Field(8765, ge=1, le=65535, description="TCP port of the HTTP API")
+    max_body_mb: float = Field(6.0, gt=0, le=100, description="largest request body accepted")
+    sse_heartbeat_seconds: float = Field(
+        15.0, gt=0, le=3600, description="idle time before an event stream gets a heartbeat"
+    )
+    event_buffer: int = Field(1000, ge=10, le=100_000, description="events kept for replay")
+    log_format: Literal["json", "text"] = Field("json", description="daemon log lines")
+    shutdown_grace_seconds: float = Field(
+        10.0, gt=0, le=600, description="time in-flight requests get to finish on shutdown"
+    )
+
+
+class TelemetrySettings(Section):
+    """Location samples (``POST /api/telemetry``) written to the journal."""
+
+    min_distance_m: float = Field(200.0, ge=0, description="movement that earns a journal line")
+    min_interval_minutes: float = Field(
+        30.0, gt=0, description="time that earns a journal line without movement"
+    )
+    next_interval_seconds: int = Field(
+        60, ge=1, le=86_400, description="how often the phone is asked to send samples"
+    )
+    journal_section: str = Field("Locations", description="journal section of location lines")
+
+
 class Settings(BaseSettings):
     """Every setting memvault reads. Sections group related settings."""
 
@@ -136,6 +166,8 @@ class Settings(BaseSettings):
     search: SearchSettings = Field(default_factory=SearchSettings)
     context: ContextSettings = Field(default_factory=ContextSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
 
     @field_validator("timezone")
     @classmethod
@@ -227,9 +259,7 @@ def load_settings(
         env = EnvSettingsSource(Settings)()
     except (ValueError, ValidationError) as exc:
         raise ConfigError(f"An MEMVAULT_* environment variable is invalid: {exc}.") from exc
-    vault_path = (
-        Path(flags.get("vault") or env.get("vault") or DEFAULT_VAULT).expanduser().absolute()
-    )
+    vault_path = choose_vault(flags.get("vault") or env.get("vault"))
     if vault_path.exists() and not vault_path.is_dir():
         raise VaultError(f"{vault_path} is a file, not a vault folder; choose another path.")
     config_file = vault_path / CONFIG_FILE

@@ -3,21 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 import typer
 
 from memvault import __version__
-from memvault.cli import config as config_cli
-from memvault.cli import contacts as contact_cli
-from memvault.cli import journal as journal_cli
 from memvault.cli import mcp as mcp_cli
 from memvault.cli import memories as memory_cli
-from memvault.cli import notes as note_cli
-from memvault.cli import projects as project_cli
 from memvault.cli import recall as recall_cli
-from memvault.cli import tasks as task_cli
-from memvault.cli import tools as tools_cli
+from memvault.cli import serve as serve_cli
 from memvault.cli.common import (
     ErrorBoundaryGroup,
     JsonOption,
@@ -29,14 +23,25 @@ from memvault.cli.common import (
     stdout,
     table,
 )
-from memvault.config import load_settings
-from memvault.runtime import Runtime
-from memvault.vault.layout import init_vault
-from memvault.vault.summary import summarize
+
+
+class RootGroup(ErrorBoundaryGroup):
+    """``memvault``: the commands, and the groups loaded when used."""
+
+    lazy_groups: ClassVar[dict[str, str]] = {
+        "task": "memvault.cli.tasks",
+        "contact": "memvault.cli.contacts",
+        "project": "memvault.cli.projects",
+        "journal": "memvault.cli.journal",
+        "note": "memvault.cli.notes",
+        "config": "memvault.cli.config",
+        "tools": "memvault.cli.tools",
+    }
+
 
 app = typer.Typer(
     name="memvault",
-    cls=ErrorBoundaryGroup,
+    cls=RootGroup,
     help="Memory for AI agents, kept in an Obsidian-compatible Markdown vault.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -55,6 +60,13 @@ def _version(value: bool) -> None:
 def root(
     ctx: typer.Context,
     vault: VaultOption = None,
+    direct: Annotated[
+        bool,
+        typer.Option(
+            "--direct",
+            help="Work on the vault files even when a daemon serves the vault.",
+        ),
+    ] = False,
     version: Annotated[
         bool,
         typer.Option(
@@ -63,7 +75,7 @@ def root(
     ] = False,
 ) -> None:
     """Memory for AI agents, kept in an Obsidian-compatible Markdown vault."""
-    ctx.obj = {"vault": vault}
+    ctx.obj = {"vault": vault, "direct": direct}
 
 
 @app.command()
@@ -77,6 +89,10 @@ def init(
     as_json: JsonOption = False,
 ) -> None:
     """Create the vault layout; existing files are never changed."""
+    from memvault.config import load_settings
+    from memvault.runtime import Runtime
+    from memvault.vault.layout import init_vault
+
     loaded = load_settings(path or vault or root_vault(ctx))
     runtime = Runtime.open(loaded.settings)
     report = init_vault(runtime.vault)
@@ -99,6 +115,8 @@ def init(
 @app.command()
 def status(ctx: typer.Context, vault: VaultOption = None, as_json: JsonOption = False) -> None:
     """Summarise the vault: counts per kind and the latest activity."""
+    from memvault.vault.summary import summarize
+
     runtime = open_runtime(ctx, vault)
     summary = summarize(runtime.vault, runtime.memories)
     if as_json:
@@ -130,13 +148,8 @@ def status(ctx: typer.Context, vault: VaultOption = None, as_json: JsonOption = 
 memory_cli.register(app)
 recall_cli.register(app)
 app.command()(mcp_cli.mcp)
-app.add_typer(task_cli.app, name="task")
-app.add_typer(contact_cli.app, name="contact")
-app.add_typer(project_cli.app, name="project")
-app.add_typer(journal_cli.app, name="journal")
-app.add_typer(note_cli.app, name="note")
-app.add_typer(config_cli.app, name="config")
-app.add_typer(tools_cli.app, name="tools")
+app.command()(serve_cli.serve)
+app.command()(serve_cli.doctor)
 
 
 def main() -> None:

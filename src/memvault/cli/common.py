@@ -7,22 +7,46 @@ import os
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 import typer
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
-from memvault.config import load_settings
 from memvault.errors import InvalidInputError, MemvaultError
-from memvault.runtime import Runtime
 
-# Markup and emoji codes are off: user text like "[/b]" or ":rocket:" prints as written.
-stdout = Console(highlight=False, soft_wrap=True, markup=False, emoji=False)
-stderr = Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False)
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from memvault.gateway.client import DaemonClient
+    from memvault.runtime import Runtime
+
+
+class LazyConsole:
+    """A rich Console made on first use: commands that print plain lines never import rich."""
+
+    def __init__(self, *, to_stderr: bool) -> None:
+        self._to_stderr = to_stderr
+        self._console: Console | None = None
+
+    def get(self) -> Console:
+        """The console (markup and emoji codes off: "[/b]" or ":rocket:" print as written)."""
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(
+                stderr=self._to_stderr, highlight=False, soft_wrap=True, markup=False, emoji=False
+            )
+        return self._console
+
+    def print(self, *objects: Any) -> None:
+        """Print renderables (tables, progress, styled text)."""
+        self.get().print(*objects)
+
+
+stdout = LazyConsole(to_stderr=False)
+stderr = LazyConsole(to_stderr=True)
 
 VaultOption = Annotated[
     Path | None,
@@ -43,13 +67,38 @@ EXIT_INTERNAL = 70
 
 def report_error(exc: MemvaultError) -> None:
     """One sentence on stderr; the hint (if any) on the next line."""
+    from rich.text import Text
+
     stderr.print(Text.assemble(("Error:", "bold red"), " ", exc.message))
     if exc.hint:
         stderr.print(exc.hint)
 
 
 class ErrorBoundaryGroup(TyperGroup):
-    """The root command group: turns memvault errors into a sentence and an exit code."""
+    """The root command group: turns memvault errors into a sentence and an exit code.
+
+    Sub-command groups named in ``lazy_groups`` (name -> module with a Typer
+    ``app``) are imported only when used, so ``memvault remember`` does not pay
+    for ``memvault task`` and the rest.
+    """
+
+    lazy_groups: ClassVar[dict[str, str]] = {}
+
+    def list_commands(self, ctx: typer.Context) -> list[str]:  # type: ignore[override]
+        listed = super().list_commands(ctx)
+        return [*listed, *(name for name in self.lazy_groups if name not in listed)]
+
+    def get_command(self, ctx: typer.Context, cmd_name: str) -> Any:  # type: ignore[override]
+        if cmd_name not in self.commands and cmd_name in self.lazy_groups:
+            import importlib
+
+            from typer.main import get_group
+
+            module = importlib.import_module(self.lazy_groups[cmd_name])
+            command = get_group(module.app)
+            command.name = cmd_name
+            self.add_command(command, cmd_name)
+        return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
         try:
@@ -72,6 +121,17 @@ class ErrorBoundaryGroup(TyperGroup):
             raise typer.Exit(EXIT_INTERNAL) from None
 
 
+def group(help: str) -> typer.Typer:
+    """A command group with the root's settings (plain help, no completion options)."""
+    return typer.Typer(
+        help=help,
+        no_args_is_help=True,
+        rich_markup_mode=None,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+
+
 def root_vault(ctx: typer.Context) -> Path | None:
     """The --vault given before the command name, if any."""
     root = ctx.find_root()
@@ -82,12 +142,53 @@ def root_vault(ctx: typer.Context) -> Path | None:
 
 def open_runtime(ctx: typer.Context, vault: Path | None, *, require: bool = True) -> Runtime:
     """Settings and services for the chosen vault; a missing vault is a clear error."""
+    # Imported here: commands served by a running daemon never load them.
+    from memvault.config import load_settings
+    from memvault.runtime import Runtime
+
     loaded = load_settings(vault or root_vault(ctx))
     runtime = Runtime.open(loaded.settings)
     ctx.call_on_close(runtime.close)
     if require:
         runtime.vault.require()
     return runtime
+
+
+def daemon_client(ctx: typer.Context, vault: Path | None) -> DaemonClient | None:
+    """A client for the daemon serving the chosen vault, unless --direct or none runs."""
+    from memvault.gateway.client import DaemonClient
+    from memvault.locations import choose_vault
+
+    root = ctx.find_root()
+    obj = root.obj if isinstance(root.obj, dict) else {}
+    if obj.get("direct") or os.environ.get("MEMVAULT_DIRECT"):
+        return None
+    return DaemonClient.discover(choose_vault(vault or root_vault(ctx)))
+
+
+def via_daemon(
+    ctx: typer.Context,
+    vault: Path | None,
+    method: str,
+    path: str,
+    *,
+    query: dict[str, Any] | None = None,
+    body: Any = None,
+) -> Any:
+    """The daemon's answer when one serves the vault; None means: work on the vault directly.
+
+    An error the daemon answers with is raised as a MemvaultError, so it reads
+    (and exits) the same as in direct mode.
+    """
+    client = daemon_client(ctx, vault)
+    if client is None:
+        return None
+    from memvault.gateway.client import DaemonUnavailableError
+
+    try:
+        return client.request(method, path, query=query, body=body)
+    except DaemonUnavailableError:
+        return None  # it went away: nothing was sent, so do it here
 
 
 def emit_json(data: Any) -> None:
@@ -98,6 +199,9 @@ def emit_json(data: Any) -> None:
 
 def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Table:
     """A rich table with plain-text cells (no markup interpretation)."""
+    from rich.table import Table
+    from rich.text import Text
+
     grid = Table(title=title, title_justify="left", show_lines=False, highlight=False)
     for column in columns:
         grid.add_column(column, overflow="fold")
@@ -108,7 +212,8 @@ def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any
 
 def say(message: str) -> None:
     """A plain line for people; user text is printed as written."""
-    stdout.print(message)
+    sys.stdout.write(message + "\n")
+    sys.stdout.flush()
 
 
 def emit_raw(text: str) -> None:

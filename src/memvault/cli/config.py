@@ -6,17 +6,16 @@ import json
 
 import typer
 
-from memvault.cli.common import JsonOption, VaultOption, emit_json, root_vault, stdout, table
-from memvault.config import load_settings
+from memvault.cli.common import JsonOption, VaultOption, emit_json, group, root_vault, stdout, table
 
-app = typer.Typer(
-    help="Settings: config.toml, MEMVAULT_* variables and flags.", no_args_is_help=True
-)
+app = group("Settings: config.toml, MEMVAULT_* variables and flags.")
 
 
 @app.command("show")
 def show(ctx: typer.Context, vault: VaultOption = None, as_json: JsonOption = False) -> None:
     """Print the effective settings and where each came from."""
+    from memvault.config import load_settings
+
     loaded = load_settings(vault or root_vault(ctx))
     rows = loaded.rows()
     if as_json:

@@ -10,6 +10,7 @@ from memvault.cli.common import (
     JsonOption,
     VaultOption,
     emit_json,
+    group,
     open_runtime,
     say,
     split_tags,
@@ -17,11 +18,9 @@ from memvault.cli.common import (
     table,
 )
 from memvault.errors import InvalidInputError
-from memvault.vault.contacts import KNOWN_CHANNELS
+from memvault.vocabulary import KNOWN_CHANNELS
 
-app = typer.Typer(
-    help="Contacts: people the agent knows, one note each in Contacts/.", no_args_is_help=True
-)
+app = group("Contacts: people the agent knows, one note each in Contacts/.")
 
 ContactRef = Annotated[
     str,

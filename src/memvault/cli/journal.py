@@ -7,12 +7,20 @@ from typing import Annotated
 
 import typer
 
-from memvault.cli.common import JsonOption, VaultOption, emit_json, emit_raw, open_runtime, say
+from memvault.cli.common import (
+    JsonOption,
+    VaultOption,
+    emit_json,
+    emit_raw,
+    group,
+    open_runtime,
+    say,
+)
 from memvault.clock import parse_date
 from memvault.errors import InvalidInputError
-from memvault.vault.journal import SECTIONS
+from memvault.vocabulary import SECTIONS
 
-app = typer.Typer(help="The journal: one daily note per day in Journal/.", no_args_is_help=True)
+app = group("The journal: one daily note per day in Journal/.")
 
 
 @app.command("add")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import sys
 from typing import Annotated
 
@@ -26,6 +25,8 @@ def mcp(
     vault: VaultOption = None,
 ) -> None:
     """Run the MCP server (stdio by default, for Claude Desktop, Claude Code, Cursor, OpenClaw)."""
+    import logging
+
     # stdout is the protocol channel on stdio: every log line goes to stderr.
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="memvault: %(message)s")
     runtime = open_runtime(ctx, vault)

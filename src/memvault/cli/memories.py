@@ -1,8 +1,13 @@
-"""``memvault remember | get | forget | memories``."""
+"""``memvault remember | get | forget | memories``.
+
+When a daemon serves the vault these go through it (no index or model is
+loaded here); otherwise they work on the vault directly. Both ways print
+the same thing.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -15,8 +20,9 @@ from memvault.cli.common import (
     split_tags,
     stdout,
     table,
+    via_daemon,
 )
-from memvault.vault.memories import CATEGORIES, Memory
+from memvault.vocabulary import CATEGORIES
 
 CategoryOption = Annotated[
     str | None,
@@ -28,15 +34,15 @@ def _short(text: str, width: int = 90) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _memory_rows(memories: list[Memory]) -> list[list[str]]:
+def _memory_rows(memories: list[dict[str, Any]]) -> list[list[str]]:
     return [
         [
-            m.id,
-            m.category,
-            f"{m.importance:.2f}",
-            _short(m.text),
-            " ".join(f"#{t}" for t in m.tags),
-            m.created.strftime("%Y-%m-%d %H:%M") if m.created else "",
+            m["id"],
+            m["category"],
+            f"{m['importance']:.2f}",
+            _short(m["text"]),
+            " ".join(f"#{t}" for t in m["tags"]),
+            (m["created"] or "")[:16].replace("T", " "),
         ]
         for m in memories
     ]
@@ -58,16 +64,28 @@ def remember(
     as_json: JsonOption = False,
 ) -> None:
     """Store a memory (an exact duplicate is not stored twice)."""
-    runtime = open_runtime(ctx, vault)
-    result = runtime.memories.remember(
-        text, category=category, importance=importance, tags=split_tags(tags), source=source
-    )
+    tag_list = split_tags(tags)
+    body = {
+        "text": text,
+        "category": category,
+        "importance": importance,
+        "tags": tag_list,
+        "source": source,
+    }
+
+    def direct() -> dict[str, Any]:
+        result = open_runtime(ctx, vault).memories.remember(
+            text, category=category, importance=importance, tags=tag_list, source=source
+        )
+        return {**result.memory.to_dict(), "created_new": result.created}
+
+    data = via_daemon(ctx, vault, "POST", "/v1/memories", body=body) or direct()
     if as_json:
-        emit_json({**result.memory.to_dict(), "created_new": result.created})
-    elif result.created:
-        say(f"Remembered {result.memory.id} in {result.memory.path}")
+        emit_json(data)
+    elif data["created_new"]:
+        say(f"Remembered {data['id']} in {data['path']}")
     else:
-        say(f"Already remembered as {result.memory.id} in {result.memory.path}")
+        say(f"Already remembered as {data['id']} in {data['path']}")
 
 
 def get(
@@ -77,18 +95,20 @@ def get(
     as_json: JsonOption = False,
 ) -> None:
     """Show one memory."""
-    memory = open_runtime(ctx, vault).memories.get(memory_id)
-    if as_json:
-        emit_json(memory.to_dict())
-        return
-    say(memory.text)
-    say(
-        f"{memory.id} · {memory.category} · importance {memory.importance:.2f}"
-        + (f" · {' '.join('#' + t for t in memory.tags)}" if memory.tags else "")
-        + (f" · {memory.created:%Y-%m-%d %H:%M}" if memory.created else "")
-        + (f" · from {memory.source}" if memory.source else "")
+    memory = via_daemon(ctx, vault, "GET", f"/v1/memories/{_segment(memory_id)}") or (
+        open_runtime(ctx, vault).memories.get(memory_id).to_dict()
     )
-    say(f"{memory.path}:{memory.line}")
+    if as_json:
+        emit_json(memory)
+        return
+    say(memory["text"])
+    say(
+        f"{memory['id']} · {memory['category']} · importance {memory['importance']:.2f}"
+        + (f" · {' '.join('#' + t for t in memory['tags'])}" if memory["tags"] else "")
+        + (f" · {memory['created'][:16].replace('T', ' ')}" if memory["created"] else "")
+        + (f" · from {memory['source']}" if memory["source"] else "")
+    )
+    say(f"{memory['path']}:{memory['line']}")
 
 
 def forget(
@@ -98,11 +118,14 @@ def forget(
     as_json: JsonOption = False,
 ) -> None:
     """Remove a memory from the vault."""
-    memory = open_runtime(ctx, vault).memories.forget(memory_id)
+    memory = via_daemon(ctx, vault, "DELETE", f"/v1/memories/{_segment(memory_id)}") or {
+        **open_runtime(ctx, vault).memories.forget(memory_id).to_dict(),
+        "forgotten": True,
+    }
     if as_json:
-        emit_json({**memory.to_dict(), "forgotten": True})
+        emit_json(memory)
     else:
-        say(f"Forgot {memory.id}: {_short(memory.text)}")
+        say(f"Forgot {memory['id']}: {_short(memory['text'])}")
 
 
 def memories(
@@ -119,13 +142,18 @@ def memories(
     as_json: JsonOption = False,
 ) -> None:
     """List memories, oldest first."""
-    found = open_runtime(ctx, vault).memories.list(
-        category=category, tag=tag, include_archived=archived
-    )
-    if limit is not None:
-        found = found[-limit:]
+    query = {"category": category, "tag": tag, "archived": archived, "limit": limit}
+
+    def direct() -> list[dict[str, Any]]:
+        found = open_runtime(ctx, vault).memories.list(
+            category=category, tag=tag, include_archived=archived
+        )
+        return [m.to_dict() for m in (found[-limit:] if limit is not None else found)]
+
+    listed = via_daemon(ctx, vault, "GET", "/v1/memories", query=query)
+    found: list[dict[str, Any]] = listed if listed is not None else direct()
     if as_json:
-        emit_json([m.to_dict() for m in found])
+        emit_json(found)
         return
     if not found:
         say('No memories yet. Store one with `memvault remember "..."`.')
@@ -137,6 +165,12 @@ def memories(
             _memory_rows(found),
         )
     )
+
+
+def _segment(value: str) -> str:
+    from urllib.parse import quote
+
+    return quote(value, safe="")
 
 
 def register(app: typer.Typer) -> None:

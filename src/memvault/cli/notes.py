@@ -11,6 +11,7 @@ from memvault.cli.common import (
     VaultOption,
     emit_json,
     emit_raw,
+    group,
     open_runtime,
     read_content,
     say,
@@ -18,7 +19,7 @@ from memvault.cli.common import (
     table,
 )
 
-app = typer.Typer(help="Any note in the vault, by vault-relative path.", no_args_is_help=True)
+app = group("Any note in the vault, by vault-relative path.")
 
 NotePath = Annotated[
     str, typer.Argument(metavar="PATH", help="Vault-relative path, e.g. 'Projects/Apollo.md'.")

@@ -10,6 +10,7 @@ from memvault.cli.common import (
     JsonOption,
     VaultOption,
     emit_json,
+    group,
     open_runtime,
     say,
     split_tags,
@@ -17,9 +18,7 @@ from memvault.cli.common import (
     table,
 )
 
-app = typer.Typer(
-    help="Projects: one note each in Projects/, listing their tasks.", no_args_is_help=True
-)
+app = group("Projects: one note each in Projects/, listing their tasks.")
 
 ProjectRef = Annotated[
     str, typer.Argument(metavar="PROJECT", help="Project name, alias or file name.")

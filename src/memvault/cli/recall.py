@@ -1,4 +1,9 @@
-"""``memvault index | search | recall | context | tag | related | watch``."""
+"""``memvault index | search | recall | context | tag | related | watch``.
+
+``search``, ``recall`` and ``context`` go through the daemon when one serves
+the vault (its index is current and its model loaded); the rest, and all of
+them without a daemon, work on the vault directly.
+"""
 
 from __future__ import annotations
 
@@ -6,17 +11,9 @@ import contextlib
 import sys
 import threading
 from collections.abc import Iterator
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeRemainingColumn,
-)
 
 from memvault.cli.common import (
     JsonOption,
@@ -29,14 +26,15 @@ from memvault.cli.common import (
     stderr,
     stdout,
     table,
+    via_daemon,
 )
-from memvault.index.chunking import KINDS
-from memvault.index.embedders import EmbeddingError
-from memvault.index.index import Progress as ProgressCallback
-from memvault.index.index import SyncReport
-from memvault.index.search import Hit, SearchFilters, backlinks, parse_day, related, search_by_tag
-from memvault.index.watch import follow
-from memvault.runtime import Runtime
+from memvault.vocabulary import KINDS
+
+if TYPE_CHECKING:
+    from memvault.index.index import Progress as ProgressCallback
+    from memvault.index.index import SyncReport
+    from memvault.index.search import SearchFilters
+    from memvault.runtime import Runtime
 
 # A search fills at most this many pending embeddings, so it stays quick.
 _EMBED_ON_SEARCH = 256
@@ -49,12 +47,21 @@ def progress_bar(enabled: bool) -> Iterator[ProgressCallback | None]:
     if not enabled:
         yield None
         return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TaskID,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
     bar = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeRemainingColumn(),
-        console=stderr,
+        console=stderr.get(),
         transient=True,
     )
     tasks: dict[str, TaskID] = {}
@@ -108,6 +115,8 @@ def index(
     as_json: JsonOption = False,
 ) -> None:
     """Bring the search index up to date with the vault (incremental)."""
+    from memvault.index.embedders import EmbeddingError
+
     runtime = open_runtime(ctx, vault)
     show = not as_json
     with progress_bar(show and (rebuild or sys.stderr.isatty())) as update:
@@ -152,6 +161,8 @@ def _filters(
     archived: bool,
     runtime: Runtime,
 ) -> SearchFilters:
+    from memvault.index.search import SearchFilters, parse_day
+
     tz = runtime.clock.tz
     return SearchFilters(
         folder=folder,
@@ -164,14 +175,15 @@ def _filters(
     )
 
 
-def _show_hits(hits: list[Hit], title: str) -> None:
+def _show_hits(hits: list[dict[str, Any]], title: str) -> None:
     if not hits:
         say("Nothing found.")
         return
     rows = []
     for hit in hits:
-        where = f"{hit.path}:{hit.start_line}" + (f" ^{hit.id}" if hit.id else "")
-        rows.append([f"{hit.score:.2f}", hit.kind, where, hit.snippet.replace("\n", " ")[:160]])
+        where = f"{hit['path']}:{hit['start_line']}" + (f" ^{hit['id']}" if hit["id"] else "")
+        snippet = hit["snippet"].replace("\n", " ")[:160]
+        rows.append([f"{hit['score']:.2f}", hit["kind"], where, snippet])
     stdout.print(table(title, ["Score", "Kind", "Where", "Text"], rows))
 
 
@@ -184,7 +196,7 @@ def _search(
     keyword_only: bool,
     mmr: float | None,
     quiet: bool,
-) -> list[Hit]:
+) -> list[dict[str, Any]]:
     _sync(runtime, quiet=quiet)
     problem = runtime.index.mismatch() if not keyword_only else None
     if problem:
@@ -195,7 +207,7 @@ def _search(
     # The model is loaded now: use it to fill some pending vectors for next time.
     if runtime.embedder.enabled and runtime.embedder.loaded and runtime.index.mismatch() is None:
         runtime.index.embed_pending(limit=_EMBED_ON_SEARCH)
-    return hits
+    return [hit.to_dict() for hit in hits]
 
 
 KindOption = Annotated[
@@ -241,13 +253,28 @@ def search(
 
     A query that starts with "-" goes after "--": memvault search -- "-sailboat".
     """
-    runtime = open_runtime(ctx, vault)
-    filters = _filters(kinds, folder, category, tags, since, until, archived, runtime)
-    hits = _search(
-        runtime, query, limit, filters, keyword_only=keyword_only, mmr=mmr, quiet=as_json
-    )
+    params = {
+        "q": query,
+        "limit": limit,
+        "kind": split_tags(kinds),
+        "folder": folder,
+        "category": category,
+        "tag": split_tags(tags),
+        "since": since,
+        "until": until,
+        "archived": archived,
+        "keyword": keyword_only,
+        "mmr": mmr,
+    }
+    hits = via_daemon(ctx, vault, "GET", "/v1/search", query=params)
+    if hits is None:
+        runtime = open_runtime(ctx, vault)
+        filters = _filters(kinds, folder, category, tags, since, until, archived, runtime)
+        hits = _search(
+            runtime, query, limit, filters, keyword_only=keyword_only, mmr=mmr, quiet=as_json
+        )
     if as_json:
-        emit_json([h.to_dict() for h in hits])
+        emit_json(hits)
     else:
         _show_hits(hits, f"{len(hits)} results for {query!r}")
 
@@ -266,19 +293,24 @@ def recall(
     as_json: JsonOption = False,
 ) -> None:
     """Recall memories about a topic (memories only, best first)."""
-    runtime = open_runtime(ctx, vault)
-    filters = SearchFilters(kinds=("memory",), category=category)
-    hits = _search(
-        runtime, topic, limit, filters, keyword_only=keyword_only, mmr=None, quiet=as_json
-    )
+    params = {"q": topic, "limit": limit, "category": category, "keyword": keyword_only}
+    hits = via_daemon(ctx, vault, "GET", "/v1/memories/search", query=params)
+    if hits is None:
+        from memvault.index.search import SearchFilters
+
+        runtime = open_runtime(ctx, vault)
+        filters = SearchFilters(kinds=("memory",), category=category)
+        hits = _search(
+            runtime, topic, limit, filters, keyword_only=keyword_only, mmr=None, quiet=as_json
+        )
     if as_json:
-        emit_json([h.to_dict() for h in hits])
+        emit_json(hits)
         return
     if not hits:
         say(f"No memories about {topic!r}.")
         return
     for hit in hits:
-        say(f"- {hit.snippet}  ({hit.category}, {hit.score:.2f}, ^{hit.id})")
+        say(f"- {hit['snippet']}  ({hit['category']}, {hit['score']:.2f}, ^{hit['id']})")
 
 
 def context(
@@ -293,14 +325,16 @@ def context(
     as_json: JsonOption = False,
 ) -> None:
     """Print the memory context an agent gets at the start of a run."""
-    runtime = open_runtime(ctx, vault)
-    if query:
-        _sync(runtime, quiet=True)
-    result = runtime.context.build_result(query, budget)
+    result = via_daemon(ctx, vault, "GET", "/v1/context", query={"query": query, "budget": budget})
+    if result is None:
+        runtime = open_runtime(ctx, vault)
+        if query:
+            _sync(runtime, quiet=True)
+        result = runtime.context.build_result(query, budget).to_dict()
     if as_json:
-        emit_json(result.to_dict())
-    elif result.markdown:
-        emit_raw(result.markdown)
+        emit_json(result)
+    elif result["markdown"]:
+        emit_raw(result["markdown"])
     else:
         say("The vault has nothing to put in a context yet.")
 
@@ -317,6 +351,8 @@ def tag(
     as_json: JsonOption = False,
 ) -> None:
     """List notes and memories with a tag."""
+    from memvault.index.search import search_by_tag
+
     runtime = open_runtime(ctx, vault)
     _sync(runtime, quiet=as_json)
     items = search_by_tag(runtime.index, name, include_archived=archived)
@@ -340,6 +376,8 @@ def related_notes(
     as_json: JsonOption = False,
 ) -> None:
     """Notes related to a note: links either way, shared tags, similar meaning."""
+    from memvault.index.search import backlinks, related
+
     runtime = open_runtime(ctx, vault)
     _sync(runtime, quiet=as_json)
     found = related(runtime.index, note, limit)
@@ -364,6 +402,8 @@ def watch(
     vault: VaultOption = None,
 ) -> None:
     """Keep the index current while you edit the vault (Ctrl-C stops)."""
+    from memvault.index.watch import follow
+
     runtime = open_runtime(ctx, vault)
     stop = threading.Event()
     ready = threading.Event()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -10,17 +10,19 @@ from memvault.cli.common import (
     JsonOption,
     VaultOption,
     emit_json,
+    group,
     open_runtime,
     say,
     split_tags,
     stdout,
     table,
 )
-from memvault.vault.tasks import PRIORITIES, STATUSES, Task
+from memvault.vocabulary import PRIORITIES, STATUSES
 
-app = typer.Typer(
-    help="Tasks: one note each in Tasks/active and Tasks/completed.", no_args_is_help=True
-)
+if TYPE_CHECKING:
+    from memvault.vault.tasks import Task
+
+app = group("Tasks: one note each in Tasks/active and Tasks/completed.")
 
 TaskRef = Annotated[
     str, typer.Argument(metavar="TASK", help="Title, file name or a unique part of the title.")

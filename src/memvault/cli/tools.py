@@ -11,6 +11,7 @@ from memvault.cli.common import (
     JsonOption,
     VaultOption,
     emit_json,
+    group,
     open_runtime,
     say,
     stderr,
@@ -18,14 +19,9 @@ from memvault.cli.common import (
     table,
 )
 from memvault.errors import InvalidInputError
-from memvault.tools import default_registry
-from memvault.tools.export import FORMATS, export
-from memvault.tools.policy import AllowAll, Policy, TerminalApprover, Tier
-from memvault.tools.registry import ToolContext
+from memvault.vocabulary import TOOL_FORMATS as FORMATS
 
-app = typer.Typer(
-    help="The tools agents call: list, export as schemas, call one.", no_args_is_help=True
-)
+app = group("The tools agents call: list, export as schemas, call one.")
 
 # Exit codes of a failed call, by the tool error's code.
 _EXIT = {"validation_failed": 2, "unsafe_path": 2, "not_found": 3, "conflict": 4, "not_approved": 8}
@@ -34,6 +30,8 @@ _EXIT = {"validation_failed": 2, "unsafe_path": 2, "not_found": 3, "conflict": 4
 @app.command("list")
 def list_tools(as_json: JsonOption = False) -> None:
     """List the tools with their tiers."""
+    from memvault.tools import default_registry
+
     registry = default_registry()
     if as_json:
         emit_json(
@@ -82,6 +80,10 @@ def export_tools(
     ] = 3,
 ) -> None:
     """Print the tool schemas as JSON for Anthropic, OpenAI or MCP clients."""
+    from memvault.tools import default_registry
+    from memvault.tools.export import export
+    from memvault.tools.policy import Tier
+
     registry = default_registry()
     kept = [t.name for t in registry.visible(Tier(max_tier))]
     emit_json(
@@ -107,6 +109,10 @@ def call(
     as_json: JsonOption = False,
 ) -> None:
     """Call one tool, through the same tier policy an agent meets."""
+    from memvault.tools import default_registry
+    from memvault.tools.policy import AllowAll, Policy, TerminalApprover, Tier
+    from memvault.tools.registry import ToolContext
+
     try:
         arguments: Any = json.loads(args)
     except json.JSONDecodeError as exc:

@@ -37,7 +37,6 @@ KIND_FOLDERS: dict[str, str] = {
     "Insights": "insight",
     "Skills": "skill",
 }
-KINDS = ("note", "memory", "task", "contact", "project", "journal", "insight", "skill")
 # Kinds whose frontmatter fields describe the thing itself and are worth searching.
 _FIELD_KINDS = frozenset({"task", "contact", "project", "insight", "skill"})
 _SKIP_FIELDS = frozenset({"tags", "aliases", "cssclasses", "cssclass", "publish", "position"})

@@ -70,6 +70,10 @@ class Embedder(Protocol):
         """Vector size (may load the model or call the API once)."""
         ...
 
+    def warm(self) -> None:
+        """Load the model now rather than at the first embedding."""
+        ...
+
     def embed(self, texts: Sequence[str]) -> Vectors:
         """Vectors for ``texts``, one row each, L2-normalised."""
         ...
@@ -95,6 +99,9 @@ class BaseEmbedder:
     def loaded(self) -> bool:
         """Whether the model is ready without a slow first load (remote APIs always are)."""
         return True
+
+    def warm(self) -> None:
+        """Nothing to load in advance (a remote API, or no embedder)."""
 
 
 def normalize_rows(matrix: npt.NDArray[Any]) -> Vectors:
@@ -158,6 +165,10 @@ class LocalEmbedder(BaseEmbedder):
 
     def dimension(self) -> int:
         return LOCAL_DIM
+
+    def warm(self) -> None:
+        """Load the model (a few seconds, once per process)."""
+        self._load()
 
     def _load(self) -> Any:
         with self._lock:

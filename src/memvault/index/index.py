@@ -759,6 +759,13 @@ class MemoryIndex:
     # -- status -------------------------------------------------------------------------
 
     @locked
+    def check(self) -> str | None:
+        """None when SQLite finds the index database sound, else what it found."""
+        row = self.conn.execute("PRAGMA quick_check").fetchone()
+        verdict = str(row[0]) if row else "no answer"
+        return None if verdict == "ok" else verdict
+
+    @locked
     def status(self) -> IndexStatus:
         """Counts, pending embeddings and the embedder bookkeeping."""
 

@@ -29,11 +29,12 @@ from typing import Any
 import numpy as np
 
 from memvault.errors import InvalidInputError, NotFoundError
-from memvault.index.chunking import KINDS, is_conversation
+from memvault.index.chunking import is_conversation
 from memvault.index.index import MemoryIndex, locked
 from memvault.index.query import ParsedQuery, parse_query
 from memvault.vault.memories import Memories
 from memvault.vault.paths import normalize_relpath
+from memvault.vocabulary import KINDS
 
 SNIPPET_CHARS = 700
 _EXPAND_TOP = 30

@@ -31,6 +31,7 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
+from starlette.routing import BaseRoute
 
 from memvault import __version__
 from memvault.errors import MemvaultError
@@ -335,29 +336,44 @@ async def serve_stdio(mcp: MemvaultMCP) -> None:
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-def http_app(mcp: MemvaultMCP, *, path: str = "/mcp", host: str = "127.0.0.1") -> Any:
-    """A Starlette app serving MCP over streamable HTTP at ``path``.
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
-    DNS-rebinding protection is on: only loopback hosts and origins are accepted.
+
+def streamable_http(
+    mcp: MemvaultMCP, *, path: str = "/mcp", host: str = "127.0.0.1"
+) -> tuple[list[BaseRoute], Callable[[], contextlib.AbstractAsyncContextManager[None]]]:
+    """The streamable-HTTP route for ``path``, and the session manager to run beside it.
+
+    On loopback, DNS-rebinding protection is on: only loopback hosts and
+    origins are accepted. Bound elsewhere, the Host header is the machine's
+    own address and the caller's token is what protects the endpoint.
     """
     from mcp.server.transport_security import TransportSecuritySettings
-    from starlette.applications import Starlette
-    from starlette.routing import Mount
 
     server = mcp.server()
+    loopback = host in LOOPBACK_HOSTS
     security = TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        enable_dns_rebinding_protection=loopback,
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"] if loopback else [],
+        allowed_origins=(
+            ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"] if loopback else []
+        ),
     )
     app = server.streamable_http_app(
         streamable_http_path=path, transport_security=security, host=host
     )
-    manager = server.session_manager
+    return list(app.routes), server.session_manager.run
+
+
+def http_app(mcp: MemvaultMCP, *, path: str = "/mcp", host: str = "127.0.0.1") -> Any:
+    """A Starlette app serving MCP over streamable HTTP at ``path`` (``memvault mcp --http``)."""
+    from starlette.applications import Starlette
+
+    routes, run_sessions = streamable_http(mcp, path=path, host=host)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
-        async with manager.run():
+        async with run_sessions():
             yield
 
-    return Starlette(routes=[Mount("/", app=app)], lifespan=lifespan)
+    return Starlette(routes=routes, lifespan=lifespan)

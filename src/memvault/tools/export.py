@@ -6,8 +6,7 @@ from typing import Any
 
 from memvault.errors import InvalidInputError
 from memvault.tools.registry import Tool, ToolRegistry
-
-FORMATS = ("anthropic", "openai", "mcp")
+from memvault.vocabulary import TOOL_FORMATS as FORMATS
 
 
 def anthropic_tool(tool: Tool) -> dict[str, Any]:

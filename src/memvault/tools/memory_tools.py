@@ -12,7 +12,7 @@ from memvault.index.search import SearchFilters, backlinks, related
 from memvault.tools.inputs import ToolInput, limit_field, names, path_field
 from memvault.tools.policy import DELETIONS, FILE_WRITES, Tier
 from memvault.tools.registry import Annotations, Tool, ToolContext
-from memvault.vault.memories import CATEGORIES
+from memvault.vocabulary import CATEGORIES
 
 _MEMORY_ID = names("id", "memory_id", "memoryId")
 

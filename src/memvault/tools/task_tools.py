@@ -9,9 +9,7 @@ from pydantic import Field, model_validator
 from memvault.tools.inputs import ToolInput, names
 from memvault.tools.policy import FILE_WRITES, Tier
 from memvault.tools.registry import Annotations, Tool, ToolContext
-from memvault.vault.contacts import KNOWN_CHANNELS
-from memvault.vault.journal import SECTIONS
-from memvault.vault.tasks import PRIORITIES, STATUSES
+from memvault.vocabulary import KNOWN_CHANNELS, PRIORITIES, SECTIONS, STATUSES
 
 TASK_REF = names("title", "filename", "task", "name", "file", "path")
 _TASKS = "Try task_list to see the open tasks (status 'all' includes closed ones)."

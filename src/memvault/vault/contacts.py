@@ -27,25 +27,9 @@ from memvault.vault.markdown import (
 )
 from memvault.vault.note import Note
 from memvault.vault.store import Vault
+from memvault.vocabulary import KNOWN_CHANNELS
 
 CONTACTS_DIR = "Contacts"
-# Channels a contact can have an identity on; each is a frontmatter key (telegram: "123456").
-KNOWN_CHANNELS = (
-    "telegram",
-    "whatsapp",
-    "signal",
-    "discord",
-    "slack",
-    "line",
-    "imessage",
-    "matrix",
-    "sms",
-    "mastodon",
-    "teams",
-    "messenger",
-    "wechat",
-    "openclaw",
-)
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _PHONE = re.compile(r"^\+?[0-9 ()./-]{3,32}$")
 _INTERACTION = re.compile(r"^\s*[-*+]\s+(.*)$")

@@ -18,9 +18,9 @@ from memvault.vault import templates
 from memvault.vault.markdown import append_to_section, headings, section_text
 from memvault.vault.note import Note
 from memvault.vault.store import Vault
+from memvault.vocabulary import SECTIONS
 
 JOURNAL_DIR = "Journal"
-SECTIONS = ("Actions Taken", "Commands Received", "Observations", "Decisions Made", "Follow-ups")
 _SECTION_ALIASES = {
     "actions": "Actions Taken",
     "action": "Actions Taken",

@@ -11,9 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from memvault.errors import VaultError
+from memvault.locations import STATE_DIR
 from memvault.vault import templates
-from memvault.vault.memories import CATEGORIES, MEMORY_DIR, category_note
-from memvault.vault.store import STATE_DIR, Vault
+from memvault.vault.memories import MEMORY_DIR, category_note
+from memvault.vault.store import Vault
+from memvault.vocabulary import CATEGORIES
 
 FOLDERS = (
     MEMORY_DIR,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import builtins
 import hashlib
+import logging
 import os
 import re
 import secrets
@@ -31,19 +32,11 @@ from memvault.clock import Clock
 from memvault.errors import ConfigError, InvalidInputError, NotFoundError
 from memvault.vault.markdown import normalize_tag
 from memvault.vault.store import Change, Vault
+from memvault.vocabulary import CATEGORIES
+
+log = logging.getLogger(__name__)
 
 MEMORY_DIR = "Memory"
-CATEGORIES: dict[str, str] = {
-    "preference": "Preferences",
-    "decision": "Decisions",
-    "fact": "Facts",
-    "context": "Context",
-    "project": "Projects",
-    "person": "People",
-    "correction": "Corrections",
-    "pattern": "Patterns",
-    "issue": "Issues",
-}
 _TITLE_TO_CATEGORY = {title.casefold(): cat for cat, title in CATEGORIES.items()}
 DEFAULT_CATEGORY = "fact"
 DEFAULT_IMPORTANCE = 0.5
@@ -121,6 +114,10 @@ class Remembered:
     created: bool
 
 
+# Told ``("stored" | "forgotten", memory)`` after the vault has changed.
+MemoryObserver = Callable[[str, Memory], None]
+
+
 def normalize_text(text: str) -> str:
     """The form two memories are compared in for exact duplicates."""
     return " ".join(text.split()).casefold()
@@ -186,6 +183,18 @@ class Memories:
         self.default_importance = default_importance
         self._cache: dict[str, _Parsed] = {}
         self._cache_guard = threading.Lock()
+        self._observers: builtins.list[MemoryObserver] = []
+
+    def observe(self, observer: MemoryObserver) -> None:
+        """Call ``observer(event, memory)`` after a memory is ``stored`` or ``forgotten``."""
+        self._observers.append(observer)
+
+    def _announce(self, event: str, memory: Memory) -> None:
+        for observer in self._observers:
+            try:
+                observer(event, memory)
+            except Exception:
+                log.exception("memory observer failed", extra={"memory": memory.id})
 
     # -- parsing ---------------------------------------------------------------
 
@@ -456,6 +465,9 @@ class Memories:
                 results.append(Remembered(memory, created=True))
             for path, memories in pending.items():
                 self._append(path, memories)
+        for result in results:
+            if result.created:
+                self._announce("stored", result.memory)
         return results
 
     def _append(self, path: str, memories: builtins.list[Memory]) -> None:
@@ -497,6 +509,7 @@ class Memories:
                 return "".join(lines)
 
             self.vault.edit_text(memory.path, drop)
+        self._announce("forgotten", memory)
         return memory
 
     def update_fields(self, memory_id: str, **fields: str | None) -> Memory:

@@ -29,11 +29,11 @@ from memvault.errors import (
     UnsafePathError,
     VaultError,
 )
+from memvault.locations import STATE_DIR
 from memvault.vault.paths import normalize_relpath
 
 log = logging.getLogger(__name__)
 
-STATE_DIR = ".memvault"
 
 # Read once at import, while the process is single-threaded: os.umask has no getter.
 _UMASK = os.umask(0)

@@ -30,12 +30,10 @@ from memvault.vault.note import Note
 from memvault.vault.notes import Notes
 from memvault.vault.paths import safe_filename
 from memvault.vault.store import Vault
+from memvault.vocabulary import OPEN_STATUSES, PRIORITIES, STATUSES
 
 ACTIVE_DIR = "Tasks/active"
 COMPLETED_DIR = "Tasks/completed"
-STATUSES = ("todo", "in_progress", "blocked", "done", "cancelled")
-OPEN_STATUSES = frozenset({"todo", "in_progress", "blocked"})
-PRIORITIES = ("low", "medium", "high", "urgent")
 _STATUS_ALIASES = {
     "active": "todo",
     "open": "todo",

@@ -1,0 +1,221 @@
+"""``memvault serve`` (the daemon, its status, stopping it) and ``memvault doctor``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from memvault.cli.common import (
+    JsonOption,
+    VaultOption,
+    daemon_client,
+    emit_json,
+    open_runtime,
+    root_vault,
+    say,
+    stderr,
+    stdout,
+    table,
+)
+from memvault.errors import MemvaultError
+
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+_STOP_WAIT = 30.0
+
+
+def serve(
+    ctx: typer.Context,
+    host: Annotated[
+        str | None,
+        typer.Option("--host", help="Address to listen on (default 127.0.0.1: this machine only)."),
+    ] = None,
+    port: Annotated[
+        int | None,
+        typer.Option(
+            "--port", "-p", min=0, max=65535, help="TCP port (default 8765; 0 picks one)."
+        ),
+    ] = None,
+    status: Annotated[
+        bool, typer.Option("--status", help="Say whether a daemon serves the vault, and exit.")
+    ] = False,
+    stop: Annotated[
+        bool, typer.Option("--stop", help="Stop the daemon serving the vault, and exit.")
+    ] = False,
+    log_format: Annotated[
+        str | None, typer.Option("--log-format", help="json (default) or text log lines.")
+    ] = None,
+    vault: VaultOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Run the daemon: HTTP API, event stream, MCP at /mcp, watcher and backfill.
+
+    Stop it with Ctrl-C, SIGTERM or `memvault serve --stop`.
+    """
+    from memvault.locations import choose_vault
+
+    chosen = choose_vault(vault or root_vault(ctx))
+    if status:
+        _status(chosen, as_json)
+        return
+    if stop:
+        _stop(chosen, as_json)
+        return
+    _run(ctx, vault, host, port, log_format)
+
+
+def _status(vault: Path, as_json: bool) -> None:
+    from memvault.gateway.client import DaemonClient, DaemonUnavailableError, RemoteError
+
+    client = DaemonClient.discover(vault)
+    health: dict[str, Any] | None = None
+    if client is not None:
+        try:
+            health = client.request("GET", "/v1/health")
+        except (DaemonUnavailableError, RemoteError, MemvaultError):
+            health = None
+    if client is None or health is None:
+        if as_json:
+            emit_json({"running": False, "vault": str(vault)})
+        else:
+            say(f"No daemon serves {vault}. Start one with `memvault serve`.")
+        raise typer.Exit(1)
+    info = client.info
+    if as_json:
+        emit_json(
+            {
+                "running": True,
+                "vault": str(vault),
+                "pid": info.pid,
+                "url": info.url,
+                "version": health.get("version"),
+                "uptime_seconds": health.get("uptime_seconds"),
+            }
+        )
+        return
+    uptime = float(health.get("uptime_seconds", 0.0))
+    say(
+        f"memvault {health.get('version')} serves {vault} at {info.url} "
+        f"(pid {info.pid}, up {_duration(uptime)})."
+    )
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    if hours:
+        return f"{hours}h {minutes}m"
+    return f"{minutes}m {secs}s" if minutes else f"{secs}s"
+
+
+def _stop(vault: Path, as_json: bool) -> None:
+    from memvault.gateway.client import process_alive, read_info
+
+    info = read_info(vault)
+    if info is None or not process_alive(info.pid):
+        if as_json:
+            emit_json({"stopped": False, "running": False})
+        else:
+            say(f"No daemon serves {vault}.")
+        return
+    os.kill(info.pid, signal.SIGTERM)
+    deadline = time.monotonic() + _STOP_WAIT
+    while process_alive(info.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if process_alive(info.pid):
+        raise MemvaultError(
+            f"The daemon (pid {info.pid}) is still running after {_STOP_WAIT:.0f}s; "
+            f"it may be finishing requests. Check again, or `kill {info.pid}`."
+        )
+    if as_json:
+        emit_json({"stopped": True, "pid": info.pid})
+    else:
+        say(f"Stopped the daemon (pid {info.pid}).")
+
+
+def _run(
+    ctx: typer.Context,
+    vault: Path | None,
+    host: str | None,
+    port: int | None,
+    log_format: str | None,
+) -> None:
+    from memvault.errors import ConflictError, InvalidInputError
+    from memvault.gateway.client import process_alive, read_info
+    from memvault.gateway.daemon import Daemon
+    from memvault.gateway.server import bind, configure_logging, serve
+
+    runtime = open_runtime(ctx, vault)
+    server = runtime.settings.server
+    host = host or server.host
+    port = server.port if port is None else port
+    fmt = log_format or server.log_format
+    if fmt not in ("json", "text"):
+        raise InvalidInputError(f"--log-format is json or text, not {fmt!r}.")
+    other = read_info(runtime.vault.root)
+    if other is not None and other.pid != os.getpid() and process_alive(other.pid):
+        raise ConflictError(
+            f"A daemon already serves {runtime.vault.root} at {other.url} (pid {other.pid}); "
+            "stop it with `memvault serve --stop`."
+        )
+    sock = bind(host, port)
+    try:
+        daemon = Daemon(runtime, host=host, port=sock.getsockname()[1])
+    except BaseException:
+        sock.close()
+        raise
+    actual_port = sock.getsockname()[1]
+    stderr.print(
+        f"memvault serves {runtime.vault.root} at http://{_url_host(host)}:{actual_port} "
+        f"(token in {daemon.token_path}; Ctrl-C stops)."
+    )
+    if host not in LOOPBACK:
+        stderr.print(
+            f"Listening on {host}: other machines can reach this API. Every request needs "
+            f"the token in {daemon.token_path}; keep it secret."
+        )
+    configure_logging(fmt)
+    serve(daemon, sock)
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def doctor(ctx: typer.Context, vault: VaultOption = None, as_json: JsonOption = False) -> None:
+    """Check the vault, index, embedder, disk (and the daemon, when one runs)."""
+    from memvault.gateway.client import DaemonUnavailableError, RemoteError
+
+    report: dict[str, Any] | None = None
+    where = "daemon"
+    client = daemon_client(ctx, vault)
+    if client is not None:
+        try:
+            report = client.request("GET", "/v1/doctor")
+        except RemoteError as exc:
+            if exc.code != "unhealthy" or not isinstance(exc.remote_details, dict):
+                raise
+            report = exc.remote_details
+        except DaemonUnavailableError:
+            report = None
+    if report is None:
+        from memvault.gateway.doctor import diagnose
+
+        where = "local"
+        runtime = open_runtime(ctx, vault, require=False)
+        report = diagnose(runtime).to_dict()
+    summary = report["summary"]
+    if as_json:
+        emit_json({**report, "checked_by": where})
+    else:
+        marks = {"ok": "ok", "warning": "warn", "error": "FAIL"}
+        rows = [[marks[c["status"]], c["name"], c["message"]] for c in report["checks"]]
+        title = "Checked by the daemon" if where == "daemon" else "Checked locally (no daemon)"
+        stdout.print(table(title, ["", "Check", "Result"], rows))
+        say(f"{summary['passed']} ok, {summary['warnings']} warnings, {summary['errors']} errors.")
+    if summary["errors"]:
+        raise typer.Exit(1)

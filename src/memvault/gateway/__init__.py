@@ -1,0 +1,1 @@
+"""The daemon: HTTP API, event bus, sessions, telemetry, and the client the CLI uses."""

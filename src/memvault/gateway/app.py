@@ -1,0 +1,73 @@
+"""The HTTP app of the daemon: the ``/v1`` API, telemetry, and MCP at ``/mcp``.
+
+Built on FastAPI, so the OpenAPI spec (``/openapi.json``) is derived from
+the same models that validate requests and responses. Every route but
+``GET /v1/health`` needs the token; writes from web pages are refused; bodies
+are size-limited (:mod:`memvault.gateway.middleware`). Blocking work (files,
+SQLite, the model) runs in FastAPI's worker threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI
+
+from memvault import __version__
+from memvault.gateway import errors
+from memvault.gateway.daemon import Daemon
+from memvault.gateway.middleware import AccessLog, Guard
+from memvault.gateway.routes import (
+    events,
+    memory,
+    notes,
+    sessions,
+    system,
+    tasks,
+    telemetry,
+    tools,
+)
+from memvault.mcp.server import streamable_http
+
+MCP_PATH = "/mcp"
+
+DESCRIPTION = """\
+memvault's local daemon: memory, notes, tasks, tools, sessions and events of one vault.
+
+Send `Authorization: Bearer <token>` (the token is in `<vault>/.memvault/token`) on every
+route except `GET /v1/health`. Answers are `{"ok": true, "result": ...}` or
+`{"ok": false, "error": {"code", "message", "retriable", "failed_step", "details"}}`.
+"""
+
+
+def create_app(daemon: Daemon) -> FastAPI:
+    """The ASGI app serving ``daemon``."""
+    mcp_routes, run_mcp_sessions = streamable_http(daemon.mcp, path=MCP_PATH, host=daemon.host)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        daemon.start()
+        try:
+            async with run_mcp_sessions():
+                yield
+        finally:
+            daemon.stop()
+
+    app = FastAPI(
+        title="memvault",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.daemon = daemon
+    errors.install(app)
+    for module in (system, memory, notes, tasks, tools, sessions, events, telemetry):
+        app.include_router(module.router)
+    app.router.routes.extend(mcp_routes)
+    max_body = int(daemon.runtime.settings.server.max_body_mb * 1024 * 1024)
+    app.add_middleware(Guard, token=daemon.token, max_body=max_body)
+    app.add_middleware(AccessLog)
+    return app

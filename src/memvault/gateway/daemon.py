@@ -1,0 +1,279 @@
+"""The daemon's state: one vault's services, the event bus, sessions, and background work.
+
+:class:`Daemon` is what ``memvault serve`` runs. It owns the vault's
+:class:`~memvault.runtime.Runtime`, the operational database, the event bus
+and the tokens, turns what happens (a memory stored, a note edited in
+Obsidian, a message logged, embeddings filled) into events, and runs the
+background threads: the vault watcher, the embedding backfill, and the
+model warm-up. The HTTP app (:mod:`memvault.gateway.app`) is a thin layer
+over it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import datetime
+from typing import Any
+
+from memvault.errors import MemvaultError
+from memvault.gateway.doctor import DaemonFacts, Report, diagnose
+from memvault.gateway.events import EventBus, IdStore
+from memvault.gateway.security import ensure_secret, loose_permissions, tighten
+from memvault.gateway.telemetry import LocationDiary, LocationSample, Received
+from memvault.index.backfill import Backfill
+from memvault.index.index import SyncReport
+from memvault.index.watch import follow
+from memvault.locations import APPROVAL_FILE, TOKEN_FILE
+from memvault.mcp.server import MemvaultMCP
+from memvault.memory.sessions import Message, Session, Sessions
+from memvault.memory.state import StateDB
+from memvault.runtime import Runtime
+from memvault.tools import ToolRegistry, default_registry
+from memvault.vault.memories import Memory
+from memvault.vault.store import Change
+
+log = logging.getLogger(__name__)
+
+_EVENT_IDS_KEY = "events.reserved_through"
+TASKS_PREFIX = "Tasks/"
+# Progress events at most this often (seconds), so a big index does not flood the bus.
+_PROGRESS_EVERY = 1.0
+_MANY_CHANGES = 200
+
+
+class Daemon:
+    """Everything one ``memvault serve`` process keeps for one vault."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        host: str | None = None,
+        port: int | None = None,
+        registry: ToolRegistry | None = None,
+        background: bool = True,
+    ) -> None:
+        settings = runtime.settings
+        self.runtime = runtime
+        self.host = host or settings.server.host
+        self.port = settings.server.port if port is None else port
+        self.background = background
+        state_dir = runtime.vault.state_dir
+        self.state = StateDB(state_dir)
+        self.bus = EventBus(
+            settings.server.event_buffer,
+            IdStore(
+                lambda: self.state.get_meta(_EVENT_IDS_KEY),
+                lambda value: self.state.set_meta(_EVENT_IDS_KEY, value),
+            ),
+        )
+        self.sessions = Sessions(self.state, runtime.clock, runtime.journal)
+        self.diary = LocationDiary(self.state, runtime.journal, runtime.clock, settings.telemetry)
+        self.registry = registry or default_registry()
+        self.token_path = state_dir / TOKEN_FILE
+        self.approval_path = state_dir / APPROVAL_FILE
+        self.token = self._secret(self.token_path)
+        self.approval_token = self._secret(self.approval_path)
+        self.mcp = MemvaultMCP(runtime, self.registry, background=False)
+        self.started_at = time.monotonic()
+        self.watching = threading.Event()
+        self.stopping = threading.Event()
+        self.embedder_error: str | None = None
+        self._backfill: Backfill | None = None
+        self._threads: list[threading.Thread] = []
+        self._last_progress = 0.0
+        runtime.vault.observe(self._vault_changed)
+        runtime.memories.observe(self._memory_changed)
+
+    @staticmethod
+    def _secret(path: Any) -> str:
+        value = ensure_secret(path)
+        if loose_permissions(path) is not None:
+            log.warning("token file was readable by others; now owner-only", extra={"path": path})
+            tighten(path)
+        return value
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the background work: watcher, backfill, model warm-up."""
+        if not self.background:
+            return
+        self._spawn("memvault-watch", self._watch)
+        if self.runtime.embedder.enabled:
+            self._spawn("memvault-warmup", self._warm_up)
+            self._backfill = Backfill(self.runtime.index, on_progress=self._embedded)
+            self._backfill.start()
+
+    def begin_shutdown(self) -> None:
+        """Stop accepting long-lived work: event streams end, background loops wind down."""
+        if not self.stopping.is_set():
+            log.info("shutting down")
+        self.stopping.set()
+        self.bus.close()
+
+    def stop(self) -> None:
+        """Stop the background threads and close the databases (after requests drained)."""
+        self.begin_shutdown()
+        if self._backfill is not None:
+            self._backfill.stop()
+        for thread in self._threads:
+            thread.join(10)
+        self.runtime.close()
+        self.state.close()
+
+    def _spawn(self, name: str, target: Any) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _watch(self) -> None:
+        try:
+            report = self.runtime.index.sync(progress=self._indexing)
+            self._external(report)
+            follow(
+                self.runtime.index,
+                stop=self.stopping,
+                ready=self.watching,
+                on_batch=self._external,
+            )
+        except Exception:
+            log.exception("the vault watcher stopped; edits made outside memvault go unseen")
+        finally:
+            self.watching.clear()
+
+    def _warm_up(self) -> None:
+        try:
+            self.runtime.embedder.warm()
+            self.embedder_error = None
+            log.info("embedding model ready", extra={"model": self.runtime.embedder.identity})
+        except MemvaultError as exc:
+            self.embedder_error = exc.message
+            log.warning("embedding model unavailable", extra={"error": exc.message})
+
+    def fresh_index(self) -> None:
+        """Sync the index before a search, unless the watcher already keeps it current."""
+        if not self.watching.is_set():
+            self.runtime.index.sync()
+
+    @property
+    def uptime(self) -> float:
+        """Seconds since the daemon started."""
+        return time.monotonic() - self.started_at
+
+    # -- events ------------------------------------------------------------------------
+
+    def _vault_changed(self, change: Change) -> None:
+        self._announce_change(change.path, change.kind, change.new_path, origin="memvault")
+
+    def _announce_change(self, path: str, kind: str, new_path: str | None, origin: str) -> None:
+        payload = {"path": path, "change": kind, "new_path": new_path, "origin": origin}
+        self.bus.publish("note_changed", payload, source="vault")
+        if path.startswith(TASKS_PREFIX) or (new_path or "").startswith(TASKS_PREFIX):
+            self.bus.publish("task_changed", payload, source="vault")
+
+    def _external(self, report: SyncReport) -> None:
+        """Changes the watcher found (made in Obsidian, git, an editor)."""
+        if report.touched > _MANY_CHANGES:
+            # A first index or a git checkout: one summary rather than a flood.
+            counts = {k: len(v) for k, v in report.to_dict().items() if isinstance(v, list)}
+            self.bus.publish("vault_synced", {**counts, "origin": "external"}, source="vault")
+            return
+        for path in report.added:
+            self._announce_change(path, "added", None, origin="external")
+        for path in report.changed:
+            self._announce_change(path, "changed", None, origin="external")
+        for path in report.deleted:
+            self._announce_change(path, "deleted", None, origin="external")
+        for old, new in report.moved:
+            self._announce_change(old, "moved", new, origin="external")
+
+    def _memory_changed(self, event: str, memory: Memory) -> None:
+        if event == "stored":
+            payload: dict[str, Any] = {
+                "id": memory.id,
+                "text": memory.text,
+                "category": memory.category,
+                "importance": memory.importance,
+                "tags": list(memory.tags),
+                "source": memory.source,
+                "path": memory.path,
+            }
+            self.bus.publish("memory_stored", payload, source="memory")
+        else:
+            self.bus.publish(
+                "memory_forgotten", {"id": memory.id, "path": memory.path}, source="memory"
+            )
+
+    def _indexing(self, done: int, total: int, stage: str) -> None:
+        self._progress(stage, done, total)
+
+    def _embedded(self, done: int, pending: int) -> None:
+        self._progress("embedding", done, pending, remaining=max(pending - done, 0))
+
+    def _progress(self, stage: str, done: int, total: int, **extra: Any) -> None:
+        now = time.monotonic()
+        finished = done >= total or extra.get("remaining") == 0
+        if not finished and now - self._last_progress < _PROGRESS_EVERY:
+            return
+        self._last_progress = now
+        self.bus.publish(
+            "index_progress",
+            {"stage": stage, "done": done, "total": total, **extra},
+            source="index",
+        )
+
+    # -- sessions and telemetry --------------------------------------------------------
+
+    def log_message(self, key: str, text: str, **fields: Any) -> tuple[Session, Message]:
+        """Log a message to a session and announce it."""
+        session, message = self.sessions.log(key, text, **fields)
+        self.bus.publish(
+            "session_message",
+            {"key": session.key, "session_id": session.id, **message.to_dict()},
+            source=f"session:{message.channel}",
+        )
+        return session, message
+
+    def end_session(self, key: str, summary: str | None = None) -> Session:
+        """Close a session and announce it."""
+        session = self.sessions.end(key, summary)
+        self.bus.publish("session_ended", session.to_dict(), source=f"session:{session.channel}")
+        return session
+
+    def receive_locations(self, samples: list[LocationSample]) -> Received:
+        """Store location samples (journaling the ones that matter) and announce them."""
+        received = self.diary.receive(samples)
+        if received.received:
+            self.bus.publish(
+                "location_received",
+                {
+                    "received": received.received,
+                    "duplicates": received.duplicates,
+                    "journaled": received.journaled,
+                },
+                source="telemetry",
+            )
+        return received
+
+    # -- health ------------------------------------------------------------------------
+
+    def doctor(self) -> Report:
+        """Every check, the daemon's own included."""
+        backfill_error = self._backfill.last_error if self._backfill else None
+        facts = DaemonFacts(
+            host=self.host,
+            port=self.port,
+            watching=self.watching.is_set(),
+            backfill_error=backfill_error,
+            embedder_error=self.embedder_error,
+            state=self.state,
+            token_path=self.token_path,
+        )
+        return diagnose(self.runtime, facts)
+
+    def now(self) -> datetime:
+        """The owner's current time."""
+        return self.runtime.clock.now()

@@ -1,0 +1,258 @@
+"""``doctor``: is this vault (and its daemon) healthy, and what to do when not.
+
+Each check answers ok, warning or error with one sentence; the daemon
+answers HTTP 503 when any check errors. Without a daemon the CLI runs the
+vault checks locally.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from memvault import __version__
+from memvault.errors import MemvaultError
+from memvault.gateway.security import loose_permissions
+from memvault.memory.state import StateDB
+from memvault.runtime import Runtime
+
+LOW_DISK_ERROR = 200 * 1024 * 1024
+LOW_DISK_WARNING = 1024 * 1024 * 1024
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One verdict."""
+
+    name: str
+    status: str  # ok | warning | error
+    message: str
+    details: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "name": self.name,
+            "status": self.status,
+            "message": self.message,
+            "details": self.details,
+        }
+
+
+@dataclass
+class DaemonFacts:
+    """What only a running daemon knows about itself."""
+
+    host: str
+    port: int
+    watching: bool
+    backfill_error: str | None
+    embedder_error: str | None
+    state: StateDB
+    token_path: Path
+
+
+@dataclass
+class Report:
+    """Every check, and the counts."""
+
+    checks: list[Check] = field(default_factory=list)
+    timestamp: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    @property
+    def failed(self) -> bool:
+        """Whether any check errored."""
+        return any(c.status == "error" for c in self.checks)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (the shape of ``GET /v1/doctor``)."""
+        return {
+            "version": __version__,
+            "checks": [c.to_dict() for c in self.checks],
+            "summary": {
+                "total": len(self.checks),
+                "passed": sum(c.status == "ok" for c in self.checks),
+                "warnings": sum(c.status == "warning" for c in self.checks),
+                "errors": sum(c.status == "error" for c in self.checks),
+            },
+            "timestamp": self.timestamp.isoformat(timespec="seconds").replace("+00:00", "Z"),
+        }
+
+
+def _vault_writable(runtime: Runtime) -> Check:
+    root = runtime.vault.root
+    if not root.is_dir():
+        return Check("vault_writable", "error", f"The vault {root} does not exist.")
+    try:
+        runtime.vault.state_dir.mkdir(exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=runtime.vault.state_dir, prefix=".doctor-"):
+            pass
+    except OSError as exc:
+        return Check(
+            "vault_writable", "error", f"Cannot write in {root}: {exc.strerror}.", str(root)
+        )
+    return Check("vault_writable", "ok", f"The vault {root} is writable.", str(root))
+
+
+def _index_healthy(runtime: Runtime) -> Check:
+    try:
+        problem = runtime.index.check()
+        status = runtime.index.status()
+    except MemvaultError as exc:
+        return Check("index_healthy", "error", exc.message)
+    except Exception as exc:  # a damaged database raises sqlite errors
+        return Check(
+            "index_healthy",
+            "error",
+            f"The index cannot be read ({exc}); rebuild it with `memvault index --rebuild`.",
+        )
+    if problem:
+        return Check(
+            "index_healthy",
+            "error",
+            f"The index is damaged ({problem}); rebuild it with `memvault index --rebuild`.",
+        )
+    return Check(
+        "index_healthy",
+        "ok",
+        f"The index holds {status.notes} notes in {status.chunks} chunks.",
+        {"notes": status.notes, "chunks": status.chunks, "memories": status.memories},
+    )
+
+
+def _index_current(runtime: Runtime, daemon: DaemonFacts | None) -> Check:
+    if daemon is not None and daemon.watching:
+        return Check("index_current", "ok", "The watcher keeps the index current.")
+    try:
+        report = runtime.index.sync()
+    except MemvaultError as exc:
+        return Check("index_current", "error", exc.message)
+    if report.touched:
+        return Check(
+            "index_current",
+            "warning" if daemon is not None else "ok",
+            f"{report.touched} changed notes were indexed just now"
+            + ("; the vault watcher is not running." if daemon is not None else "."),
+        )
+    return Check("index_current", "ok", "The index matches the vault.")
+
+
+def _embedder(runtime: Runtime, daemon: DaemonFacts | None) -> Check:
+    embedder = runtime.embedder
+    details = {"provider": embedder.provider, "model": embedder.model, "loaded": embedder.loaded}
+    if not embedder.enabled:
+        return Check(
+            "embedder", "warning", "No embedder is configured: search uses keywords only.", details
+        )
+    if daemon is not None and daemon.embedder_error:
+        return Check("embedder", "error", daemon.embedder_error, details)
+    mismatch = runtime.index.mismatch()
+    if mismatch:
+        return Check("embedder", "warning", mismatch, details)
+    if embedder.loaded:
+        return Check("embedder", "ok", f"{embedder.identity} is loaded.", details)
+    if daemon is not None:
+        return Check("embedder", "warning", f"{embedder.identity} is still loading.", details)
+    return Check("embedder", "ok", f"{embedder.identity} loads on first use.", details)
+
+
+def _pending(runtime: Runtime, daemon: DaemonFacts | None) -> Check:
+    if not runtime.embedder.enabled:
+        return Check("pending_embeddings", "ok", "No embeddings are kept.", {"pending": 0})
+    pending = runtime.index.pending()
+    details = {"pending": pending}
+    if not pending:
+        return Check("pending_embeddings", "ok", "Every chunk has its vector.", details)
+    if daemon is not None and daemon.backfill_error:
+        return Check(
+            "pending_embeddings",
+            "warning",
+            f"{pending} chunks wait for vectors; filling them failed: {daemon.backfill_error}",
+            details,
+        )
+    filler = "the daemon is filling them" if daemon else "run `memvault index` to fill them"
+    return Check(
+        "pending_embeddings", "ok", f"{pending} chunks wait for vectors; {filler}.", details
+    )
+
+
+def _disk(runtime: Runtime) -> Check:
+    try:
+        usage = shutil.disk_usage(runtime.vault.root)
+    except OSError as exc:
+        return Check("disk_space", "error", f"Cannot read the free disk space: {exc.strerror}.")
+    free_mb = usage.free // (1024 * 1024)
+    details = {"free_mb": free_mb}
+    if usage.free < LOW_DISK_ERROR:
+        return Check(
+            "disk_space", "error", f"Only {free_mb} MB are free: writes may fail.", details
+        )
+    if usage.free < LOW_DISK_WARNING:
+        return Check("disk_space", "warning", f"Only {free_mb} MB are free.", details)
+    return Check("disk_space", "ok", f"{free_mb} MB free.", details)
+
+
+def _token(path: Path) -> Check:
+    if not path.exists():
+        return Check("token_file", "error", f"The token file {path} is missing.")
+    mode = loose_permissions(path)
+    if mode is not None:
+        return Check(
+            "token_file",
+            "error",
+            f"{path} is readable by others (mode {mode:o}); run `chmod 600 {path}`.",
+        )
+    return Check("token_file", "ok", "The token file is readable by its owner only.", str(path))
+
+
+def _server(daemon: DaemonFacts) -> Check:
+    where = f"{daemon.host}:{daemon.port}"
+    if daemon.host not in LOOPBACK:
+        return Check(
+            "server_bind",
+            "warning",
+            f"Listening on {where}, reachable from other machines; only the token protects it.",
+            where,
+        )
+    return Check("server_bind", "ok", f"Listening on {where} (this machine only).", where)
+
+
+def _state(state: StateDB) -> Check:
+    try:
+        problem = state.check()
+    except Exception as exc:
+        problem = str(exc)
+    if problem:
+        return Check("state_db", "error", f"{state.path} is damaged: {problem}.")
+    return Check("state_db", "ok", "The sessions and events database is sound.", str(state.path))
+
+
+def diagnose(runtime: Runtime, daemon: DaemonFacts | None = None) -> Report:
+    """Run every check that applies (the daemon's own only inside the daemon)."""
+    report = Report()
+    vault = _vault_writable(runtime)
+    report.checks.append(vault)
+    steps: list[Callable[[], Check]] = []
+    if vault.status != "error":
+        steps += [
+            lambda: _index_healthy(runtime),
+            lambda: _index_current(runtime, daemon),
+            lambda: _embedder(runtime, daemon),
+            lambda: _pending(runtime, daemon),
+        ]
+    steps.append(lambda: _disk(runtime))
+    if daemon is not None:
+        steps += [
+            lambda: _token(daemon.token_path),
+            lambda: _server(daemon),
+            lambda: _state(daemon.state),
+        ]
+    for step in steps:
+        report.checks.append(step())
+    return report

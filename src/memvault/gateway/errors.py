@@ -1,0 +1,153 @@
+"""Errors as the HTTP API reports them: one envelope, stable codes.
+
+``{"ok": false, "error": {"code", "message", "retriable", "failed_step",
+"details"}}``. memvault's own errors carry their code and HTTP status
+(:mod:`memvault.errors`); the framework's (unknown path, wrong method, bad
+JSON, invalid fields) are mapped here, once.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+from starlette.responses import JSONResponse
+
+from memvault.errors import MemvaultError
+
+log = logging.getLogger(__name__)
+
+# Status -> code for errors raised by the framework itself.
+_HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    503: "unavailable",
+}
+_HTTP_MESSAGES = {
+    404: "There is no such route; see /openapi.json for the API.",
+    405: "This route does not take that method.",
+}
+
+
+class ApiError(Exception):
+    """An error answer: raise it from a route or a middleware."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        retriable: bool = False,
+        failed_step: str | None = None,
+        details: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.retriable = retriable
+        self.failed_step = failed_step
+        self.details = details
+        self.headers = headers
+
+    def response(self) -> JSONResponse:
+        """The envelope as a response."""
+        return JSONResponse(
+            {
+                "ok": False,
+                "error": {
+                    "code": self.code,
+                    "message": self.message,
+                    "retriable": self.retriable,
+                    "failed_step": self.failed_step,
+                    "details": self.details,
+                },
+            },
+            status_code=self.status,
+            headers=self.headers,
+        )
+
+
+class BodyTooLarge(HTTPException):
+    """Raised while a request body is read, once it passes the limit."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"The request body is larger than {limit} bytes.")
+
+
+def from_memvault(exc: MemvaultError) -> ApiError:
+    """A memvault error as an API error (its code, its status, hint included)."""
+    details = exc.details or None
+    if exc.hint:
+        details = {**(details or {}), "hint": exc.hint}
+    return ApiError(
+        exc.http_status, exc.code, exc.message, retriable=exc.retriable, details=details
+    )
+
+
+def _field(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    return ".".join(parts) or "body"
+
+
+def from_validation(exc: RequestValidationError) -> ApiError:
+    """Invalid JSON becomes ``invalid_json``; invalid fields ``validation_failed``."""
+    errors = list(exc.errors())
+    if any(e.get("type") == "json_invalid" for e in errors):
+        return ApiError(400, "invalid_json", "The request body is not valid JSON.")
+    problems = [
+        {"field": _field(tuple(e.get("loc", ()))), "message": str(e.get("msg", "invalid"))}
+        for e in errors
+    ]
+    shown = "; ".join(f"{p['field']}: {p['message'].rstrip('.')}" for p in problems[:3])
+    more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+    return ApiError(400, "validation_failed", f"Invalid request: {shown}{more}.", details=problems)
+
+
+def install(app: FastAPI) -> None:
+    """Render every error of ``app`` as the envelope."""
+
+    async def api_error(_request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ApiError)
+        return exc.response()
+
+    async def memvault_error(_request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, MemvaultError)
+        return from_memvault(exc).response()
+
+    async def validation_error(_request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        return from_validation(exc).response()
+
+    async def http_error(_request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, HTTPException)
+        code = _HTTP_CODES.get(exc.status_code, "error")
+        message = _HTTP_MESSAGES.get(exc.status_code) or str(exc.detail)
+        headers = dict(exc.headers) if exc.headers else None
+        return ApiError(exc.status_code, code, message, headers=headers).response()
+
+    async def unexpected(_request: Request, exc: Exception) -> JSONResponse:
+        log.exception("request failed", exc_info=exc)
+        return ApiError(
+            500,
+            "internal_error",
+            f"memvault failed unexpectedly ({type(exc).__name__}); the daemon log has details.",
+            retriable=True,
+        ).response()
+
+    app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(MemvaultError, memvault_error)
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(HTTPException, http_error)
+    app.add_exception_handler(Exception, unexpected)

@@ -1,0 +1,146 @@
+"""What every request passes before a route sees it: the origin rule, the token, the size limit,
+and the access log.
+
+Plain ASGI middleware, so event streams and the MCP endpoint pass through
+unbuffered.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Collection
+
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from memvault.gateway.errors import ApiError, BodyTooLarge
+from memvault.gateway.security import bearer, matches
+
+log = logging.getLogger("memvault.gateway.access")
+
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+class Guard:
+    """Rejects browser-made writes, requests without the token, and oversized bodies.
+
+    - A request that changes something (any method but GET, HEAD, OPTIONS)
+      with a non-empty ``Origin`` header comes from a web page: 403
+      ``browser_origin_rejected``. Local agents and scripts send no Origin.
+    - Every route but ``open_paths`` needs ``Authorization: Bearer <token>``:
+      401 ``unauthorized``.
+    - A body larger than ``max_body`` bytes: 413 ``payload_too_large``.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        token: str,
+        max_body: int,
+        open_paths: Collection[str] = ("/v1/health",),
+    ) -> None:
+        self.app = app
+        self.token = token
+        self.max_body = max_body
+        self.open_paths = frozenset(open_paths)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        try:
+            self._check(scope)
+        except ApiError as error:
+            await error.response()(scope, receive, send)
+            return
+        started = False
+        size = 0
+
+        async def limited_receive() -> Message:
+            nonlocal size
+            message = await receive()
+            if message["type"] == "http.request":
+                size += len(message.get("body", b""))
+                if size > self.max_body:
+                    raise BodyTooLarge(self.max_body)
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, tracking_send)
+        except BodyTooLarge:
+            if started:
+                raise
+            await _too_large(self.max_body).response()(scope, receive, send)
+
+    def _check(self, scope: Scope) -> None:
+        headers = Headers(scope=scope)
+        method = scope["method"]
+        if method not in SAFE_METHODS and headers.get("origin", "").strip():
+            raise ApiError(
+                403,
+                "browser_origin_rejected",
+                "Requests from web pages are refused: this API is for local programs.",
+            )
+        open_route = scope["path"] in self.open_paths and method in ("GET", "HEAD")
+        if not open_route and not matches(bearer(headers.get("authorization")), self.token):
+            raise ApiError(
+                401,
+                "unauthorized",
+                "Send the daemon's token as 'Authorization: Bearer <token>'; "
+                "it is in <vault>/.memvault/token.",
+                headers={"WWW-Authenticate": 'Bearer realm="memvault"'},
+            )
+        length = headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_body:
+            raise _too_large(self.max_body)
+
+
+def _too_large(limit: int) -> ApiError:
+    return ApiError(
+        413,
+        "payload_too_large",
+        f"The request body is larger than the limit of {limit} bytes.",
+        details={"limit_bytes": limit},
+    )
+
+
+class AccessLog:
+    """One structured log record per request: method, path, status, duration."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        began = time.perf_counter()
+        status = [500]
+
+        async def recording_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, recording_send)
+        finally:
+            client = scope.get("client")
+            log.info(
+                "request",
+                extra={
+                    "method": scope["method"],
+                    "path": scope["path"],
+                    "status": status[0],
+                    "duration_ms": round((time.perf_counter() - began) * 1000, 2),
+                    "client": f"{client[0]}:{client[1]}" if client else None,
+                },
+            )

@@ -1,0 +1,169 @@
+"""Memories, search and context: ``/v1/memories``, ``/v1/search``, ``/v1/context``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query
+
+from memvault.gateway.daemon import Daemon
+from memvault.gateway.routes import COMMON_ERRORS, DaemonDep, errors
+from memvault.gateway.schemas import (
+    Context,
+    Envelope,
+    Forgotten,
+    Hit,
+    MemoryOut,
+    RememberBody,
+    Remembered,
+)
+from memvault.index.search import SearchFilters, parse_day
+
+router = APIRouter(prefix="/v1", tags=["memory"])
+
+MemoryId = Annotated[
+    str, Path(min_length=1, max_length=100, description="A memory id, e.g. m-3f9a1c2b.")
+]
+Limit = Annotated[int, Query(ge=1, le=1000, description="How many results.")]
+QueryText = Annotated[
+    str, Query(min_length=1, max_length=2000, description="What to look for, in your own words.")
+]
+Keyword = Annotated[bool, Query(description="Keywords only: no embedding model is used.")]
+Mmr = Annotated[
+    float | None, Query(ge=0, le=1, description="Diversify results (0..1; 0.7 is mild).")
+]
+
+
+def run_search(
+    daemon: Daemon,
+    query: str,
+    limit: int,
+    filters: SearchFilters,
+    *,
+    keyword: bool,
+    mmr: float | None,
+) -> list[dict[str, Any]]:
+    """Hybrid search as the CLI's ``search`` and ``recall`` run it, in hit dicts."""
+    daemon.fresh_index()
+    hits = daemon.runtime.searcher.search(
+        query, limit=limit, filters=filters, semantic=not keyword, mmr_lambda=mmr
+    )
+    return [hit.to_dict() for hit in hits]
+
+
+@router.post("/memories", response_model=Envelope[Remembered], responses=errors(*COMMON_ERRORS))
+def remember(body: RememberBody, daemon: DaemonDep) -> dict[str, Any]:
+    """Store a memory; an exact duplicate returns the existing one (``created_new`` false)."""
+    result = daemon.runtime.memories.remember(
+        body.text,
+        category=body.category,
+        importance=body.importance,
+        tags=body.tags,
+        source=body.source if body.source is not None else "api",
+    )
+    return {"ok": True, "result": {**result.memory.to_dict(), "created_new": result.created}}
+
+
+@router.get("/memories", response_model=Envelope[list[MemoryOut]], responses=errors(*COMMON_ERRORS))
+def list_memories(
+    daemon: DaemonDep,
+    category: Annotated[str | None, Query(description="Only this category.")] = None,
+    tag: Annotated[str | None, Query(description="Only memories with this tag.")] = None,
+    archived: Annotated[bool, Query(description="Include archived memories.")] = False,
+    limit: Annotated[int | None, Query(ge=1, description="At most this many (newest).")] = None,
+) -> dict[str, Any]:
+    """Memories, oldest first."""
+    found = daemon.runtime.memories.list(category=category, tag=tag, include_archived=archived)
+    if limit is not None:
+        found = found[-limit:]
+    return {"ok": True, "result": [m.to_dict() for m in found]}
+
+
+@router.get(
+    "/memories/search", response_model=Envelope[list[Hit]], responses=errors(*COMMON_ERRORS)
+)
+def recall(
+    daemon: DaemonDep,
+    q: QueryText,
+    limit: Limit = 10,
+    category: Annotated[str | None, Query(description="Only this category.")] = None,
+    keyword: Keyword = False,
+) -> dict[str, Any]:
+    """Memories about a topic, best first (hybrid search over memories only)."""
+    filters = SearchFilters(kinds=("memory",), category=category)
+    return {
+        "ok": True,
+        "result": run_search(daemon, q, limit, filters, keyword=keyword, mmr=None),
+    }
+
+
+@router.get(
+    "/memories/{memory_id}",
+    response_model=Envelope[MemoryOut],
+    responses=errors(*COMMON_ERRORS, 404),
+)
+def get_memory(memory_id: MemoryId, daemon: DaemonDep) -> dict[str, Any]:
+    """One memory."""
+    return {"ok": True, "result": daemon.runtime.memories.get(memory_id).to_dict()}
+
+
+@router.delete(
+    "/memories/{memory_id}",
+    response_model=Envelope[Forgotten],
+    responses=errors(*COMMON_ERRORS, 404),
+)
+def forget(memory_id: MemoryId, daemon: DaemonDep) -> dict[str, Any]:
+    """Remove a memory from the vault."""
+    memory = daemon.runtime.memories.forget(memory_id)
+    return {"ok": True, "result": {**memory.to_dict(), "forgotten": True}}
+
+
+@router.get("/search", response_model=Envelope[list[Hit]], responses=errors(*COMMON_ERRORS))
+def search(
+    daemon: DaemonDep,
+    q: QueryText,
+    limit: Limit = 10,
+    kind: Annotated[
+        list[str] | None, Query(description="Only these kinds (note, memory, task, ...).")
+    ] = None,
+    folder: Annotated[str | None, Query(description="Only notes under this folder.")] = None,
+    category: Annotated[str | None, Query(description="Only memories of this category.")] = None,
+    tag: Annotated[list[str] | None, Query(description="Only items with these tags.")] = None,
+    since: Annotated[str | None, Query(description="Created on or after YYYY-MM-DD.")] = None,
+    until: Annotated[str | None, Query(description="Created before YYYY-MM-DD.")] = None,
+    archived: Annotated[bool, Query(description="Include archived memories.")] = False,
+    keyword: Keyword = False,
+    mmr: Mmr = None,
+) -> dict[str, Any]:
+    """Notes and memories by keywords and meaning, fused (OpenClaw's memory_search shape)."""
+    tz = daemon.runtime.clock.tz
+    filters = SearchFilters(
+        folder=folder,
+        kinds=tuple(kind or ()),
+        category=category,
+        tags=tuple(tag or ()),
+        since=parse_day(since, tz),
+        until=parse_day(until, tz),
+        include_archived=archived,
+    )
+    return {
+        "ok": True,
+        "result": run_search(daemon, q, limit, filters, keyword=keyword, mmr=mmr),
+    }
+
+
+@router.get("/context", response_model=Envelope[Context], responses=errors(*COMMON_ERRORS))
+def context(
+    daemon: DaemonDep,
+    query: Annotated[
+        str | None, Query(max_length=2000, description="The request about to be handled.")
+    ] = None,
+    budget: Annotated[
+        int | None, Query(ge=50, le=200_000, description="Token budget (default 2000).")
+    ] = None,
+) -> dict[str, Any]:
+    """The Markdown an agent gets at the start of a run, within a token budget."""
+    if query:
+        daemon.fresh_index()
+    result = daemon.runtime.context.build_result(query or None, budget)
+    return {"ok": True, "result": result.to_dict()}

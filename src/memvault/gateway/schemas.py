@@ -1,0 +1,328 @@
+"""The HTTP API's bodies: what requests carry and what responses promise.
+
+Every response is an envelope: ``{"ok": true, "result": ...}`` or
+``{"ok": false, "error": {...}}``. The models here are the OpenAPI spec; the
+results the services produce are validated against them on the way out, so
+the spec stays true. Result models allow extra fields: a client may rely on
+the fields listed, and memvault may add more.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memvault.memory.sessions import DIRECTIONS, MAX_TEXT, ROLES
+from memvault.vocabulary import CATEGORIES, PRIORITIES, STATUSES
+
+T = TypeVar("T")
+
+
+class Body(BaseModel):
+    """A request body: unknown fields are mistakes, reported rather than ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Result(BaseModel):
+    """A result object: the listed fields, and possibly more."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class Envelope(BaseModel, Generic[T]):
+    """A successful answer."""
+
+    ok: Literal[True] = True
+    result: T
+
+
+class ErrorBody(BaseModel):
+    """What went wrong, in a stable code and one sentence."""
+
+    code: str = Field(description="Stable machine-readable code, e.g. not_found.")
+    message: str = Field(description="One sentence for a person.")
+    retriable: bool = Field(False, description="Whether the same request may succeed later.")
+    failed_step: str | None = Field(None, description="The step that failed, when known.")
+    details: Any = Field(None, description="More about the failure, e.g. the invalid fields.")
+
+
+class ErrorEnvelope(BaseModel):
+    """A failed answer."""
+
+    ok: Literal[False] = False
+    error: ErrorBody
+
+
+# -- system ------------------------------------------------------------------------------
+
+
+class Health(Result):
+    status: Literal["ok"] = "ok"
+    version: str
+    uptime_seconds: float
+
+
+class Check(Result):
+    name: str
+    status: Literal["ok", "warning", "error"]
+    message: str
+    details: Any = None
+
+
+class CheckSummary(Result):
+    total: int
+    passed: int
+    warnings: int
+    errors: int
+
+
+class Doctor(Result):
+    version: str
+    checks: list[Check]
+    summary: CheckSummary
+    timestamp: datetime
+
+
+# -- memory ------------------------------------------------------------------------------
+
+
+class RememberBody(Body):
+    text: str = Field(
+        min_length=1, max_length=10_000, description="The memory, one self-contained sentence."
+    )
+    category: str | None = Field(
+        None, description=f"One of: {', '.join(CATEGORIES)} (default: the vault's default)."
+    )
+    importance: float | None = Field(None, ge=0, le=1, description="0 (trivia) to 1 (essential).")
+    tags: list[str] = Field(default_factory=list, max_length=50, description="Tags, without '#'.")
+    source: str | None = Field(
+        None, max_length=200, description="Where it came from, e.g. telegram:42."
+    )
+
+
+class MemoryOut(Result):
+    id: str
+    text: str
+    category: str
+    importance: float
+    tags: list[str]
+    created: str | None
+    source: str | None
+    path: str
+    line: int
+    archived: bool
+
+
+class Remembered(MemoryOut):
+    created_new: bool = Field(description="False when an identical memory already existed.")
+
+
+class Forgotten(MemoryOut):
+    forgotten: Literal[True] = True
+
+
+class Hit(Result):
+    path: str
+    start_line: int
+    end_line: int
+    score: float
+    vector_score: float
+    text_score: float
+    snippet: str
+    kind: str
+    source: str
+    id: str | None
+
+
+class ContextSection(Result):
+    title: str
+    shown: int
+    left_out: int
+
+
+class Context(Result):
+    markdown: str
+    tokens: int
+    budget_tokens: int
+    sections: list[ContextSection]
+
+
+# -- notes and tasks ---------------------------------------------------------------------
+
+
+class NoteWriteBody(Body):
+    content: str = Field(description="The whole note, Markdown with optional frontmatter.")
+    overwrite: bool = Field(True, description="False refuses to replace an existing note.")
+
+
+class NoteAppendBody(Body):
+    content: str = Field(min_length=1, description="Lines to add at the end of the note.")
+
+
+class NoteEntry(Result):
+    path: str
+    size: int
+    modified: str
+    is_dir: bool
+
+
+class NoteOut(Result):
+    path: str
+    title: str
+    size: int
+    modified: str
+    frontmatter: dict[str, Any]
+    tags: list[str]
+    content: str
+
+
+class NoteWritten(Result):
+    path: str
+
+
+class TaskCreateBody(Body):
+    title: str = Field(min_length=1, max_length=200)
+    description: str = ""
+    priority: Literal[PRIORITIES] = "medium"  # type: ignore[valid-type]
+    status: Literal["todo", "in_progress", "blocked"] = "todo"
+    due: str | None = Field(None, description="YYYY-MM-DD, or +3d / tomorrow.")
+    project: str | None = None
+    tags: list[str] = Field(default_factory=list, max_length=50)
+    steps: list[str] = Field(default_factory=list, max_length=100)
+
+
+class TaskUpdateBody(Body):
+    status: Literal[STATUSES] | None = None  # type: ignore[valid-type]
+    priority: Literal[PRIORITIES] | None = None  # type: ignore[valid-type]
+    due: str | None = Field(None, description="YYYY-MM-DD, or +3d / tomorrow.")
+    project: str | None = None
+    tags: list[str] | None = Field(None, max_length=50)
+    title: str | None = Field(None, min_length=1, max_length=200)
+    description: str | None = None
+    note: str | None = Field(None, min_length=1, description="A dated line for the Notes section.")
+
+
+class TaskOut(Result):
+    path: str
+    title: str
+    status: str
+    priority: str
+    created: str | None
+    due: str | None
+    completed: str | None
+    project: str | None
+    tags: list[str]
+
+
+# -- tools -------------------------------------------------------------------------------
+
+
+class ToolInfo(Result):
+    name: str
+    title: str
+    description: str
+    tier: int
+    category: str
+    input_schema: dict[str, Any]
+    annotations: dict[str, bool]
+
+
+class ToolCall(Result):
+    tool: str
+    result: Any
+
+
+# -- sessions ----------------------------------------------------------------------------
+
+
+class MessageBody(Body):
+    text: str = Field(min_length=1, max_length=MAX_TEXT)
+    role: Literal[ROLES] = "user"  # type: ignore[valid-type]
+    direction: Literal[DIRECTIONS] | None = Field(  # type: ignore[valid-type]
+        None, description="inbound or outbound; default: inbound for the user, else outbound."
+    )
+    channel: str | None = Field(
+        None, max_length=40, description="Default: the key's prefix (telegram of telegram:42)."
+    )
+    sender: str | None = Field(None, max_length=200)
+    timestamp: datetime | None = Field(None, description="When it was sent; default now.")
+    metadata: dict[str, Any] | None = None
+
+
+class EndBody(Body):
+    summary: str | None = Field(None, max_length=5000)
+
+
+class SessionOut(Result):
+    id: int
+    key: str
+    channel: str
+    active: bool
+    started_at: str
+    last_message_at: str | None
+    ended_at: str | None
+    message_count: int
+    summary: str | None
+
+
+class MessageOut(Result):
+    id: int
+    session_id: int
+    channel: str
+    direction: str
+    role: str
+    sender: str | None
+    text: str
+    sent_at: str
+    metadata: dict[str, Any] | None
+
+
+class Logged(Result):
+    session: SessionOut
+    message: MessageOut
+
+
+class SessionDetail(Result):
+    session: SessionOut
+    messages: list[MessageOut]
+
+
+# -- events and telemetry ----------------------------------------------------------------
+
+
+class EventOut(Result):
+    id: int
+    type: str
+    source: str
+    payload: dict[str, Any]
+    observed_at: str
+
+
+class Poll(Result):
+    events: list[EventOut]
+    next_cursor: int = Field(description="Pass as ?since= to get what follows.")
+    gap: bool = Field(description="True when events after the cursor fell out of the buffer.")
+
+
+class Sample(Body):
+    id: str = Field(min_length=1, max_length=200, description="Unique id of the sample (UUID).")
+    lat: float = Field(ge=-90, le=90)
+    lon: float = Field(ge=-180, le=180)
+    accuracy: float | None = Field(None, ge=0, le=1_000_000, description="Metres.")
+    timestamp: datetime = Field(description="When it was taken: ISO 8601 or Unix seconds.")
+
+
+class TelemetryBody(Body):
+    samples: list[Sample] = Field(max_length=5000)
+
+
+class TelemetryAnswer(BaseModel):
+    """The answer the phone app expects (no envelope, as the earlier design has it)."""
+
+    received: int = Field(description="New samples stored (repeats are not counted).")
+    duplicates: int
+    journaled: int = Field(description="Samples that earned a line in the journal.")
+    nextMinIntervalSec: int  # noqa: N815 - the phone app's field name

@@ -1,0 +1,78 @@
+"""The daemon's secrets: the API token and the approval token.
+
+Both live in ``<vault>/.memvault/`` with mode 0600, created at the daemon's
+first start. The API token lets a local process use the API at all; the
+approval token, sent as ``X-Memvault-Approval``, is the owner's consent to
+a tier-2 or tier-3 tool call. Standard library only: the CLI reads the
+token before it imports anything heavy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import os
+import secrets
+import stat
+from pathlib import Path
+
+TOKEN_BYTES = 32
+OWNER_ONLY = 0o600
+
+
+def read_secret(path: Path) -> str | None:
+    """The secret in ``path``, or None when the file is missing, empty or unreadable."""
+    try:
+        value = path.read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return value or None
+
+
+def ensure_secret(path: Path) -> str:
+    """The secret in ``path``; a new random one (mode 0600) when there is none yet."""
+    existing = read_secret(path)
+    if existing is not None:
+        return existing
+    path.parent.mkdir(parents=True, exist_ok=True)
+    value = secrets.token_urlsafe(TOKEN_BYTES)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, OWNER_ONLY)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(value + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        # A link, not a rename: if another process created it first, its token wins.
+        with contextlib.suppress(FileExistsError):
+            os.link(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+    return read_secret(path) or value
+
+
+def loose_permissions(path: Path) -> int | None:
+    """The file's mode when group or others may access it, else None."""
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        return None
+    return mode if mode & 0o077 else None
+
+
+def tighten(path: Path) -> None:
+    """Make ``path`` readable by its owner only."""
+    os.chmod(path, OWNER_ONLY)
+
+
+def matches(given: str | None, secret: str) -> bool:
+    """Constant-time comparison of a presented secret."""
+    return given is not None and hmac.compare_digest(given.encode(), secret.encode())
+
+
+def bearer(authorization: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header."""
+    if not authorization:
+        return None
+    scheme, _, value = authorization.strip().partition(" ")
+    return value.strip() or None if scheme.lower() == "bearer" else None

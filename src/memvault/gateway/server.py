@@ -1,0 +1,146 @@
+"""Running the daemon: uvicorn on a bound socket, JSON logs, a clean shutdown.
+
+On SIGTERM or SIGINT the server stops accepting connections, event streams
+end, in-flight requests finish (up to ``server.shutdown_grace_seconds``),
+the background threads stop and the databases close; then the process exits
+0. Every write a client saw acknowledged is on disk by then, because writes
+are acknowledged only after the vault file is written.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import sys
+from datetime import UTC, datetime
+from types import FrameType
+
+import uvicorn
+from pythonjsonlogger.json import JsonFormatter
+
+from memvault import __version__
+from memvault.errors import ConflictError, VaultError
+from memvault.gateway.app import create_app
+from memvault.gateway.client import DaemonInfo, remove_info, write_info
+from memvault.gateway.daemon import Daemon
+
+log = logging.getLogger("memvault.gateway")
+
+
+def configure_logging(fmt: str, level: int = logging.INFO) -> None:
+    """Log lines on stderr: one JSON object each (``json``) or plain text."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(_drop_color)
+    if fmt == "json":
+        handler.setFormatter(
+            JsonFormatter(
+                "{levelname}{name}{message}",
+                style="{",
+                timestamp="time",
+                rename_fields={"levelname": "level", "name": "logger"},
+            )
+        )
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    for name in ("uvicorn", "uvicorn.error"):
+        logging.getLogger(name).handlers.clear()
+        logging.getLogger(name).propagate = True
+    logging.getLogger("uvicorn.access").disabled = True  # AccessLog logs requests
+    logging.getLogger("watchfiles").setLevel(logging.WARNING)  # one line per change otherwise
+
+
+def _drop_color(record: logging.LogRecord) -> bool:
+    """uvicorn attaches a terminal-coloured copy of some messages; the log needs one."""
+    record.__dict__.pop("color_message", None)
+    return True
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket, or a clear error when the address is taken or invalid."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise VaultError(f"Cannot listen on {host!r}: {exc.strerror}.") from exc
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        if exc.errno in (98, 48):  # EADDRINUSE on Linux / macOS
+            raise ConflictError(
+                f"Port {port} on {host} is in use; choose another with --port."
+            ) from exc
+        raise VaultError(f"Cannot listen on {host}:{port}: {exc.strerror}.") from exc
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+class DaemonServer(uvicorn.Server):
+    """uvicorn, plus: announce the daemon once bound; end event streams on shutdown."""
+
+    def __init__(self, config: uvicorn.Config, daemon: Daemon) -> None:
+        super().__init__(config)
+        self.daemon = daemon
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.should_exit or not sockets:
+            return
+        host, port = sockets[0].getsockname()[:2]
+        self.daemon.port = int(port)
+        write_info(
+            self.daemon.runtime.vault.root,
+            DaemonInfo(
+                pid=os.getpid(),
+                host=self.daemon.host,
+                port=int(port),
+                version=__version__,
+                started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            ),
+        )
+        log.info(
+            "memvault daemon listening",
+            extra={"host": host, "port": port, "vault": str(self.daemon.runtime.vault.root)},
+        )
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self.daemon.begin_shutdown()
+        super().handle_exit(sig, frame)
+
+
+def serve(daemon: Daemon, sock: socket.socket) -> None:
+    """Serve until a signal asks to stop; returns after a clean shutdown."""
+    settings = daemon.runtime.settings.server
+    config = uvicorn.Config(
+        create_app(daemon),
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=int(settings.shutdown_grace_seconds),
+        timeout_keep_alive=5,
+        server_header=False,
+    )
+    server = DaemonServer(config, daemon)
+    # uvicorn re-raises the stop signal once it is done; these handlers take it then,
+    # so the process exits normally (status 0) instead of dying of the signal.
+    previous = {sig: signal.signal(sig, _absorb) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        server.run(sockets=[sock])
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        remove_info(daemon.runtime.vault.root, os.getpid())
+        sock.close()
+    log.info("memvault daemon stopped")
+
+
+def _absorb(_signum: int, _frame: FrameType | None) -> None:
+    """A stop signal arriving after uvicorn handled it: nothing more to do."""

@@ -1,0 +1,142 @@
+"""The operational database: ``<vault>/.memvault/state.db``.
+
+Unlike the index (derived from the vault, rebuildable at any time), this
+database holds what exists nowhere else: sessions and their messages, the
+event id counter, location samples. It is SQLite in WAL mode, shared by the
+daemon's threads through one connection guarded by a lock; every write is a
+transaction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from memvault.errors import VaultError
+from memvault.locations import STATE_DB
+
+SCHEMA_VERSION = 1
+
+_MIGRATIONS: dict[int, str] = {
+    1: """
+    CREATE TABLE meta (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    );
+    CREATE TABLE sessions (
+        id INTEGER PRIMARY KEY,
+        key TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        started_at TEXT NOT NULL,
+        last_message_at TEXT,
+        ended_at TEXT,
+        message_count INTEGER NOT NULL DEFAULT 0,
+        summary TEXT
+    );
+    CREATE INDEX sessions_key ON sessions (key, id);
+    CREATE UNIQUE INDEX sessions_open ON sessions (key) WHERE ended_at IS NULL;
+    CREATE TABLE messages (
+        id INTEGER PRIMARY KEY,
+        session_id INTEGER NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+        channel TEXT NOT NULL,
+        direction TEXT NOT NULL,
+        role TEXT NOT NULL,
+        sender TEXT,
+        text TEXT NOT NULL,
+        sent_at TEXT NOT NULL,
+        metadata TEXT
+    );
+    CREATE INDEX messages_session ON messages (session_id, id);
+    CREATE TABLE location_samples (
+        id TEXT PRIMARY KEY,
+        lat REAL NOT NULL,
+        lon REAL NOT NULL,
+        accuracy REAL,
+        observed_at TEXT NOT NULL,
+        received_at TEXT NOT NULL,
+        journaled INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX location_samples_journaled ON location_samples (journaled, observed_at);
+    """,
+}
+
+
+class StateDB:
+    """One connection to ``state.db``, safe to share between threads."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / STATE_DB
+        try:
+            state_dir.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(
+                self.path, check_same_thread=False, isolation_level=None, timeout=10.0
+            )
+        except (OSError, sqlite3.Error) as exc:
+            raise VaultError(f"Cannot open {self.path}: {exc}.") from exc
+        self._conn.row_factory = sqlite3.Row
+        self._lock = threading.RLock()
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.execute("PRAGMA foreign_keys=ON")
+        self._migrate()
+
+    def _migrate(self) -> None:
+        with self.transaction() as conn:
+            current = int(conn.execute("PRAGMA user_version").fetchone()[0])
+            if current > SCHEMA_VERSION:
+                raise VaultError(
+                    f"{self.path} was written by a newer memvault (schema {current}); "
+                    "upgrade memvault to use this vault."
+                )
+            for version in range(current + 1, SCHEMA_VERSION + 1):
+                # executescript() would commit on its own; the statements hold no ';'.
+                for statement in _MIGRATIONS[version].split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {version}")
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """The connection inside ``BEGIN IMMEDIATE ... COMMIT`` (rolled back on error)."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def query(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[sqlite3.Row]:
+        """Rows of a read-only statement."""
+        with self._lock:
+            return self._conn.execute(sql, params).fetchall()
+
+    def get_meta(self, key: str) -> str | None:
+        """A value of the ``meta`` table."""
+        rows = self.query("SELECT value FROM meta WHERE key = ?", (key,))
+        return str(rows[0]["value"]) if rows else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Store a value in the ``meta`` table."""
+        with self.transaction() as conn:
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
+
+    def check(self) -> str | None:
+        """None when SQLite finds the database sound, else what it found."""
+        rows = self.query("PRAGMA quick_check")
+        verdict = str(rows[0][0]) if rows else "no answer"
+        return None if verdict == "ok" else verdict
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            self._conn.close()

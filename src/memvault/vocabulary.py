@@ -1,0 +1,51 @@
+"""The fixed words of memvault's world, in one light module.
+
+Memory categories, task statuses and priorities, journal sections, contact
+channels, search kinds, tool export formats. The modules that give these
+words meaning (``vault.memories``, ``vault.tasks`` ...) import them from here;
+the CLI reads them for its help text without loading those modules, so a
+command answered by the daemon starts fast.
+"""
+
+from __future__ import annotations
+
+# Memory category -> the title of its file in Memory/.
+CATEGORIES: dict[str, str] = {
+    "preference": "Preferences",
+    "decision": "Decisions",
+    "fact": "Facts",
+    "context": "Context",
+    "project": "Projects",
+    "person": "People",
+    "correction": "Corrections",
+    "pattern": "Patterns",
+    "issue": "Issues",
+}
+
+STATUSES = ("todo", "in_progress", "blocked", "done", "cancelled")
+OPEN_STATUSES = frozenset({"todo", "in_progress", "blocked"})
+PRIORITIES = ("low", "medium", "high", "urgent")
+
+# Channels a contact can have an identity on; each is a frontmatter key (telegram: "123456").
+KNOWN_CHANNELS = (
+    "telegram",
+    "whatsapp",
+    "signal",
+    "discord",
+    "slack",
+    "line",
+    "imessage",
+    "matrix",
+    "sms",
+    "mastodon",
+    "teams",
+    "messenger",
+    "wechat",
+    "openclaw",
+)
+
+SECTIONS = ("Actions Taken", "Commands Received", "Observations", "Decisions Made", "Follow-ups")
+
+KINDS = ("note", "memory", "task", "contact", "project", "journal", "insight", "skill")
+
+TOOL_FORMATS = ("anthropic", "openai", "mcp")
