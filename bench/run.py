@@ -2,7 +2,8 @@
 
     python bench/run.py [--quick]
 
-``--quick`` runs the scale benchmark at 1k and 10k items only.
+``--quick`` runs the scale benchmark at 1k and 10k items only, and the daemon
+benchmark on 2,000 memories with fewer requests.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+import daemon
 import locomo
 import scale
 
@@ -20,7 +22,9 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="scale benchmark at 1k and 10k only")
+    parser.add_argument(
+        "--quick", action="store_true", help="scale at 1k and 10k only; a smaller daemon run"
+    )
     args = parser.parse_args()
     sizes = [1000, 10000] if args.quick else [1000, 10000, 100000]
     print("LoCoMo evidence retrieval...", file=sys.stderr)
@@ -31,6 +35,9 @@ def main() -> int:
         "sizes": [scale.measure(size, 200) for size in sizes],
         "model": scale.model_costs(),
     }
+    plan = daemon.QUICK if args.quick else daemon.FULL
+    print(f"Daemon on {plan.memories:,} memories...", file=sys.stderr)
+    served = daemon.run(plan, quiet=True)
     stamp = datetime.now().strftime("%Y-%m-%d-%H%M")
     report = "\n".join(
         [
@@ -47,6 +54,10 @@ def main() -> int:
             "Corpus: a 20,000-word Zipfian vocabulary; queries use mid-frequency words.",
             "",
             scale.render(figures),
+            "",
+            "## Daemon",
+            "",
+            daemon.render(served),
             "",
         ]
     )

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Initialise a demo vault and show memvault working on it, with the package's own CLI.
+# Initialise a demo vault, show memvault working on it, then run the daemon on it
+# (the embedded default: SQLite, FTS5, sqlite-vec and the bundled local model).
 set -euo pipefail
 vault="${1:-demo-vault}"
 mv() { .venv/bin/memvault --vault "$vault" "$@"; }
@@ -19,10 +20,21 @@ mv journal add "Demo run of memvault" --section "Actions Taken"
 echo
 mv memories
 mv task list
-mv contact show telegram:123456
 echo
-echo "== index the vault (keywords at once, vectors with the bundled local model)"
-mv index
+echo "== start the daemon: HTTP API, event stream, MCP at /mcp, watcher, embedding backfill"
+log="$vault/.memvault/daemon.log"
+mv serve --log-format text 2>"$log" &
+daemon=$!
+trap 'kill -TERM "$daemon" 2>/dev/null || true; wait "$daemon" 2>/dev/null || true' EXIT
+for _ in $(seq 150); do
+    if mv serve --status >/dev/null 2>&1; then break; fi
+    if ! kill -0 "$daemon" 2>/dev/null; then cat "$log"; exit 1; fi
+    sleep 0.2
+done
+mv serve --status
+echo
+echo "== the CLI now goes through the daemon (no model load in the CLI)"
+mv remember "The demo daemon answered this remember" --tags demo
 echo
 echo "== search in your own words (keywords and meaning, fused)"
 mv search "where do we deploy test builds" --limit 3
@@ -30,6 +42,10 @@ echo
 echo "== the context an agent gets at the start of a run"
 mv context --query "renew the certificate" --budget 400
 echo
-mv status
+mv doctor
 echo
-echo "The vault is at $vault; open it in Obsidian or run: .venv/bin/memvault --vault $vault --help"
+port=$(sed -n 's/.*"port": \([0-9]*\).*/\1/p' "$vault/.memvault/daemon.json")
+echo "The daemon serves $vault at http://127.0.0.1:$port (log: $log). Try:"
+echo "  curl -H \"Authorization: Bearer \$(cat $vault/.memvault/token)\" http://127.0.0.1:$port/v1/poll"
+echo "Open the vault in Obsidian; Ctrl-C stops the daemon."
+wait "$daemon"

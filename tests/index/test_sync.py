@@ -193,6 +193,16 @@ def test_appended_memories_refresh_their_neighbours_context(runtime: Runtime) ->
     assert tail == full
 
 
+def test_the_watcher_seeing_memvaults_own_append_costs_no_reindex(runtime: Runtime) -> None:
+    runtime.index.sync()
+    runtime.memories.remember("First of the file", source="cli")
+    memory = runtime.memories.remember("Appended by the fast path", source="cli").memory
+    # What a file watcher reports after that append: the file is current already.
+    report = runtime.index.sync_paths([memory.path])
+    assert report.touched == 0 and report.unchanged == 1
+    assert runtime.index.sync().touched == 0
+
+
 def test_hand_edited_memory_file_is_reindexed(runtime: Runtime) -> None:
     memory = runtime.memories.remember("Coffee, black").memory
     path = runtime.vault.root / memory.path

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
 
 from memvault import __version__
 from memvault.gateway import errors
@@ -67,7 +69,33 @@ def create_app(daemon: Daemon) -> FastAPI:
     for module in (system, memory, notes, tasks, tools, sessions, events, telemetry):
         app.include_router(module.router)
     app.router.routes.extend(mcp_routes)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     max_body = int(daemon.runtime.settings.server.max_body_mb * 1024 * 1024)
     app.add_middleware(Guard, token=daemon.token, max_body=max_body)
     app.add_middleware(AccessLog)
     return app
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """The spec, with the bearer token every route but the health check needs."""
+    if app.openapi_schema is None:
+        spec = get_openapi(
+            title=app.title, version=app.version, description=app.description, routes=app.routes
+        )
+        spec.setdefault("components", {})["securitySchemes"] = {
+            "token": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "The daemon's token, from <vault>/.memvault/token.",
+            }
+        }
+        spec["security"] = [{"token": []}]
+        for operations in spec["paths"].values():
+            for operation in operations.values():
+                # Invalid input answers 400 validation_failed, never FastAPI's 422.
+                operation.get("responses", {}).pop("422", None)
+        for name in ("HTTPValidationError", "ValidationError"):
+            spec["components"].get("schemas", {}).pop(name, None)
+        spec["paths"]["/v1/health"]["get"]["security"] = []
+        app.openapi_schema = spec
+    return app.openapi_schema

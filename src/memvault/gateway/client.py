@@ -84,14 +84,18 @@ def remove_info(vault: Path, pid: int) -> None:
 
 
 def process_alive(pid: int) -> bool:
-    """Whether a process with this id exists."""
+    """Whether a process with this id runs (an exited one its parent has not reaped does not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc (macOS): the signal test is all there is
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
 
 
 class DaemonUnavailableError(Exception):

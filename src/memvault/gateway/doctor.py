@@ -238,21 +238,28 @@ def diagnose(runtime: Runtime, daemon: DaemonFacts | None = None) -> Report:
     report = Report()
     vault = _vault_writable(runtime)
     report.checks.append(vault)
-    steps: list[Callable[[], Check]] = []
+    steps: list[tuple[str, Callable[[], Check]]] = []
     if vault.status != "error":
         steps += [
-            lambda: _index_healthy(runtime),
-            lambda: _index_current(runtime, daemon),
-            lambda: _embedder(runtime, daemon),
-            lambda: _pending(runtime, daemon),
+            ("index_healthy", lambda: _index_healthy(runtime)),
+            ("index_current", lambda: _index_current(runtime, daemon)),
+            ("embedder", lambda: _embedder(runtime, daemon)),
+            ("pending_embeddings", lambda: _pending(runtime, daemon)),
         ]
-    steps.append(lambda: _disk(runtime))
+    steps.append(("disk_space", lambda: _disk(runtime)))
     if daemon is not None:
         steps += [
-            lambda: _token(daemon.token_path),
-            lambda: _server(daemon),
-            lambda: _state(daemon.state),
+            ("token_file", lambda: _token(daemon.token_path)),
+            ("server_bind", lambda: _server(daemon)),
+            ("state_db", lambda: _state(daemon.state)),
         ]
-    for step in steps:
-        report.checks.append(step())
+    for name, step in steps:
+        try:
+            report.checks.append(step())
+        except MemvaultError as exc:
+            report.checks.append(Check(name, "error", exc.message))
+        except Exception as exc:  # a damaged database, a broken model: the report goes on
+            report.checks.append(
+                Check(name, "error", f"The check failed: {type(exc).__name__}: {exc}.")
+            )
     return report

@@ -15,6 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
+from starlette.routing import Match
 
 from memvault.errors import MemvaultError
 
@@ -115,6 +116,16 @@ def from_validation(exc: RequestValidationError) -> ApiError:
     return ApiError(400, "validation_failed", f"Invalid request: {shown}{more}.", details=problems)
 
 
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route of the app takes at the request's path."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        match, _ = route.matches({**request.scope, "method": "__none__"})
+        if match != Match.NONE:
+            methods.update(getattr(route, "methods", None) or ())
+    return sorted(methods)
+
+
 def install(app: FastAPI) -> None:
     """Render every error of ``app`` as the envelope."""
 
@@ -130,11 +141,14 @@ def install(app: FastAPI) -> None:
         assert isinstance(exc, RequestValidationError)
         return from_validation(exc).response()
 
-    async def http_error(_request: Request, exc: Exception) -> JSONResponse:
+    async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, HTTPException)
         code = _HTTP_CODES.get(exc.status_code, "error")
         message = _HTTP_MESSAGES.get(exc.status_code) or str(exc.detail)
         headers = dict(exc.headers) if exc.headers else None
+        if exc.status_code == 405:
+            # Starlette names the methods of one route; a path may have several.
+            headers = {**(headers or {}), "Allow": ", ".join(allowed_methods(request))}
         return ApiError(exc.status_code, code, message, headers=headers).response()
 
     async def unexpected(_request: Request, exc: Exception) -> JSONResponse:

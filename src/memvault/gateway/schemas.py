@@ -9,21 +9,42 @@ the fields listed, and memvault may add more.
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, Generic, Literal, TypeVar
+from datetime import UTC, datetime
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, Strict
 
-from memvault.memory.sessions import DIRECTIONS, MAX_TEXT, ROLES
+from memvault.errors import InvalidInputError
+from memvault.memory.sessions import CHANNEL_PATTERN, DIRECTIONS, MAX_TEXT, ROLES
 from memvault.vocabulary import CATEGORIES, PRIORITIES, STATUSES
 
 T = TypeVar("T")
 
 
-class Body(BaseModel):
-    """A request body: unknown fields are mistakes, reported rather than ignored."""
+# A point in time: ISO 8601 text, or Unix time in seconds (milliseconds above 1e11).
+Moment = Annotated[datetime, Strict(False)] | float
+_MILLISECONDS = 1e11
 
-    model_config = ConfigDict(extra="forbid")
+
+def moment(value: datetime | float) -> datetime:
+    """The datetime a :data:`Moment` names."""
+    if isinstance(value, datetime):
+        return value
+    seconds = value / 1000 if abs(value) > _MILLISECONDS else value
+    try:
+        return datetime.fromtimestamp(seconds, UTC)
+    except (OverflowError, OSError, ValueError) as exc:
+        raise InvalidInputError(f"{value} is not a Unix time.") from exc
+
+
+class Body(BaseModel):
+    """A request body: unknown fields are mistakes, reported rather than ignored.
+
+    Strict: a JSON value must have the type the spec names (no "0.5" for a
+    number, no 1 for a boolean); timestamps are the exception, parsed from text.
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class Result(BaseModel):
@@ -245,10 +266,14 @@ class MessageBody(Body):
         None, description="inbound or outbound; default: inbound for the user, else outbound."
     )
     channel: str | None = Field(
-        None, max_length=40, description="Default: the key's prefix (telegram of telegram:42)."
+        None,
+        pattern=CHANNEL_PATTERN,
+        description="Lowercase name; default: the key's prefix (telegram of telegram:42).",
     )
     sender: str | None = Field(None, max_length=200)
-    timestamp: datetime | None = Field(None, description="When it was sent; default now.")
+    timestamp: Moment | None = Field(
+        None, description="When it was sent: ISO 8601 or Unix time; default now."
+    )
     metadata: dict[str, Any] | None = None
 
 
@@ -312,7 +337,9 @@ class Sample(Body):
     lat: float = Field(ge=-90, le=90)
     lon: float = Field(ge=-180, le=180)
     accuracy: float | None = Field(None, ge=0, le=1_000_000, description="Metres.")
-    timestamp: datetime = Field(description="When it was taken: ISO 8601 or Unix seconds.")
+    timestamp: Moment = Field(
+        description="When it was taken: ISO 8601, or Unix time in seconds (or milliseconds)."
+    )
 
 
 class TelemetryBody(Body):

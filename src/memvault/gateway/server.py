@@ -43,7 +43,7 @@ def configure_logging(fmt: str, level: int = logging.INFO) -> None:
             )
         )
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(TextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
@@ -52,6 +52,24 @@ def configure_logging(fmt: str, level: int = logging.INFO) -> None:
         logging.getLogger(name).propagate = True
     logging.getLogger("uvicorn.access").disabled = True  # AccessLog logs requests
     logging.getLogger("watchfiles").setLevel(logging.WARNING)  # one line per change otherwise
+
+
+# Attributes every LogRecord has; anything else was passed as ``extra``.
+_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message",
+    "asctime",
+}
+
+
+class TextFormatter(logging.Formatter):
+    """A plain line, then the record's structured fields as ``key=value``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        fields = {k: v for k, v in vars(record).items() if k not in _STANDARD}
+        if fields:
+            line += " " + " ".join(f"{k}={v}" for k, v in fields.items())
+        return line
 
 
 def _drop_color(record: logging.LogRecord) -> bool:

@@ -9,15 +9,14 @@ interpreter's own sqlite3 cannot load extensions, the bundled
 
 from __future__ import annotations
 
-import contextlib
 import sqlite3 as _stdlib_sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import sqlite_vec
 
+from memvault import sqlite as sql
 from memvault.errors import VaultError
 
 
@@ -45,14 +44,9 @@ Connection = Any  # the driver's Connection class; both drivers share the DB-API
 DatabaseError: type[Exception] = sqlite3.DatabaseError
 IntegrityError: type[Exception] = sqlite3.IntegrityError
 
-SCHEMA_VERSION = 1
-
 _MIGRATIONS: dict[int, str] = {
-    1: """
-    CREATE TABLE meta (
-        key TEXT PRIMARY KEY,
-        value TEXT NOT NULL
-    );
+    1: sql.META_TABLE
+    + """;
     CREATE TABLE notes (
         id INTEGER PRIMARY KEY,
         path TEXT NOT NULL UNIQUE,
@@ -132,6 +126,7 @@ _MIGRATIONS: dict[int, str] = {
     );
     """,
 }
+SCHEMA_VERSION = max(_MIGRATIONS)
 
 
 def connect(path: Path) -> Connection:
@@ -157,57 +152,10 @@ def connect(path: Path) -> Connection:
 
 
 def migrate(conn: Connection) -> None:
-    """Apply every migration newer than the database's ``user_version``."""
-    current = int(conn.execute("PRAGMA user_version").fetchone()[0])
-    if current > SCHEMA_VERSION:
-        raise VaultError(
-            f"The index was written by a newer memvault (schema {current}); "
-            "upgrade memvault or rebuild it with `memvault index --rebuild`."
-        )
-    for version in range(current + 1, SCHEMA_VERSION + 1):
-        with transaction(conn):
-            for statement in _split(_MIGRATIONS[version]):
-                conn.execute(statement)
-            conn.execute(f"PRAGMA user_version = {version}")
-
-
-def _split(script: str) -> list[str]:
-    return [part.strip() for part in script.split(";") if part.strip()]
-
-
-@contextlib.contextmanager
-def transaction(conn: Connection) -> Iterator[Connection]:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on any error; nests by savepoint."""
-    if conn.in_transaction:
-        # SQLite resolves a repeated savepoint name to the innermost one.
-        conn.execute("SAVEPOINT nested")
-        try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK TO nested")
-            conn.execute("RELEASE nested")
-            raise
-        conn.execute("RELEASE nested")
-        return
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield conn
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-
-
-def get_meta(conn: Connection, key: str) -> str | None:
-    """One value of the ``meta`` table."""
-    row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-    return None if row is None else str(row[0])
-
-
-def set_meta(conn: Connection, key: str, value: str) -> None:
-    """Set one value of the ``meta`` table."""
-    conn.execute(
-        "INSERT INTO meta(key, value) VALUES (?, ?) "
-        "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-        (key, value),
+    """Bring the index's schema up to date."""
+    sql.migrate(
+        conn,
+        _MIGRATIONS,
+        newer="The index was written by a newer memvault (schema {version}); "
+        "upgrade memvault or rebuild it with `memvault index --rebuild`.",
     )

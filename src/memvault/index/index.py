@@ -34,9 +34,10 @@ from memvault.config import IndexSettings, SearchSettings
 from memvault.errors import InvalidInputError, MemvaultError, NotFoundError, UnsafePathError
 from memvault.index import db as dbmod
 from memvault.index.chunking import ChunkDraft, kind_of, memory_chunks, note_chunks, note_created
-from memvault.index.db import Connection, get_meta, set_meta, transaction
+from memvault.index.db import Connection
 from memvault.index.embedders import Embedder, EmbeddingError, normalize_rows
 from memvault.index.vectors import VectorStore
+from memvault.sqlite import get_meta, quick_check, set_meta, transaction
 from memvault.vault.links import LinkResolver, link_key
 from memvault.vault.markdown import aliases, extract_links, note_tags, title_of
 from memvault.vault.memories import MEMORY_DIR, Memories, normalize_text
@@ -521,6 +522,7 @@ class MemoryIndex:
             "SELECT count(*) AS n, max(ordinal) AS last FROM chunks WHERE note_id = ?", (note_id,)
         ).fetchone()
         count = int(known["n"])
+        before = self.vault.stat(path)
         parsed = self.memories.read_file(path)
         if count == 0 or len(parsed) <= count or known["last"] != count - 1:
             return False
@@ -534,7 +536,12 @@ class MemoryIndex:
         drafts = memory_chunks(
             parsed[start:], window=window, max_gap_hours=self.settings.neighbour_hours
         )
+        # The content hash lets a later sync (the watcher reporting this very write) see
+        # that nothing changed; if the file moved on meanwhile, leave it for that sync.
+        digest = _hash(self.vault.read_bytes(path))
         entry = self.vault.stat(path)
+        if (entry.mtime_ns, entry.size) != (before.mtime_ns, before.size):
+            digest = ""
         with transaction(self.conn):
             for offset, draft in enumerate(drafts):
                 ordinal = start + offset
@@ -559,10 +566,9 @@ class MemoryIndex:
                 else:
                     chunk_id = self._insert_chunk(note_id, draft, "", tags_text)
                     self._insert_memory(note_id, chunk_id, draft)
-            # The content hash is unknown without reading the file; sync re-reads it if needed.
             self.conn.execute(
-                "UPDATE notes SET mtime_ns = ?, size = ?, hash = '', indexed_at = ? WHERE id = ?",
-                (entry.mtime_ns, entry.size, time.time(), note_id),
+                "UPDATE notes SET mtime_ns = ?, size = ?, hash = ?, indexed_at = ? WHERE id = ?",
+                (entry.mtime_ns, entry.size, digest, time.time(), note_id),
             )
         return True
 
@@ -758,12 +764,19 @@ class MemoryIndex:
 
     # -- status -------------------------------------------------------------------------
 
-    @locked
     def check(self) -> str | None:
-        """None when SQLite finds the index database sound, else what it found."""
-        row = self.conn.execute("PRAGMA quick_check").fetchone()
-        verdict = str(row[0]) if row else "no answer"
-        return None if verdict == "ok" else verdict
+        """None when SQLite finds the index database sound, else what it found.
+
+        On a connection of its own (read-only), so a long check on a large index
+        does not hold up searches and writes on the shared one.
+        """
+        if not self.path.exists():
+            return None
+        checker = dbmod.sqlite3.connect(f"{self.path.as_uri()}?mode=ro", uri=True, timeout=30.0)
+        try:
+            return quick_check(checker)
+        finally:
+            checker.close()
 
     @locked
     def status(self) -> IndexStatus:

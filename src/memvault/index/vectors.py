@@ -22,8 +22,9 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from memvault.index.db import Connection, get_meta, set_meta
+from memvault.index.db import Connection
 from memvault.index.embedders import Vectors
+from memvault.sqlite import get_meta, set_meta
 
 TABLE = "chunk_vectors"
 # Below this many vectors, loading them all costs less than one sqlite-vec scan.

@@ -27,7 +27,8 @@ MAX_KEY = 200
 MAX_TEXT = 100_000
 JOURNAL_SECTION = "Sessions"
 
-_CHANNEL = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
+CHANNEL_PATTERN = r"^[a-z][a-z0-9_-]{0,39}$"
+_CHANNEL = re.compile(CHANNEL_PATTERN)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 

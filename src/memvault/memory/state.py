@@ -16,17 +16,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from memvault import sqlite as sql
 from memvault.errors import VaultError
 from memvault.locations import STATE_DB
 
-SCHEMA_VERSION = 1
-
 _MIGRATIONS: dict[int, str] = {
-    1: """
-    CREATE TABLE meta (
-        key TEXT PRIMARY KEY,
-        value TEXT NOT NULL
-    );
+    1: sql.META_TABLE
+    + """;
     CREATE TABLE sessions (
         id INTEGER PRIMARY KEY,
         key TEXT NOT NULL,
@@ -60,9 +56,10 @@ _MIGRATIONS: dict[int, str] = {
         received_at TEXT NOT NULL,
         journaled INTEGER NOT NULL DEFAULT 0
     );
-    CREATE INDEX location_samples_journaled ON location_samples (journaled, observed_at);
+    CREATE INDEX location_samples_journaled ON location_samples (journaled, observed_at)
     """,
 }
+SCHEMA_VERSION = max(_MIGRATIONS)
 
 
 class StateDB:
@@ -82,59 +79,42 @@ class StateDB:
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute("PRAGMA foreign_keys=ON")
-        self._migrate()
-
-    def _migrate(self) -> None:
-        with self.transaction() as conn:
-            current = int(conn.execute("PRAGMA user_version").fetchone()[0])
-            if current > SCHEMA_VERSION:
-                raise VaultError(
-                    f"{self.path} was written by a newer memvault (schema {current}); "
-                    "upgrade memvault to use this vault."
-                )
-            for version in range(current + 1, SCHEMA_VERSION + 1):
-                # executescript() would commit on its own; the statements hold no ';'.
-                for statement in _MIGRATIONS[version].split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
-                conn.execute(f"PRAGMA user_version = {version}")
+        try:
+            sql.migrate(
+                self._conn,
+                _MIGRATIONS,
+                newer=f"{self.path} was written by a newer memvault (schema {{version}}); "
+                "upgrade memvault to use this vault.",
+            )
+        except BaseException:
+            self._conn.close()
+            raise
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """The connection inside ``BEGIN IMMEDIATE ... COMMIT`` (rolled back on error)."""
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+        with self._lock, sql.transaction(self._conn) as conn:
+            yield conn
 
-    def query(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[sqlite3.Row]:
+    def query(self, statement: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         """Rows of a read-only statement."""
         with self._lock:
-            return self._conn.execute(sql, params).fetchall()
+            return self._conn.execute(statement, params).fetchall()
 
     def get_meta(self, key: str) -> str | None:
         """A value of the ``meta`` table."""
-        rows = self.query("SELECT value FROM meta WHERE key = ?", (key,))
-        return str(rows[0]["value"]) if rows else None
+        with self._lock:
+            return sql.get_meta(self._conn, key)
 
     def set_meta(self, key: str, value: str) -> None:
         """Store a value in the ``meta`` table."""
         with self.transaction() as conn:
-            conn.execute(
-                "INSERT INTO meta (key, value) VALUES (?, ?) "
-                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (key, value),
-            )
+            sql.set_meta(conn, key, value)
 
     def check(self) -> str | None:
         """None when SQLite finds the database sound, else what it found."""
-        rows = self.query("PRAGMA quick_check")
-        verdict = str(rows[0][0]) if rows else "no answer"
-        return None if verdict == "ok" else verdict
+        with self._lock:
+            return sql.quick_check(self._conn)
 
     def close(self) -> None:
         """Close the connection."""

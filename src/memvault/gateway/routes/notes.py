@@ -28,7 +28,9 @@ NotePath = Annotated[
 ]
 
 
-@router.get("/notes", response_model=Envelope[list[NoteEntry]], responses=errors(*COMMON_ERRORS))
+@router.get(
+    "/notes", response_model=Envelope[list[NoteEntry]], responses=errors(*COMMON_ERRORS, 404)
+)
 def list_notes(
     daemon: DaemonDep,
     folder: Annotated[

@@ -14,7 +14,9 @@ from memvault.gateway.schemas import (
     MessageBody,
     SessionDetail,
     SessionOut,
+    moment,
 )
+from memvault.memory.sessions import CHANNEL_PATTERN
 
 router = APIRouter(prefix="/v1", tags=["sessions"])
 
@@ -30,7 +32,9 @@ SessionKey = Annotated[
 def list_sessions(
     daemon: DaemonDep,
     active: Annotated[bool | None, Query(description="Only open (true) or ended (false).")] = None,
-    channel: Annotated[str | None, Query(max_length=40, description="Only this channel.")] = None,
+    channel: Annotated[
+        str | None, Query(pattern=CHANNEL_PATTERN, description="Only this channel.")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
 ) -> dict[str, Any]:
     """Sessions, the most recently active first."""
@@ -52,7 +56,7 @@ def log_message(key: SessionKey, body: MessageBody, daemon: DaemonDep) -> dict[s
         direction=body.direction,
         channel=body.channel,
         sender=body.sender,
-        sent_at=body.timestamp,
+        sent_at=moment(body.timestamp) if body.timestamp is not None else None,
         metadata=body.metadata,
     )
     return {"ok": True, "result": {"session": session.to_dict(), "message": message.to_dict()}}

@@ -69,7 +69,9 @@ def get_task(ref: TaskRef, daemon: DaemonDep) -> dict[str, Any]:
 
 
 @router.patch(
-    "/tasks/{ref}", response_model=Envelope[TaskOut], responses=errors(*COMMON_ERRORS, 404, 409)
+    "/tasks/{ref}",
+    response_model=Envelope[TaskOut],
+    responses=errors(*COMMON_ERRORS, 404, 409),
 )
 def update_task(ref: TaskRef, body: TaskUpdateBody, daemon: DaemonDep) -> dict[str, Any]:
     """Change fields of a task; a status of done or cancelled closes it."""

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from memvault.gateway.routes import COMMON_ERRORS, DaemonDep, errors
-from memvault.gateway.schemas import TelemetryAnswer, TelemetryBody
+from memvault.gateway.schemas import TelemetryAnswer, TelemetryBody, moment
 from memvault.gateway.telemetry import LocationSample
 
 router = APIRouter(tags=["telemetry"])
@@ -21,7 +21,7 @@ def telemetry(body: TelemetryBody, daemon: DaemonDep) -> dict[str, Any]:
     the phone app expects.
     """
     received = daemon.receive_locations(
-        [LocationSample(s.id, s.lat, s.lon, s.accuracy, s.timestamp) for s in body.samples]
+        [LocationSample(s.id, s.lat, s.lon, s.accuracy, moment(s.timestamp)) for s in body.samples]
     )
     return {
         "received": received.received,

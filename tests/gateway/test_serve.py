@@ -1,0 +1,233 @@
+"""``memvault serve`` as a real process: CLI client mode, status and stop, graceful shutdown."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+
+from cli_support import EXIT_CONFLICT, EXIT_NOT_FOUND, fail, invoke, ok, ok_json
+from memvault.gateway.client import read_info
+from memvault.vault.layout import init_vault
+from memvault.vault.store import Vault
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMVAULT_")}
+    env["MEMVAULT_EMBEDDER__PROVIDER"] = "none"
+    return env
+
+
+class Served:
+    """A ``memvault serve`` process for one vault."""
+
+    def __init__(self, vault: Path, *args: str) -> None:
+        self.vault = vault
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "memvault",
+                "--vault",
+                str(vault),
+                "serve",
+                "--port",
+                "0",
+                *args,
+            ],
+            env=_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while True:
+            info = read_info(vault)
+            if info is not None and info.pid == self.process.pid:
+                break
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                _, err = self.process.communicate(timeout=10)
+                pytest.fail(f"memvault serve did not start: {err[-2000:]}")
+            time.sleep(0.05)
+        self.url = info.url
+        self.token = (vault / ".memvault/token").read_text().strip()
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.url, headers={"Authorization": f"Bearer {self.token}"}, timeout=30
+        )
+
+    def stop(self, sig: int = signal.SIGTERM) -> tuple[int, str]:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        _, err = self.process.communicate(timeout=60)
+        return self.process.returncode, err
+
+
+@pytest.fixture
+def vault(tmp_path: Path) -> Path:
+    root = tmp_path / "vault"
+    init_vault(Vault(root))
+    return root
+
+
+@pytest.fixture
+def served(vault: Path) -> Iterator[Served]:
+    running = Served(vault)
+    yield running
+    running.stop()
+
+
+def events(served: Served) -> list[dict[str, Any]]:
+    with served.client() as api:
+        return list(api.get("/v1/poll").json()["result"]["events"])
+
+
+def test_cli_goes_through_the_daemon_and_answers_like_direct_mode(
+    vault: Path, served: Served
+) -> None:
+    stored = ok_json(
+        vault, "remember", "The boat is called Halcyon", "--category", "fact", "-t", "boat"
+    )
+    assert stored["created_new"] is True
+    served_ids = [e["payload"]["id"] for e in events(served) if e["type"] == "memory_stored"]
+    assert served_ids == [stored["id"]], "the daemon stored it"
+
+    direct = ok_json(vault, "--direct", "remember", "The boat is called Halcyon")
+    assert direct == {**stored, "created_new": False}
+    ok_json(vault, "--direct", "remember", "The mooring is in Kiel harbour", "-c", "fact")
+    assert [e["payload"]["id"] for e in events(served) if e["type"] == "memory_stored"] == [
+        stored["id"]
+    ], "--direct did not use the daemon"
+
+    for args in (
+        ("get", stored["id"]),
+        ("memories",),
+        ("memories", "--category", "fact", "--limit", "1"),
+        ("search", "boat Halcyon"),
+        ("search", "harbour", "--kind", "memory", "--keyword"),
+        ("recall", "mooring"),
+        ("context", "--query", "where is the boat", "--budget", "300"),
+    ):
+        via_daemon = ok_json(vault, *args)
+        assert via_daemon == ok_json(vault, "--direct", *args), args
+    for args in (("get", stored["id"]), ("recall", "boat"), ("memories",)):
+        assert ok(vault, *args).stdout == ok(vault, "--direct", *args).stdout, args
+
+    text = ok(vault, "remember", "The boat is called Halcyon").stdout
+    assert text == f"Already remembered as {stored['id']} in Memory/Facts.md\n"
+
+    forgotten = ok_json(vault, "forget", stored["id"])
+    assert forgotten["forgotten"] is True and forgotten["id"] == stored["id"]
+    assert f"^{stored['id']}" not in (vault / "Memory/Facts.md").read_text()
+    message = fail(vault, "get", stored["id"], code=EXIT_NOT_FOUND)
+    assert message == fail(vault, "--direct", "get", stored["id"], code=EXIT_NOT_FOUND)
+    assert fail(vault, "recall", "", code=2)
+
+
+def test_doctor_and_status_through_the_daemon(vault: Path, served: Served) -> None:
+    report = ok_json(vault, "doctor")
+    assert report["checked_by"] == "daemon"
+    assert {"token_file", "server_bind", "state_db"} <= {c["name"] for c in report["checks"]}
+    status = ok_json(vault, "serve", "--status")
+    assert status["running"] is True and status["pid"] == served.process.pid
+    assert status["url"] == served.url
+    assert "serves" in ok(vault, "serve", "--status").stdout
+
+    message = fail(vault, "serve", "--port", "0", code=EXIT_CONFLICT)
+    assert f"pid {served.process.pid}" in message
+
+
+def test_without_a_daemon_commands_work_directly(vault: Path) -> None:
+    report = ok_json(vault, "doctor")
+    assert report["checked_by"] == "local"
+    assert "token_file" not in {c["name"] for c in report["checks"]}
+    stopped = invoke(vault, "serve", "--status")
+    assert stopped.exit_code == 1 and "No daemon serves" in stopped.stdout
+    stored = ok_json(vault, "remember", "Works without the daemon")
+    assert stored["created_new"] is True
+    # A stale daemon.json (its process is gone) is ignored.
+    (vault / ".memvault/daemon.json").write_text(
+        json.dumps({"pid": 999_999_999, "host": "127.0.0.1", "port": 9, "version": "x"})
+    )
+    assert ok_json(vault, "get", stored["id"])["id"] == stored["id"]
+
+
+def test_serve_stop_ends_the_daemon_cleanly(vault: Path) -> None:
+    served = Served(vault)
+    result = ok(vault, "serve", "--stop")
+    assert f"Stopped the daemon (pid {served.process.pid})" in result.stdout
+    code, err = served.stop()
+    assert code == 0, err
+    assert not (vault / ".memvault/daemon.json").exists()
+    assert "Traceback" not in err
+    lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    assert any(line["message"] == "memvault daemon stopped" for line in lines)
+    assert all({"time", "level", "logger", "message"} <= set(line) for line in lines)
+    assert "No daemon serves" in ok(vault, "serve", "--stop").stdout
+
+
+def test_ctrl_c_stops_cleanly(vault: Path) -> None:
+    served = Served(vault)
+    code, err = served.stop(signal.SIGINT)
+    assert code == 0, err
+    assert not (vault / ".memvault/daemon.json").exists()
+
+
+def test_sigterm_loses_no_accepted_write(vault: Path) -> None:
+    served = Served(vault)
+    accepted: list[str] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def writer(n: int) -> None:
+        with served.client() as api:
+            for i in range(1000):
+                if stop.is_set():
+                    return
+                try:
+                    response = api.post("/v1/memories", json={"text": f"writer {n} fact {i}"})
+                except httpx.TransportError:
+                    return  # the daemon is gone: this one was never accepted
+                if response.status_code == 200:
+                    with lock:
+                        accepted.append(response.json()["result"]["id"])
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 30
+    while len(accepted) < 40 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    code, err = served.stop(signal.SIGTERM)
+    stop.set()
+    for thread in threads:
+        thread.join(30)
+    assert code == 0, err[-2000:]
+    assert len(accepted) >= 40
+    stored = (vault / "Memory/Facts.md").read_text()
+    missing = [memory_id for memory_id in accepted if f"^{memory_id}" not in stored]
+    assert missing == []
+
+
+def test_non_loopback_bind_says_the_token_is_required(vault: Path) -> None:
+    served = Served(vault, "--host", "0.0.0.0")
+    try:
+        with httpx.Client(base_url=served.url, timeout=10) as anonymous:
+            assert anonymous.get("/v1/poll").status_code == 401
+    finally:
+        code, err = served.stop()
+    assert code == 0
+    assert "other machines can reach this API" in err and "token" in err

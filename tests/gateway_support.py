@@ -1,0 +1,65 @@
+"""Helpers for tests of the daemon's HTTP API: a live daemon handle, envelope checks."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+
+from memvault.gateway.daemon import Daemon
+from memvault.gateway.server import DaemonServer
+
+
+@dataclass
+class Live:
+    """A running daemon and a client with its token."""
+
+    daemon: Daemon
+    server: DaemonServer
+    thread: threading.Thread
+    url: str
+
+    @property
+    def vault(self) -> Path:
+        return self.daemon.runtime.vault.root
+
+    def client(self, token: str | None = "default", **headers: str) -> httpx.Client:
+        """An HTTP client; the daemon's token unless another (or None) is given."""
+        sent = dict(headers)
+        if token == "default":
+            token = self.daemon.token
+        if token is not None:
+            sent["Authorization"] = f"Bearer {token}"
+        return httpx.Client(base_url=self.url, headers=sent, timeout=30)
+
+    def stop(self) -> None:
+        self.server.handle_exit(15, None)
+        self.thread.join(30)
+        assert not self.thread.is_alive(), "the daemon did not stop"
+
+
+StartDaemon = Callable[..., Live]
+
+
+def ok(response: httpx.Response, status: int = 200) -> Any:
+    """The result of a successful envelope (asserting the status and the shape)."""
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert body["ok"] is True and set(body) == {"ok", "result"}, body
+    return body["result"]
+
+
+def failed(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    """The error of a failed envelope (asserting status, code and the envelope's fields)."""
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert body["ok"] is False, body
+    error = body["error"]
+    assert set(error) == {"code", "message", "retriable", "failed_step", "details"}, error
+    assert error["code"] == code, error
+    assert error["message"] and error["message"].endswith((".", "?")), error
+    return dict(error)
