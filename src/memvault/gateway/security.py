@@ -10,9 +10,7 @@ token before it imports anything heavy.
 from __future__ import annotations
 
 import contextlib
-import hmac
 import os
-import secrets
 import stat
 from pathlib import Path
 
@@ -34,6 +32,8 @@ def ensure_secret(path: Path) -> str:
     existing = read_secret(path)
     if existing is not None:
         return existing
+    import secrets  # here, not at the top: the CLI's client mode only reads secrets
+
     path.parent.mkdir(parents=True, exist_ok=True)
     value = secrets.token_urlsafe(TOKEN_BYTES)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -67,6 +67,8 @@ def tighten(path: Path) -> None:
 
 def matches(given: str | None, secret: str) -> bool:
     """Constant-time comparison of a presented secret."""
+    import hmac
+
     return given is not None and hmac.compare_digest(given.encode(), secret.encode())
 
 
