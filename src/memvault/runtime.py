@@ -15,7 +15,11 @@ from memvault.config import Settings
 from memvault.index.embedders import Embedder, make_embedder
 from memvault.index.index import MemoryIndex
 from memvault.index.search import Searcher
+from memvault.locations import STATE_DB
 from memvault.memory.context import ContextBuilder
+from memvault.memory.outcomes import Outcomes
+from memvault.memory.sessions import Session, Sessions
+from memvault.memory.state import StateDB
 from memvault.vault.contacts import Contacts
 from memvault.vault.journal import Journal
 from memvault.vault.memories import Memories
@@ -94,9 +98,33 @@ class Runtime:
             index=self.index,
             searcher=self.searcher,
             settings=self.settings.context,
+            last_session=self._last_session,
         )
 
+    def _last_session(self) -> Session | None:
+        """The latest ended session; None before any session (without creating state.db)."""
+        if "state" not in self.__dict__ and not (self.vault.state_dir / STATE_DB).exists():
+            return None
+        return self.sessions.last_ended()
+
+    @cached_property
+    def state(self) -> StateDB:
+        """The operational database (``.memvault/state.db``): sessions, messages, meta."""
+        return StateDB(self.vault.state_dir)
+
+    @cached_property
+    def sessions(self) -> Sessions:
+        """Every conversation the agent takes part in."""
+        return Sessions(self.state, self.clock, self.journal)
+
+    @cached_property
+    def outcomes(self) -> Outcomes:
+        """Writes what an agent run did to the journal, Current Status and Known Issues."""
+        return Outcomes(self.vault, self.journal, self.clock)
+
     def close(self) -> None:
-        """Release the index database."""
+        """Release the databases."""
         if "index" in self.__dict__:
             self.index.close()
+        if "state" in self.__dict__:
+            self.state.close()

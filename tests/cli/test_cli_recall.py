@@ -456,6 +456,14 @@ CONTEXT_ORDER = [
     "Important memories",
     "Recent activity",
 ]
+# Every section the builder considers, also the empty ones (no known issues, no session yet).
+ALL_SECTIONS = [
+    *CONTEXT_ORDER[:2],
+    "Known issues (do not repeat these)",
+    *CONTEXT_ORDER[2:6],
+    "Last session",
+    CONTEXT_ORDER[6],
+]
 
 
 def live_in(root: Path) -> Path:
@@ -551,7 +559,7 @@ def test_context_json_reports_the_budget(lived_in: Path) -> None:
     assert data["tokens"] <= 100
     assert len(data["markdown"]) <= 100 * 4
     assert data["tokens"] == (len(data["markdown"]) + 3) // 4
-    assert [s["title"] for s in data["sections"]] == CONTEXT_ORDER
+    assert [s["title"] for s in data["sections"]] == ALL_SECTIONS
     assert sum(s["left_out"] for s in data["sections"]) > 0
     assert all(set(s) == {"title", "shown", "left_out"} for s in data["sections"])
 

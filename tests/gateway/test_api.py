@@ -409,8 +409,11 @@ def test_doctor_reports_checks_and_503_on_error(live: Live, api: httpx.Client) -
         "token_file",
         "server_bind",
         "state_db",
+        "llm",
     }
     assert names["embedder"]["details"]["provider"] == "test"
+    assert names["llm"]["status"] == "warning"  # no model configured: normal, but said
+    assert "[llm]" in names["llm"]["message"]
     assert report["summary"]["errors"] == 0
     assert report["summary"]["total"] == len(report["checks"])
 

@@ -8,6 +8,7 @@ from typing import Annotated, ClassVar
 import typer
 
 from memvault import __version__
+from memvault.cli import agent as agent_cli
 from memvault.cli import mcp as mcp_cli
 from memvault.cli import memories as memory_cli
 from memvault.cli import recall as recall_cli
@@ -148,6 +149,8 @@ def status(ctx: typer.Context, vault: VaultOption = None, as_json: JsonOption = 
 memory_cli.register(app)
 recall_cli.register(app)
 app.command()(mcp_cli.mcp)
+app.command()(agent_cli.ask)
+app.command()(agent_cli.chat)
 app.command()(serve_cli.serve)
 app.command()(serve_cli.doctor)
 

@@ -21,6 +21,7 @@ from memvault.gateway import errors
 from memvault.gateway.daemon import Daemon
 from memvault.gateway.middleware import AccessLog, Guard
 from memvault.gateway.routes import (
+    agent,
     events,
     memory,
     notes,
@@ -66,7 +67,7 @@ def create_app(daemon: Daemon) -> FastAPI:
     )
     app.state.daemon = daemon
     errors.install(app)
-    for module in (system, memory, notes, tasks, tools, sessions, events, telemetry):
+    for module in (system, memory, notes, tasks, tools, sessions, agent, events, telemetry):
         app.include_router(module.router)
     app.router.routes.extend(mcp_routes)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]

@@ -17,6 +17,8 @@ import time
 from datetime import datetime
 from typing import Any
 
+from memvault.agent.loop import Agent, RunResult, StepSink
+from memvault.agent.sessions import SessionCloser
 from memvault.errors import MemvaultError
 from memvault.gateway.doctor import DaemonFacts, Report, diagnose
 from memvault.gateway.events import EventBus, IdStore
@@ -25,12 +27,14 @@ from memvault.gateway.telemetry import LocationDiary, LocationSample, Received
 from memvault.index.backfill import Backfill
 from memvault.index.index import SyncReport
 from memvault.index.watch import follow
+from memvault.llm.base import LLMNotConfiguredError, Provider, TextSink
+from memvault.llm.factory import make_provider
 from memvault.locations import APPROVAL_FILE, TOKEN_FILE
 from memvault.mcp.server import MemvaultMCP
-from memvault.memory.sessions import Message, Session, Sessions
-from memvault.memory.state import StateDB
+from memvault.memory.sessions import Message, Session
 from memvault.runtime import Runtime
 from memvault.tools import ToolRegistry, default_registry
+from memvault.tools.policy import AllowAll, DenyAll, Policy
 from memvault.vault.memories import Memory
 from memvault.vault.store import Change
 
@@ -61,7 +65,7 @@ class Daemon:
         self.port = settings.server.port if port is None else port
         self.background = background
         state_dir = runtime.vault.state_dir
-        self.state = StateDB(state_dir)
+        self.state = runtime.state
         self.bus = EventBus(
             settings.server.event_buffer,
             IdStore(
@@ -69,7 +73,7 @@ class Daemon:
                 lambda value: self.state.set_meta(_EVENT_IDS_KEY, value),
             ),
         )
-        self.sessions = Sessions(self.state, runtime.clock, runtime.journal)
+        self.sessions = runtime.sessions
         self.diary = LocationDiary(self.state, runtime.journal, runtime.clock, settings.telemetry)
         self.registry = registry or default_registry()
         self.token_path = state_dir / TOKEN_FILE
@@ -77,6 +81,16 @@ class Daemon:
         self.token = self._secret(self.token_path)
         self.approval_token = self._secret(self.approval_path)
         self.mcp = MemvaultMCP(runtime, self.registry, background=False)
+        self.provider: Provider | None = None
+        self.llm_problem: MemvaultError | None = None
+        try:
+            self.provider = make_provider(settings.llm)
+        except MemvaultError as exc:  # no model is a normal state
+            self.llm_problem = exc
+        self.closer = SessionCloser(
+            self.sessions, settings.agent, self.provider, end=self._end_announced
+        )
+        self._agent: Agent | None = None
         self.started_at = time.monotonic()
         self.watching = threading.Event()
         self.stopping = threading.Event()
@@ -102,6 +116,7 @@ class Daemon:
         if not self.background:
             return
         self._spawn("memvault-watch", self._watch)
+        self._spawn("memvault-sessions", self._sweep_sessions)
         if self.runtime.embedder.enabled:
             self._spawn("memvault-warmup", self._warm_up)
             self._backfill = Backfill(self.runtime.index, on_progress=self._embedded)
@@ -122,7 +137,6 @@ class Daemon:
         for thread in self._threads:
             thread.join(10)
         self.runtime.close()
-        self.state.close()
 
     def _spawn(self, name: str, target: Any) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)
@@ -238,10 +252,82 @@ class Daemon:
         return session, message
 
     def end_session(self, key: str, summary: str | None = None) -> Session:
-        """Close a session and announce it."""
+        """Close a session (summarised when no summary is given) and announce it."""
+        return self.closer.end(key, summary)
+
+    def _end_announced(self, key: str, summary: str | None) -> Session:
         session = self.sessions.end(key, summary)
         self.bus.publish("session_ended", session.to_dict(), source=f"session:{session.channel}")
         return session
+
+    def _sweep_sessions(self) -> None:
+        """End sessions that have gone quiet, with their summaries."""
+        every = min(60.0, self.runtime.settings.agent.session_idle_minutes * 30)
+        while not self.stopping.wait(every):
+            try:
+                self.closer.end_idle()
+            except Exception:
+                log.exception("ending idle sessions failed")
+
+    # -- the agent ---------------------------------------------------------------------
+
+    def agent(self) -> Agent:
+        """The agent (one per daemon; approvals are decided per request)."""
+        if self.provider is None:
+            raise self.llm_problem or LLMNotConfiguredError("No language model is configured.")
+        if self._agent is None:
+            self._agent = Agent(
+                self.runtime,
+                self.provider,
+                registry=self.registry,
+                approver=DenyAll(),
+                log_message=self.log_message,
+                closer=self.closer,
+            )
+        return self._agent
+
+    def run_agent(
+        self,
+        command: str,
+        *,
+        session: str,
+        channel: str | None = None,
+        sender: str | None = None,
+        approved: bool = False,
+        on_text: TextSink | None = None,
+        on_step: StepSink | None = None,
+        cancel: threading.Event | None = None,
+    ) -> RunResult:
+        """Run the agent for an API caller; tier 2 and 3 calls need ``approved``
+        (the owner's approval token) or, for tier 2, autonomous mode."""
+        agent = self.agent()
+        agent.index_followed = self.watching.is_set()
+        policy = Policy(
+            approver=AllowAll() if approved else DenyAll(),
+            mode=self.runtime.settings.tools.mode,
+        )
+        result = agent.run(
+            command,
+            session=session,
+            channel=channel,
+            sender=sender,
+            on_text=on_text,
+            on_step=on_step,
+            cancel=cancel,
+            policy=policy,
+        )
+        self.bus.publish(
+            "agent_run",
+            {
+                "session": result.session,
+                "status": result.status,
+                "summary": result.summary,
+                "iterations": result.iterations,
+                "tool_calls": len(result.tool_calls),
+            },
+            source="agent",
+        )
+        return result
 
     def receive_locations(self, samples: list[LocationSample]) -> Received:
         """Store location samples (journaling the ones that matter) and announce them."""
@@ -271,6 +357,7 @@ class Daemon:
             embedder_error=self.embedder_error,
             state=self.state,
             token_path=self.token_path,
+            llm_health=self.provider.health if self.provider is not None else None,
         )
         return diagnose(self.runtime, facts)
 

@@ -18,6 +18,7 @@ from typing import Any
 from memvault import __version__
 from memvault.errors import MemvaultError
 from memvault.gateway.security import loose_permissions
+from memvault.llm.base import Health
 from memvault.memory.state import StateDB
 from memvault.runtime import Runtime
 
@@ -56,6 +57,7 @@ class DaemonFacts:
     embedder_error: str | None
     state: StateDB
     token_path: Path
+    llm_health: Health | None = None
 
 
 @dataclass
@@ -233,6 +235,34 @@ def _state(state: StateDB) -> Check:
     return Check("state_db", "ok", "The sessions and events database is sound.", str(state.path))
 
 
+def _llm(runtime: Runtime, daemon: DaemonFacts | None) -> Check:
+    from memvault.llm.factory import describe
+
+    facts = describe(runtime.settings.llm)
+    if facts["provider"] == "none" or not facts.get("model"):
+        return Check(
+            "llm",
+            "warning",
+            "No language model is configured: memory, search and channels work; "
+            "`memvault ask`, `chat` and LLM summaries need [llm] provider and model.",
+            facts,
+        )
+    label = f"{facts['provider']} {facts['model']}"
+    if facts.get("api_key_env") and not facts.get("api_key_set") and not facts.get("base_url"):
+        return Check("llm", "error", f"{label} needs an API key in ${facts['api_key_env']}.", facts)
+    health = daemon.llm_health if daemon is not None else None
+    if health is not None:
+        facts = {**facts, **health.to_dict()}
+        if not health.healthy:
+            return Check(
+                "llm",
+                "error",
+                f"{label} failed {health.failures} calls in a row; last: {health.last_error}",
+                facts,
+            )
+    return Check("llm", "ok", f"Language model: {label}.", facts)
+
+
 def diagnose(runtime: Runtime, daemon: DaemonFacts | None = None) -> Report:
     """Run every check that applies (the daemon's own only inside the daemon)."""
     report = Report()
@@ -247,6 +277,7 @@ def diagnose(runtime: Runtime, daemon: DaemonFacts | None = None) -> Report:
             ("pending_embeddings", lambda: _pending(runtime, daemon)),
         ]
     steps.append(("disk_space", lambda: _disk(runtime)))
+    steps.append(("llm", lambda: _llm(runtime, daemon)))
     if daemon is not None:
         steps += [
             ("token_file", lambda: _token(daemon.token_path)),

@@ -281,6 +281,43 @@ class EndBody(Body):
     summary: str | None = Field(None, max_length=5000)
 
 
+class AgentRunBody(Body):
+    command: str = Field(min_length=1, max_length=MAX_TEXT, description="What the agent should do.")
+    session: str = Field(
+        "api",
+        min_length=1,
+        max_length=200,
+        description="Session key; turns of a session build on each other.",
+    )
+    channel: str | None = Field(
+        None,
+        pattern=CHANNEL_PATTERN,
+        description="Where the owner is, e.g. telegram; default the key's prefix.",
+    )
+    sender: str | None = Field(None, max_length=200)
+    stream: bool = Field(
+        False,
+        description="Answer with Server-Sent Events of the run's steps and text as they happen.",
+    )
+
+
+class AgentUsage(Result):
+    input_tokens: int
+    output_tokens: int
+
+
+class AgentRun(Result):
+    status: Literal["done", "failed", "cancelled"]
+    answer: str
+    summary: str
+    iterations: int
+    session: str
+    model: str | None
+    usage: AgentUsage
+    tool_calls: list[dict[str, Any]]
+    error: str | None
+
+
 class SessionOut(Result):
     id: int
     key: str

@@ -37,6 +37,7 @@ from memvault import __version__
 from memvault.errors import MemvaultError
 from memvault.index.backfill import Backfill
 from memvault.index.watch import follow
+from memvault.memory.guide import MEMORY_GUIDE
 from memvault.runtime import Runtime
 from memvault.tools import ToolRegistry, default_registry
 from memvault.tools.policy import AllowAll, Policy, Tier
@@ -47,28 +48,6 @@ log = logging.getLogger(__name__)
 URI_PREFIX = "memvault://vault/"
 PAGE_SIZE = 500
 T = TypeVar("T")
-
-MEMORY_GUIDE = """\
-You have a long-term memory kept by memvault: an Obsidian vault of notes, tasks, \
-contacts, a daily journal and atomic memories, searchable by keywords and meaning.
-
-When to search (memory_search, recall, vault_search):
-- before answering about prior work, decisions, dates, people, preferences or todos;
-- when the owner refers to something that may have come up before;
-- at the start of a task, for related earlier work (get_context gives an overview).
-
-When to remember (remember: one self-contained sentence per memory):
-- explicit: the owner asks you to remember something;
-- implicit: a decision is made, a preference or a correction is stated, or an \
-important fact comes up (names, dates, commitments);
-- defensive: before your context runs out in a long conversation, store what you \
-would otherwise lose.
-
-Pick a category (preference, decision, fact, context, project, person, correction, \
-pattern, issue) and an importance from 0 to 1. Do not store secrets such as passwords. \
-Track multi-session work with task_create / task_update, people with contact_create, \
-and what you did with journal_append.
-"""
 
 
 def note_uri(path: str) -> str:

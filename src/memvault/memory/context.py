@@ -2,14 +2,15 @@
 
 It fills a token budget in priority order:
 
-1. core notes: the owner's profile, the current status, open high-priority
-   tasks, and the latest entries of today's journal;
+1. core notes: the owner's profile, the current status, the latest known
+   issues (mistakes earlier runs made), open high-priority tasks, and the
+   latest entries of today's journal;
 2. pinned memories: those tagged (or categorised) ``core`` or ``preference``;
 3. what is relevant to the request: memories and notes from a hybrid search;
 4. the most important memories, ranked by
    ``importance * (1 - recency_bias) + recency * recency_bias``;
-5. recent activity: the latest entries of earlier journal days, including
-   session summaries.
+5. the last session: the summary of the conversation that ended last;
+6. recent activity: the latest entries of earlier journal days.
 
 Tokens are estimated as four characters each (the same estimate everywhere
 in memvault). Lines are never cut: an item that does not fit is left out,
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -30,6 +31,7 @@ from memvault.errors import InvalidInputError, NotFoundError
 from memvault.index.chunking import CHARS_PER_TOKEN, estimate_tokens
 from memvault.index.index import MemoryIndex
 from memvault.index.search import Searcher
+from memvault.memory.sessions import Session
 from memvault.vault.journal import Journal
 from memvault.vault.layout import CORE_NOTES
 from memvault.vault.memories import Memories, Memory
@@ -47,6 +49,7 @@ _RELEVANT_SHARE = 0.5  # keep hits scoring at least half the best one
 _RELEVANT_COSINE = 0.35  # a hit without keywords must be this close in meaning
 _CORE_NOTES = frozenset({"User Profile.md", "Current Status.md"})
 _JOURNAL_TAIL = 8
+_KNOWN_ISSUES = 5
 _RECENT_DAYS = 3
 
 
@@ -104,6 +107,7 @@ class ContextBuilder:
         index: MemoryIndex,
         searcher: Searcher,
         settings: ContextSettings | None = None,
+        last_session: Callable[[], Session | None] | None = None,
     ) -> None:
         self.clock = clock
         self.notes = notes
@@ -113,6 +117,7 @@ class ContextBuilder:
         self.index = index
         self.searcher = searcher
         self.settings = settings or ContextSettings()
+        self.last_session = last_session
 
     def build(self, query: str | None = None, budget_tokens: int | None = None) -> str:
         """Markdown for an agent's system prompt, at most ``budget_tokens`` (estimated)."""
@@ -129,6 +134,7 @@ class ContextBuilder:
         sections = [
             Section("Owner", self._note_lines("User Profile.md")),
             Section("Current status", self._note_lines("Current Status.md")),
+            Section("Known issues (do not repeat these)", self._known_issues()),
             Section("Open high-priority tasks", self._urgent_tasks()),
             Section("Today's journal", self._journal_tail()),
         ]
@@ -140,6 +146,7 @@ class ContextBuilder:
             sections.append(Section(f"Relevant to: {_one_line(query)[:80]}", relevant))
         top = self._top_memories(used)
         sections.append(Section("Important memories", [self._memory_line(m) for m in top]))
+        sections.append(Section("Last session", self._last_session()))
         sections.append(Section("Recent activity", self._recent_activity()))
         return self._fit(sections, budget)
 
@@ -161,6 +168,31 @@ class ContextBuilder:
             heading = _HEADING.match(line)
             lines.append(f"### {line[heading.end() :].strip()}" if heading else line)
         return lines if any(not line.startswith("### ") for line in lines) else []
+
+    def _known_issues(self) -> list[str]:
+        """The latest entries of Known Issues.md, newest first."""
+        try:
+            text = self.notes.read("Known Issues.md").text
+        except NotFoundError:
+            return []
+        entries = [
+            line.rstrip()
+            for line in Note.parse(text).body.split("\n")
+            if line.lstrip().startswith(("- ", "* "))
+        ]
+        return list(reversed(entries[-_KNOWN_ISSUES:]))
+
+    def _last_session(self) -> list[str]:
+        session = self.last_session() if self.last_session else None
+        if session is None or session.ended_at is None:
+            return []
+        ended = self.clock.localize(session.ended_at).strftime("%Y-%m-%d %H:%M")
+        count = session.message_count
+        line = f"- {session.key} ({session.channel}), {count} message{'s' if count != 1 else ''}"
+        line += f", ended {ended}"
+        if session.summary:
+            line += f": {_one_line(session.summary)}"
+        return [line]
 
     def _urgent_tasks(self) -> list[str]:
         lines = []

@@ -266,6 +266,23 @@ class Sessions:
             raise NotFoundError(f"There is no session {key!r}.")
         return _session(rows[0])
 
+    def last_ended(self) -> Session | None:
+        """The session that ended most recently, if any."""
+        rows = self.db.query(
+            "SELECT * FROM sessions WHERE ended_at IS NOT NULL ORDER BY ended_at DESC, id DESC "
+            "LIMIT 1"
+        )
+        return _session(rows[0]) if rows else None
+
+    def idle(self, before: datetime) -> builtins.list[Session]:
+        """Open sessions whose last message (or start) is older than ``before``."""
+        rows = self.db.query(
+            "SELECT * FROM sessions WHERE ended_at IS NULL "
+            "AND coalesce(last_message_at, started_at) < ? ORDER BY id",
+            (self.clock.localize(before).isoformat(),),
+        )
+        return [_session(row) for row in rows]
+
     def messages(self, session_id: int, *, limit: int = 100) -> builtins.list[Message]:
         """The session's last ``limit`` messages, oldest first."""
         rows = self.db.query(

@@ -1,0 +1,492 @@
+"""The memory-aware agent loop: load memory, use tools, persist the outcome.
+
+:meth:`Agent.run` is one command of one session:
+
+1. **Before**: the context builder's Markdown for the command goes into a
+   system prompt (:mod:`memvault.agent.prompt`); earlier turns of the
+   session are replayed; the tools come from the registry.
+2. **During**: the model is called until it answers without tool calls, at
+   most ``agent.max_iterations`` times. Every tool call goes through the
+   registry, so the tier policy and the :class:`~memvault.tools.policy.Approver`
+   decide; a refused or failed call is fed back to the model as an error.
+   When the conversation nears the model's context window, the model is
+   asked once to ``remember`` what is durable, then older turns are dropped.
+3. **After**: the journal, ``Current Status.md`` and, on failure,
+   ``Known Issues.md`` are written (:mod:`memvault.memory.outcomes`).
+
+Every message (user, assistant, tool) is logged to the session. A run can be
+cancelled (a :class:`threading.Event`, or Ctrl-C at the terminal); it then
+stops cleanly between steps and records itself as cancelled.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from memvault.agent.prompt import PromptFacts, build_system_prompt
+from memvault.agent.sessions import SessionCloser
+from memvault.errors import InvalidInputError, MemvaultError
+from memvault.index.chunking import CHARS_PER_TOKEN
+from memvault.llm.base import (
+    ChatMessage,
+    Completion,
+    LLMError,
+    Provider,
+    TextSink,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
+from memvault.memory.outcomes import RunOutcome, one_line
+from memvault.memory.sessions import Message, Session, check_key
+from memvault.runtime import Runtime
+from memvault.tools import ToolRegistry, default_registry
+from memvault.tools.policy import Approver, DenyAll, Policy
+from memvault.tools.registry import ToolContext, ToolResult
+
+log = logging.getLogger(__name__)
+
+MAX_TOOL_RESULT_CHARS = 16_000
+MAX_LOGGED_TOOL_CHARS = 4_000
+DEFENSIVE_PROMPT = (
+    "[memvault] This conversation is close to the model's context limit; older turns "
+    "will be dropped next. Before going on with the request, call `remember` for every "
+    "durable fact, decision, preference or correction from this conversation that is not "
+    "stored yet (one self-contained sentence each). Then continue."
+)
+TRIMMED_NOTE = (
+    "[memvault] {count} earlier message(s) were dropped to stay within the context window; "
+    "use recall or memory_search if you need them."
+)
+
+LogMessage = Callable[..., tuple[Session, Message]]
+
+
+class RunCancelledError(Exception):
+    """The run was cancelled."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """Something that happened during a run, for progress displays and event streams."""
+
+    # run_started, model_call, tool_call, tool_result, defensive_memory, trimmed,
+    # session_ended, run_finished
+    kind: str
+    data: dict[str, Any]
+
+
+StepSink = Callable[[Step], None]
+
+
+@dataclass
+class RunResult:
+    """How a run went."""
+
+    status: str  # done | failed | cancelled
+    answer: str
+    summary: str
+    iterations: int
+    session: str
+    model: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the run finished with an answer."""
+        return self.status == "done"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "status": self.status,
+            "answer": self.answer,
+            "summary": self.summary,
+            "iterations": self.iterations,
+            "session": self.session,
+            "model": self.model,
+            "usage": {
+                "input_tokens": self.usage.input_tokens,
+                "output_tokens": self.usage.output_tokens,
+            },
+            "tool_calls": self.tool_calls,
+            "error": self.error,
+        }
+
+
+@dataclass
+class _Run:
+    key: str
+    policy: Policy
+    cancel: threading.Event
+    emit: StepSink
+    on_text: TextSink | None
+    channel: str | None
+    iterations: int = 0
+    usage: Usage = field(default_factory=Usage)
+    model: str | None = None
+    last_prompt_tokens: int = 0
+    warned: bool = False
+    calls: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Agent:
+    """Runs commands for the owner with memory, tools and approvals."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        provider: Provider,
+        *,
+        registry: ToolRegistry | None = None,
+        approver: Approver | None = None,
+        mode: str | None = None,
+        index_followed: bool = False,
+        log_message: LogMessage | None = None,
+        closer: SessionCloser | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.provider = provider
+        self.settings = runtime.settings.agent
+        self.registry = registry or default_registry()
+        self.approver: Approver = approver or DenyAll()
+        self.mode = mode or runtime.settings.tools.mode
+        self.index_followed = index_followed
+        self._log = log_message or runtime.sessions.log
+        self.closer = closer or SessionCloser(runtime.sessions, self.settings, provider)
+        self._policies: dict[str, Policy] = {}
+        self._lock = threading.Lock()
+
+    # -- sessions ---------------------------------------------------------------------
+
+    def policy(self, key: str) -> Policy:
+        """The approvals of one session (tier-2 categories are approved once per session)."""
+        with self._lock:
+            if key not in self._policies:
+                self._policies[key] = Policy(approver=self.approver, mode=self.mode)
+            return self._policies[key]
+
+    def end_session(self, key: str) -> Session:
+        """End the key's session with a summary; its approvals are forgotten."""
+        with self._lock:
+            self._policies.pop(key, None)
+        return self.closer.end(key)
+
+    def _history(self, key: str) -> list[ChatMessage]:
+        """Earlier user and assistant turns of the key's open session."""
+        limit = self.settings.history_messages
+        if limit == 0:
+            return []
+        try:
+            session = self.runtime.sessions.get(key)
+        except MemvaultError:
+            return []
+        if not session.active:
+            return []
+        turns: list[ChatMessage] = []
+        for message in self.runtime.sessions.messages(session.id, limit=limit):
+            if message.role == "user":
+                turns.append(ChatMessage("user", message.text))
+            elif message.role == "assistant" and not (
+                message.metadata and message.metadata.get("tool_calls")
+            ):
+                turns.append(ChatMessage("assistant", message.text))
+        while turns and turns[0].role != "user":
+            turns.pop(0)
+        return turns
+
+    # -- the run ----------------------------------------------------------------------
+
+    def run(
+        self,
+        command: str,
+        *,
+        session: str = "cli",
+        channel: str | None = None,
+        sender: str | None = None,
+        on_text: TextSink | None = None,
+        on_step: StepSink | None = None,
+        cancel: threading.Event | None = None,
+        policy: Policy | None = None,
+    ) -> RunResult:
+        """Run one command in a session; the outcome is persisted whatever happens."""
+        command = command.strip()
+        if not command:
+            raise InvalidInputError("The command is empty; say what the agent should do.")
+        key = check_key(session)
+        if channel is None and key == "cli":
+            channel = "cli"  # the terminal's own session
+        run = _Run(
+            key=key,
+            policy=policy or self.policy(key),
+            cancel=cancel or threading.Event(),
+            emit=on_step or (lambda step: None),
+            on_text=on_text,
+            channel=channel,
+        )
+        ended = self.closer.end_if_idle(key)
+        if ended is not None:
+            with self._lock:
+                self._policies.pop(key, None)
+            run.emit(Step("session_ended", ended.to_dict()))
+        history = self._history(key)
+        logged, _ = self._log(key, command, role="user", channel=channel, sender=sender)
+        run.emit(Step("run_started", {"session": key, "command": command}))
+        try:
+            result = self._run(command, logged, history, run)
+        except (RunCancelledError, KeyboardInterrupt):
+            result = self._result(run, "cancelled", "", "cancelled by the owner")
+        except LLMError as exc:
+            result = self._result(run, "failed", "", exc.message)
+        self._persist(command, result)
+        run.emit(Step("run_finished", result.to_dict()))
+        return result
+
+    def _run(
+        self, command: str, session: Session, history: list[ChatMessage], run: _Run
+    ) -> RunResult:
+        budget = self.settings.context_budget
+        context = self.runtime.context.build(query=command, budget_tokens=budget)
+        tools = [ToolSpec(t.name, t.description, t.input_schema()) for t in self.registry]
+        system = build_system_prompt(
+            PromptFacts(
+                agent_name=self.settings.name,
+                owner=self.runtime.settings.owner_name,
+                now=self._now(),
+                channel=session.channel if run.channel is None else run.channel,
+                context=context,
+                tool_names=tuple(t.name for t in tools),
+            )
+        )
+        messages = [ChatMessage("system", system), *history, ChatMessage("user", command)]
+        tool_chars = len(json.dumps([t.input_schema for t in tools])) + sum(
+            len(t.description) for t in tools
+        )
+        for iteration in range(1, self.settings.max_iterations + 1):
+            self._check(run)
+            messages = self._defend(messages, tool_chars, run)
+            completion = self._complete(messages, tools, run)
+            run.iterations = iteration
+            messages.append(ChatMessage("assistant", completion.text, completion.tool_calls))
+            self._log_assistant(completion, run)
+            if not completion.tool_calls:
+                answer = completion.text.strip()
+                if completion.stop_reason == "length":
+                    answer += "\n\n(The answer was cut off at the model's output limit.)"
+                summary = _first_sentence(answer) if answer else "no answer text"
+                return self._result(run, "done", answer, summary)
+            for call in completion.tool_calls:
+                self._check(run)
+                messages.append(self._call_tool(call, run))
+        limit = self.settings.max_iterations
+        return self._result(
+            run,
+            "failed",
+            "",
+            f"stopped after {limit} model calls without a final answer "
+            "(raise agent.max_iterations or split the request)",
+        )
+
+    def _complete(
+        self, messages: list[ChatMessage], tools: list[ToolSpec], run: _Run
+    ) -> Completion:
+        def sink(text: str) -> None:
+            if run.cancel.is_set():
+                raise RunCancelledError
+            if run.on_text is not None:
+                run.on_text(text)
+
+        run.emit(Step("model_call", {"iteration": run.iterations + 1}))
+        completion = self.provider.complete(messages, tools, on_text=sink)
+        run.usage = run.usage + completion.usage
+        run.model = completion.model
+        run.last_prompt_tokens = completion.usage.input_tokens + completion.usage.output_tokens
+        return completion
+
+    def _call_tool(self, call: ToolCall, run: _Run) -> ChatMessage:
+        run.emit(Step("tool_call", {"id": call.id, "name": call.name, "arguments": call.arguments}))
+        if call.invalid is not None:
+            result = ToolResult(
+                False,
+                error=f"The arguments for {call.name} were not a JSON object "
+                f"({one_line(call.invalid, 80)!r}); send them as a JSON object.",
+                code="validation_failed",
+            )
+        else:
+            context = ToolContext(
+                self.runtime,
+                policy=run.policy,
+                surface="agent",
+                session=run.key,
+                index_followed=self.index_followed,
+            )
+            result = self.registry.call(call.name, call.arguments, context)
+        text = result.text()
+        if len(text) > MAX_TOOL_RESULT_CHARS:
+            text = text[:MAX_TOOL_RESULT_CHARS] + "\n[... cut: ask for less, e.g. a smaller limit]"
+        record = {"name": call.name, "ok": result.ok, "code": result.code}
+        run.calls.append(record)
+        run.emit(Step("tool_result", {"id": call.id, **record, "text": one_line(text, 300)}))
+        self._log(
+            run.key,
+            text[:MAX_LOGGED_TOOL_CHARS],
+            role="tool",
+            direction="outbound",
+            channel=run.channel,
+            metadata={"tool": call.name, "tool_call_id": call.id, "ok": result.ok},
+        )
+        return ChatMessage("tool", text, tool_call_id=call.id, is_error=not result.ok)
+
+    def _log_assistant(self, completion: Completion, run: _Run) -> None:
+        calls = [
+            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in completion.tool_calls
+        ]
+        text = completion.text.strip()
+        if not text and not calls:
+            return
+        metadata: dict[str, Any] = {"model": completion.model}
+        if calls:
+            metadata["tool_calls"] = calls
+        if not text:
+            metadata["kind"] = "tool_calls"
+            text = "(called " + ", ".join(c.name for c in completion.tool_calls) + ")"
+        self._log(run.key, text, role="assistant", channel=run.channel, metadata=metadata)
+
+    # -- defensive memory -------------------------------------------------------------
+
+    def _defend(self, messages: list[ChatMessage], tool_chars: int, run: _Run) -> list[ChatMessage]:
+        """Ask once for memories near the context limit; afterwards drop the oldest turns."""
+        window = self.provider.context_window
+        threshold = self.settings.defensive_ratio * window
+        used = max(_estimate(messages, tool_chars), run.last_prompt_tokens)
+        if used < threshold:
+            return messages
+        if not run.warned:
+            run.warned = True
+            run.emit(Step("defensive_memory", {"tokens": used, "window": window}))
+            return [*messages, ChatMessage("user", DEFENSIVE_PROMPT)]
+        trimmed, dropped = _trim(messages, tool_chars, int(threshold * 0.6))
+        if dropped:
+            run.last_prompt_tokens = 0
+            run.emit(Step("trimmed", {"dropped": dropped, "window": window}))
+        return trimmed
+
+    # -- bookkeeping ------------------------------------------------------------------
+
+    def _check(self, run: _Run) -> None:
+        if run.cancel.is_set():
+            raise RunCancelledError
+
+    def _now(self) -> str:
+        now = self.runtime.clock.now()
+        return f"{now.strftime('%A %Y-%m-%d %H:%M')} ({self.runtime.clock.tz})"
+
+    def _result(self, run: _Run, status: str, answer: str, summary: str) -> RunResult:
+        return RunResult(
+            status=status,
+            answer=answer,
+            summary=summary,
+            iterations=run.iterations,
+            session=run.key,
+            model=run.model,
+            usage=run.usage,
+            tool_calls=list(run.calls),
+            error=summary if status == "failed" else None,
+        )
+
+    def _persist(self, command: str, result: RunResult) -> None:
+        outcome = RunOutcome(
+            command=command,
+            status=result.status,
+            summary=result.summary,
+            iterations=result.iterations,
+            session=result.session,
+        )
+        try:
+            self.runtime.outcomes.record(outcome)
+        except MemvaultError as exc:
+            # The answer still reaches the owner; the log says what could not be written.
+            log.error("could not record the run's outcome", extra={"error": exc.message})
+
+
+def _first_sentence(text: str) -> str:
+    flat = " ".join(text.split())
+    for end in (". ", "! ", "? "):
+        cut = flat.find(end)
+        if 0 < cut < 200:
+            return flat[: cut + 1]
+    return one_line(flat, 200)
+
+
+def _size(message: ChatMessage) -> int:
+    size = len(message.content) + 16
+    for call in message.tool_calls:
+        size += len(call.name) + len(json.dumps(call.arguments)) + 16
+    return size
+
+
+def _estimate(messages: list[ChatMessage], tool_chars: int) -> int:
+    """Tokens of the request, estimated as everywhere in memvault (4 characters each)."""
+    return (sum(_size(m) for m in messages) + tool_chars) // CHARS_PER_TOKEN
+
+
+def _trim(
+    messages: list[ChatMessage], tool_chars: int, target: int
+) -> tuple[list[ChatMessage], int]:
+    """Drop the oldest turns until the request fits ``target`` tokens.
+
+    The system prompt and the latest user command stay; an assistant turn is
+    dropped together with its tool results, so no result is orphaned.
+    """
+    system, rest = messages[0], messages[1:]
+    command_at = max(
+        (
+            n
+            for n, m in enumerate(rest)
+            if m.role == "user" and not m.content.startswith("[memvault]")
+        ),
+        default=0,
+    )
+    blocks: list[list[ChatMessage]] = []
+    for message in rest:
+        if message.role == "tool" and blocks:
+            blocks[-1].append(message)
+        else:
+            blocks.append([message])
+    # Index of the block holding the latest user command.
+    position = 0
+    keep_block = 0
+    for n, block in enumerate(blocks):
+        if position <= command_at < position + len(block):
+            keep_block = n
+        position += len(block)
+    dropped = 0
+    removable = [n for n in range(len(blocks) - 1) if n != keep_block]
+    alive = [True] * len(blocks)
+    for n in removable:
+        current = _flatten(blocks, alive)
+        if _estimate([system, *current], tool_chars) <= target:
+            break
+        alive[n] = False
+        dropped += len(blocks[n])
+    kept = _flatten(blocks, alive)
+    if dropped:
+        note = ChatMessage("user", TRIMMED_NOTE.format(count=dropped))
+        first_user = next((n for n, m in enumerate(kept) if m.role == "user"), 0)
+        kept.insert(first_user + 1, note)
+    return [system, *kept], dropped
+
+
+def _flatten(blocks: list[list[ChatMessage]], alive: list[bool]) -> list[ChatMessage]:
+    out: list[ChatMessage] = []
+    for block, keep in zip(blocks, alive, strict=True):
+        if keep:
+            out.extend(block)
+    return out
