@@ -3,7 +3,7 @@
     python bench/run.py [--quick]
 
 ``--quick`` runs the scale benchmark at 1k and 10k items only, and the daemon
-benchmark on 2,000 memories with fewer requests.
+and agent benchmarks on 2,000 items with fewer requests.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from pathlib import Path
 import daemon
 import locomo
 import scale
+
+import agent
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -38,6 +40,9 @@ def main() -> int:
     plan = daemon.QUICK if args.quick else daemon.FULL
     print(f"Daemon on {plan.memories:,} memories...", file=sys.stderr)
     served = daemon.run(plan, quiet=True)
+    agent_size = agent.QUICK if args.quick else agent.FULL
+    print(f"Agent loop on {agent_size:,} items...", file=sys.stderr)
+    looped = agent.run(agent_size, 20 if args.quick else 50)
     stamp = datetime.now().strftime("%Y-%m-%d-%H%M")
     report = "\n".join(
         [
@@ -58,6 +63,10 @@ def main() -> int:
             "## Daemon",
             "",
             daemon.render(served),
+            "",
+            "## Agent loop",
+            "",
+            agent.render(looped),
             "",
         ]
     )

@@ -45,7 +45,8 @@ def test_the_model_writes_the_summary_into_the_journal_and_the_next_context(
     fake.reply("Welcome back.")
     agent.run("Hello again", session="cli")
     prompt = system_of(fake.requests[-1])
-    assert "## Last session\n- cli (cli), 2 messages, ended 2026-11-22 09:30: Ada and Maria" in prompt
+    last = "## Last session\n- cli (cli), 2 messages, ended 2026-11-22 09:30: Ada and Maria"
+    assert last in prompt
 
 
 def test_without_a_model_answer_the_summary_is_extracted(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import httpx2 as httpx
@@ -12,6 +13,7 @@ import pytest
 
 from gateway_support import Live, StartDaemon, failed, ok
 from llm_fakes import FakeOpenAI, llm_settings
+from support import MovableClock
 
 
 @pytest.fixture
@@ -180,3 +182,21 @@ def test_a_client_that_goes_away_cancels_the_run(agent_live: Live, fake: FakeOpe
     run = _events(agent_live, "agent_run")[-1]["payload"]
     assert run["status"] == "cancelled" and run["tool_calls"] == 0  # the scripted call never ran
     assert len(fake.requests) <= 1
+
+
+def test_the_daemon_ends_idle_sessions_with_a_summary(
+    start_daemon: StartDaemon, clock: MovableClock
+) -> None:
+    live = start_daemon(settings={"agent": {"session_idle_minutes": 0.01, "summary": "extractive"}})
+    text = "We agreed to repaint the Kestrel in April with Bram."
+    with live.client() as api:
+        ok(api.post("/v1/sessions/telegram:9/messages", json={"text": text}))
+        clock.set(clock.now() + timedelta(minutes=5))
+        deadline = time.monotonic() + 15
+        while not _events(live, "session_ended"):
+            assert time.monotonic() < deadline, "the idle session was never ended"
+            time.sleep(0.05)
+        session = ok(api.get("/v1/sessions/telegram:9"))["session"]
+    assert session["active"] is False
+    assert "repaint the Kestrel in April" in session["summary"]
+    assert "Kestrel" in live.daemon.runtime.journal.sections()["Sessions"][-1]
