@@ -75,7 +75,7 @@ def test_a_failed_run_writes_known_issues_and_the_next_run_sees_them(
     assert failed.error is not None and "upstream exploded" in failed.error
     assert "did not answer" in failed.error
     issues = agent.runtime.notes.read("Known Issues.md").text
-    assert '"Send the invoice to Bram" failed after 0 iterations: The model' in issues
+    assert '"Send the invoice to Bram" failed after 1 iteration: The model' in issues
     actions = agent.runtime.journal.sections()["Actions Taken"]
     assert actions[-1].startswith('09:30 failed: "Send the invoice to Bram"')
 
@@ -83,7 +83,7 @@ def test_a_failed_run_writes_known_issues_and_the_next_run_sees_them(
     agent.run("Send the invoice to Bram again", session="cli")
     prompt = system_of(fake.requests[-1])
     section = prompt.split("## Known issues (do not repeat these)\n", 1)[1].split("\n## ")[0]
-    assert '"Send the invoice to Bram" failed after 0 iterations' in section
+    assert '"Send the invoice to Bram" failed after 1 iteration' in section
 
 
 def test_a_run_that_never_finishes_stops_at_the_iteration_cap(

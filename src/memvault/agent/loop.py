@@ -231,15 +231,11 @@ class Agent:
             on_text=on_text,
             channel=channel,
         )
-        ended = self.closer.end_if_idle(key)
-        if ended is not None:
-            with self._lock:
-                self._policies.pop(key, None)
-            run.emit(Step("session_ended", ended.to_dict()))
-        history = self._history(key)
-        logged, _ = self._log(key, command, role="user", channel=channel, sender=sender)
-        run.emit(Step("run_started", {"session": key, "command": command}))
         try:
+            self._end_if_idle(run)
+            history = self._history(key)
+            logged, _ = self._log(key, command, role="user", channel=channel, sender=sender)
+            run.emit(Step("run_started", {"session": key, "command": command}))
             result = self._run(command, logged, history, run)
         except (RunCancelledError, KeyboardInterrupt):
             result = self._result(run, "cancelled", "", "cancelled by the owner")
@@ -248,6 +244,18 @@ class Agent:
         self._persist(command, result)
         run.emit(Step("run_finished", result.to_dict()))
         return result
+
+    def _end_if_idle(self, run: _Run) -> None:
+        """End the session first when it has gone quiet; a failed summary leaves it open."""
+        try:
+            ended = self.closer.end_if_idle(run.key)
+        except MemvaultError as exc:
+            log.warning("could not end the idle session", extra={"error": exc.message})
+            return
+        if ended is not None:
+            with self._lock:
+                self._policies.pop(run.key, None)
+            run.emit(Step("session_ended", ended.to_dict()))
 
     def _run(
         self, command: str, session: Session, history: list[ChatMessage], run: _Run
@@ -272,8 +280,8 @@ class Agent:
         for iteration in range(1, self.settings.max_iterations + 1):
             self._check(run)
             messages = self._defend(messages, tool_chars, run)
+            run.iterations = iteration  # counted when asked, so a failed call counts too
             completion = self._complete(messages, tools, run)
-            run.iterations = iteration
             messages.append(ChatMessage("assistant", completion.text, completion.tool_calls))
             self._log_assistant(completion, run)
             if not completion.tool_calls:
@@ -303,7 +311,7 @@ class Agent:
             if run.on_text is not None:
                 run.on_text(text)
 
-        run.emit(Step("model_call", {"iteration": run.iterations + 1}))
+        run.emit(Step("model_call", {"iteration": run.iterations}))
         completion = self.provider.complete(messages, tools, on_text=sink)
         run.usage = run.usage + completion.usage
         run.model = completion.model

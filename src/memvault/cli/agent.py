@@ -8,14 +8,25 @@ the run writes.
 
 from __future__ import annotations
 
+import logging
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from memvault.cli.common import JsonOption, VaultOption, emit_json, open_runtime, stderr, stdout
+from memvault.cli.common import (
+    JsonOption,
+    VaultOption,
+    emit_json,
+    open_runtime,
+    report_error,
+    stderr,
+    stdout,
+)
 
 if TYPE_CHECKING:
+    from rich.text import Text
+
     from memvault.agent.loop import Agent, RunResult, Step
     from memvault.runtime import Runtime
 
@@ -33,39 +44,126 @@ CHAT_HELP = (
 )
 
 
-def _agent(runtime: Runtime, yes: bool) -> Agent:
+class _Terminal:
+    """Where the streamed answer and the step lines meet: each step on a line of its own.
+
+    The answer goes to stdout; steps, approval questions and the footer go to
+    stderr. Both usually end up on one terminal, so a step after half a line
+    of answer text starts a new line. ``prefix`` (``agent > `` in chat) marks
+    where the answer begins, and again where it resumes after steps.
+    """
+
+    def __init__(self, prefix: str | None = None) -> None:
+        self.prefix = prefix
+        self.mid_line = False  # the last thing written to stdout left its line open
+        self.resumed = False  # steps came in between: the next answer text gets the prefix
+
+    def start(self) -> None:
+        """Show the prefix before the model answers, so the wait is visibly the agent's."""
+        self.resumed = False
+        self._write_prefix()
+
+    def text(self, chunk: str) -> None:
+        """A piece of the answer as the model writes it."""
+        if not chunk:
+            return
+        if self.resumed:
+            self.resumed = False
+            self._write_prefix()
+        sys.stdout.write(chunk)
+        sys.stdout.flush()
+        self.mid_line = not chunk.endswith("\n")
+
+    def step(self, step: Step) -> None:
+        """A progress line (tool calls, failed tools, trimming) on stderr."""
+        line = _step_line(step)
+        if line is not None:
+            self.end_line()
+            stderr.print(line)
+            self.resumed = True
+
+    def note(self, message: str) -> None:
+        """A warning (a retried model call, a summary not written) on a line of its own."""
+        from rich.text import Text
+
+        self.end_line()
+        stderr.print(Text(f"  {message}", style="yellow"))
+        self.resumed = True
+
+    def ask(self, question: str) -> str:
+        """An approval question on stderr, so a redirected or ``--json`` stdout stays clean."""
+        self.end_line()
+        self.resumed = True
+        return stderr.get().input(f"[approval] {question}", markup=False)
+
+    def end_line(self) -> None:
+        """Finish the line the answer (or the prefix) left open."""
+        if self.mid_line:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            self.mid_line = False
+
+    def _write_prefix(self) -> None:
+        from rich.text import Text
+
+        if self.prefix:
+            self.end_line()
+            stdout.get().print(Text(self.prefix, style="bold cyan"), end="")
+            self.mid_line = True
+
+
+def _agent(runtime: Runtime, yes: bool, terminal: _Terminal) -> Agent:
     from memvault.agent.loop import Agent
     from memvault.llm.factory import make_provider
     from memvault.tools.policy import AllowAll, TerminalApprover
 
     provider = make_provider(runtime.settings.llm)
-    approver = AllowAll() if yes else TerminalApprover(ask=_ask)
+    _show_warnings(terminal)
+    approver = AllowAll() if yes else TerminalApprover(ask=terminal.ask)
     return Agent(runtime, provider, approver=approver)
 
 
-def _ask(question: str) -> str:
-    sys.stdout.write("\n")
-    return stdout.get().input(f"[approval] {question}", markup=False)
+class _TerminalLog(logging.Handler):
+    """Warnings of a run, for people: the message, its reason and wait, between the steps."""
+
+    def __init__(self, terminal: _Terminal) -> None:
+        super().__init__(logging.WARNING)
+        self.terminal = terminal
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        detail = getattr(record, "error", None) or getattr(record, "reason", None)
+        if detail:
+            text += f": {detail}"
+        wait = getattr(record, "wait_seconds", None)
+        if wait is not None:
+            text += f" (retrying in {wait} s)"
+        self.terminal.note(text)
 
 
-def _stream(text: str) -> None:
-    sys.stdout.write(text)
-    sys.stdout.flush()
+def _show_warnings(terminal: _Terminal | None) -> None:
+    """Route memvault's warnings to ``terminal`` (the daemon logs JSON instead); None stops."""
+    logger = logging.getLogger("memvault")
+    for old in [h for h in logger.handlers if isinstance(h, _TerminalLog)]:
+        logger.removeHandler(old)
+    if terminal is not None:
+        logger.addHandler(_TerminalLog(terminal))
 
 
-def _show_step(step: Step) -> None:
+def _step_line(step: Step) -> Text | None:
     from rich.text import Text
 
     if step.kind == "tool_call":
-        stderr.print(Text(f"  -> {step.data['name']} {_args(step.data['arguments'])}", style="dim"))
-    elif step.kind == "tool_result" and not step.data["ok"]:
-        stderr.print(Text(f"  !! {step.data['name']}: {step.data['text']}", style="yellow"))
-    elif step.kind == "defensive_memory":
-        stderr.print(Text("  (context nearly full: storing memories first)", style="dim"))
-    elif step.kind == "trimmed":
-        stderr.print(Text(f"  (dropped {step.data['dropped']} older messages)", style="dim"))
-    elif step.kind == "session_ended":
-        stderr.print(Text(f"  (the idle session {step.data['key']} was ended)", style="dim"))
+        return Text(f"  -> {step.data['name']} {_args(step.data['arguments'])}", style="dim")
+    if step.kind == "tool_result" and not step.data["ok"]:
+        return Text(f"  !! {step.data['name']}: {step.data['text']}", style="yellow")
+    if step.kind == "defensive_memory":
+        return Text("  (context nearly full: storing memories first)", style="dim")
+    if step.kind == "trimmed":
+        return Text(f"  (dropped {step.data['dropped']} older messages)", style="dim")
+    if step.kind == "session_ended":
+        return Text(f"  (the idle session {step.data['key']} was ended)", style="dim")
+    return None
 
 
 def _args(arguments: dict[str, Any]) -> str:
@@ -88,10 +186,16 @@ def _footer(result: RunResult) -> None:
         parts.append(f"{calls} tool call{'s' if calls != 1 else ''}")
     if tokens:
         parts.append(f"{tokens} tokens")
-    style = {"done": "dim", "failed": "bold red", "cancelled": "yellow"}[result.status]
-    if result.status != "done":
-        stderr.print(Text(f"{result.status}: {result.summary}", style=style))
+    if result.status == "failed":
+        stderr.print(Text.assemble(("Failed:", "bold red"), " ", _sentence(result.summary)))
+    elif result.status == "cancelled":
+        stderr.print(Text("Cancelled.", style="yellow"))
     stderr.print(Text("(" + " · ".join(parts) + ")", style="dim"))
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    return text if text.endswith((".", "!", "?")) else text + "."
 
 
 def ask(
@@ -106,18 +210,24 @@ def ask(
 
     Exit status: 0 done, 1 failed, 130 cancelled.
     """
+    from memvault.errors import InvalidInputError
+
+    if not command.strip():
+        raise InvalidInputError("The command is empty; say what the agent should do.")
     runtime = open_runtime(ctx, vault)
-    agent = _agent(runtime, yes)
+    terminal = _Terminal()
+    agent = _agent(runtime, yes, terminal)
     if as_json:
         result = agent.run(command, session=session, channel="cli")
         emit_json(result.to_dict())
     else:
         result = agent.run(
-            command, session=session, channel="cli", on_text=_stream, on_step=_show_step
+            command, session=session, channel="cli", on_text=terminal.text, on_step=terminal.step
         )
-        sys.stdout.write("\n")
+        terminal.end_line()
         _footer(result)
     runtime.close()
+    _show_warnings(None)
     if result.status != "done":
         raise typer.Exit(130 if result.status == "cancelled" else 1)
 
@@ -131,8 +241,13 @@ def chat(
     """Talk with the agent in the terminal; the session is summarised when it ends."""
     from rich.text import Text
 
+    from memvault.errors import MemvaultError
+    from memvault.memory.sessions import check_key
+
+    session = check_key(session)  # a bad key fails now, not at every message
     runtime = open_runtime(ctx, vault)
-    agent = _agent(runtime, yes)
+    terminal = _Terminal(prefix="agent > ")
+    agent = _agent(runtime, yes, terminal)
     console = stdout.get()
     console.print(
         Text.assemble(
@@ -146,33 +261,54 @@ def chat(
             try:
                 line = console.input("\nyou > ", markup=False).strip()
             except (EOFError, KeyboardInterrupt):
+                console.print()  # the shell's prompt starts on a line of its own
                 break
             if not line:
                 continue
-            if line.startswith("/"):
-                if not _slash(line, agent, runtime, session):
-                    break
-                continue
-            console.print(Text("agent > ", style="bold cyan"), end="")
-            result = agent.run(
-                line, session=session, channel="cli", on_text=_stream, on_step=_show_step
-            )
-            sys.stdout.write("\n")
-            _footer(result)
+            try:
+                if line.startswith("/"):
+                    if not _slash(line, agent, runtime, session):
+                        break
+                    continue
+                terminal.start()
+                result = agent.run(
+                    line,
+                    session=session,
+                    channel="cli",
+                    on_text=terminal.text,
+                    on_step=terminal.step,
+                )
+                terminal.end_line()
+                _footer(result)
+            except KeyboardInterrupt:
+                # Ctrl-C before the run could cancel itself (or during a slash command)
+                # stops this command, not the chat.
+                terminal.end_line()
+                stderr.print(Text("Cancelled.", style="yellow"))
+            except MemvaultError as exc:
+                # So does a command that cannot run (e.g. an idle session's summary failed).
+                terminal.end_line()
+                report_error(exc)
     finally:
         _end(agent, session)
         runtime.close()
+        _show_warnings(None)
 
 
 def _end(agent: Agent, session: str) -> None:
     from rich.text import Text
 
-    from memvault.errors import MemvaultError
+    from memvault.errors import MemvaultError, NotFoundError
 
     try:
+        if agent.runtime.sessions.get(session).active:
+            stderr.print(Text("Summarising the session...", style="dim"))
         ended = agent.end_session(session)
-    except MemvaultError:
+    except NotFoundError:
         return  # nothing was said in this session
+    except MemvaultError as exc:
+        report_error(exc)  # the session stays open; it is ended once it has been idle
+        return
     summary = ended.summary or "no summary"
     stderr.print(Text(f"Session {ended.key} ended: {summary}", style="dim"))
 
