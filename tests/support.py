@@ -13,6 +13,7 @@ import numpy.typing as npt
 
 from memvault.clock import Clock
 from memvault.index.embedders import BaseEmbedder
+from memvault.tools.policy import ApprovalRequest
 
 # What `memvault init` creates (DESIGN.md, "The vault"), spelled out independently of the code.
 LAYOUT_FOLDERS = (
@@ -105,3 +106,15 @@ class HashEmbedder(BaseEmbedder):
         norms[norms == 0] = 1.0
         result: npt.NDArray[np.float32] = out / norms
         return result
+
+
+class RecordingApprover:
+    """The owner answering approval questions: always ``answer``, and every question kept."""
+
+    def __init__(self, answer: bool = True) -> None:
+        self.answer = answer
+        self.asked: list[ApprovalRequest] = []
+
+    def approve(self, request: ApprovalRequest) -> bool:
+        self.asked.append(request)
+        return self.answer

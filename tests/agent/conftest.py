@@ -12,21 +12,10 @@ from memvault.agent.loop import Agent
 from memvault.config import AgentSettings, Settings, ToolSettings
 from memvault.llm.factory import make_provider
 from memvault.runtime import Runtime
-from memvault.tools.policy import ApprovalRequest
 from memvault.vault.store import Vault
-from support import HashEmbedder, MovableClock
+from support import HashEmbedder, MovableClock, RecordingApprover
 
-
-class Owner:
-    """The person at the terminal: answers approval questions and remembers being asked."""
-
-    def __init__(self, answer: bool = True) -> None:
-        self.answer = answer
-        self.asked: list[ApprovalRequest] = []
-
-    def approve(self, request: ApprovalRequest) -> bool:
-        self.asked.append(request)
-        return self.answer
+Owner = RecordingApprover  # the person at the terminal
 
 
 @pytest.fixture(params=["openai", "anthropic"])

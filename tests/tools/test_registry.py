@@ -23,6 +23,7 @@ from memvault.tools.policy import (
     TerminalApprover,
     Tier,
 )
+from support import RecordingApprover
 
 REGISTRY = default_registry()
 EXPECTED_TOOLS = {
@@ -33,16 +34,7 @@ EXPECTED_TOOLS = {
 }  # fmt: skip
 
 
-class CountingApprover:
-    """Approves (or not) and remembers what it was asked."""
-
-    def __init__(self, answer: bool = True) -> None:
-        self.answer = answer
-        self.asked: list[ApprovalRequest] = []
-
-    def approve(self, request: ApprovalRequest) -> bool:
-        self.asked.append(request)
-        return self.answer
+CountingApprover = RecordingApprover
 
 
 def _ctx(runtime: Runtime, approver: Any = None, mode: str = "ask") -> ToolContext:

@@ -94,12 +94,7 @@ class AnthropicProvider:
             max_retries=0,  # the retry policy below is the only one
         )
         self.endpoint = Endpoint(str(self._client.base_url).rstrip("/"), self.model, key_env)
-        self.retry = RetryPolicy(
-            max_retries=settings.max_retries,
-            base_seconds=settings.retry_base_seconds,
-            cap_seconds=settings.retry_cap_seconds,
-            sleep=sleep,
-        )
+        self.retry = RetryPolicy.from_settings(settings, sleep)
 
     def complete(
         self,

@@ -79,12 +79,7 @@ class OpenAIProvider:
         self.endpoint = Endpoint(
             str(self._client.base_url).rstrip("/"), self.model, key_env, key_is_set=bool(key)
         )
-        self.retry = RetryPolicy(
-            max_retries=settings.max_retries,
-            base_seconds=settings.retry_base_seconds,
-            cap_seconds=settings.retry_cap_seconds,
-            sleep=sleep,
-        )
+        self.retry = RetryPolicy.from_settings(settings, sleep)
 
     def complete(
         self,

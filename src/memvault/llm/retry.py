@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
+from memvault.config import LLMSettings
 from memvault.llm.base import Health, LLMError, TextSink
 
 log = logging.getLogger(__name__)
@@ -139,6 +140,16 @@ class RetryPolicy:
         self.cap_seconds = cap_seconds
         self.sleep = sleep
         self.jitter = jitter
+
+    @classmethod
+    def from_settings(cls, settings: LLMSettings, sleep: Sleep = time.sleep) -> RetryPolicy:
+        """The policy ``[llm]`` configures."""
+        return cls(
+            max_retries=settings.max_retries,
+            base_seconds=settings.retry_base_seconds,
+            cap_seconds=settings.retry_cap_seconds,
+            sleep=sleep,
+        )
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
         """Seconds to wait after the failed attempt number ``attempt`` (0-based).
