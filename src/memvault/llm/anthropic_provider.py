@@ -40,7 +40,7 @@ from memvault.llm.base import (
     ToolSpec,
     Usage,
 )
-from memvault.llm.retry import DeliveredText, Endpoint, Failure, RetryPolicy, Sleep
+from memvault.llm.retry import Endpoint, Failure, RetryingProvider, RetryPolicy, Sleep
 
 DEFAULT_KEY_ENV = "ANTHROPIC_API_KEY"
 
@@ -68,7 +68,7 @@ STOP_REASONS: dict[str, StopReason] = {
 Role = Literal["user", "assistant"]
 
 
-class AnthropicProvider:
+class AnthropicProvider(RetryingProvider):
     """A Claude model behind Anthropic's ``/v1/messages`` endpoint."""
 
     name = "anthropic"
@@ -96,33 +96,15 @@ class AnthropicProvider:
         self.endpoint = Endpoint(str(self._client.base_url).rstrip("/"), self.model, key_env)
         self.retry = RetryPolicy.from_settings(settings, sleep)
 
-    def complete(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[ToolSpec] | None = None,
-        *,
-        max_tokens: int | None = None,
-        on_text: TextSink | None = None,
-    ) -> Completion:
-        """One completion; streamed to ``on_text`` when given, identical either way."""
+    def _request(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], max_tokens: int | None
+    ) -> _Request:
         system, turns = to_anthropic(messages)
-        request = _Request(
+        return _Request(
             system,
             turns,
-            [to_anthropic_tool(tool) for tool in tools or ()],
+            [to_anthropic_tool(tool) for tool in tools],
             max_tokens or self._settings.max_tokens,
-        )
-        sink = DeliveredText(on_text) if on_text is not None else None
-
-        def attempt() -> Completion:
-            return self._create(request) if sink is None else self._stream(request, sink)
-
-        return self.retry.run(
-            attempt,
-            classify=self._classify,
-            health=self.health,
-            what=f"model {self.model!r} at {self.endpoint.url}",
-            streamed=sink,
         )
 
     def _send(self, request: _Request, *, stream: bool) -> Message | Stream[RawMessageStreamEvent]:

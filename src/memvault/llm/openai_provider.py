@@ -38,9 +38,9 @@ from memvault.llm.base import (
     Usage,
 )
 from memvault.llm.retry import (
-    DeliveredText,
     Endpoint,
     Failure,
+    RetryingProvider,
     RetryPolicy,
     Sleep,
     service_message,
@@ -51,7 +51,7 @@ PLACEHOLDER_KEY = "not-needed"  # local servers (Ollama, LM Studio) ignore the k
 OPENAI_HOST = "api.openai.com"
 
 
-class OpenAIProvider:
+class OpenAIProvider(RetryingProvider):
     """A chat model behind an OpenAI-compatible ``/chat/completions`` endpoint."""
 
     name = "openai"
@@ -81,31 +81,13 @@ class OpenAIProvider:
         )
         self.retry = RetryPolicy.from_settings(settings, sleep)
 
-    def complete(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[ToolSpec] | None = None,
-        *,
-        max_tokens: int | None = None,
-        on_text: TextSink | None = None,
-    ) -> Completion:
-        """One completion; streamed to ``on_text`` when given, identical either way."""
-        request = _Request(
+    def _request(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], max_tokens: int | None
+    ) -> _Request:
+        return _Request(
             [to_openai_message(message) for message in messages],
-            [to_openai_tool(tool) for tool in tools or ()],
+            [to_openai_tool(tool) for tool in tools],
             max_tokens or self._settings.max_tokens,
-        )
-        sink = DeliveredText(on_text) if on_text is not None else None
-
-        def attempt() -> Completion:
-            return self._create(request) if sink is None else self._stream(request, sink)
-
-        return self.retry.run(
-            attempt,
-            classify=self._classify,
-            health=self.health,
-            what=f"model {self.model!r} at {self.endpoint.url}",
-            streamed=sink,
         )
 
     def _send(

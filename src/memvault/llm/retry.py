@@ -17,12 +17,12 @@ import email.utils
 import logging
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from memvault.config import LLMSettings
-from memvault.llm.base import Health, LLMError, TextSink
+from memvault.llm.base import ChatMessage, Completion, Health, LLMError, TextSink, ToolSpec
 
 log = logging.getLogger(__name__)
 
@@ -259,3 +259,54 @@ def one_line(text: str, limit: int = DETAIL_CHARS) -> str:
     """``text`` on one line, at most ``limit`` characters."""
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+class RetryingProvider:
+    """What every SDK-backed provider shares: ``complete`` through the retry policy.
+
+    A subclass sets ``model``, ``endpoint``, ``retry`` and ``health``, and
+    says how to build its request, call the API with and without streaming,
+    and classify the SDK's exceptions.
+    """
+
+    model: str
+    endpoint: Endpoint
+    retry: RetryPolicy
+    health: Health
+
+    def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec] | None = None,
+        *,
+        max_tokens: int | None = None,
+        on_text: TextSink | None = None,
+    ) -> Completion:
+        """One completion; streamed to ``on_text`` when given, identical either way."""
+        request = self._request(messages, tools or (), max_tokens)
+        sink = DeliveredText(on_text) if on_text is not None else None
+
+        def attempt() -> Completion:
+            return self._create(request) if sink is None else self._stream(request, sink)
+
+        return self.retry.run(
+            attempt,
+            classify=self._classify,
+            health=self.health,
+            what=f"model {self.model!r} at {self.endpoint.url}",
+            streamed=sink,
+        )
+
+    def _request(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], max_tokens: int | None
+    ) -> Any:
+        raise NotImplementedError
+
+    def _create(self, request: Any) -> Completion:
+        raise NotImplementedError
+
+    def _stream(self, request: Any, sink: TextSink) -> Completion:
+        raise NotImplementedError
+
+    def _classify(self, exc: Exception) -> Failure | None:
+        raise NotImplementedError
