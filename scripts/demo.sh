@@ -47,5 +47,7 @@ echo
 port=$(sed -n 's/.*"port": \([0-9]*\).*/\1/p' "$vault/.memvault/daemon.json")
 echo "The daemon serves $vault at http://127.0.0.1:$port (log: $log). Try:"
 echo "  curl -H \"Authorization: Bearer \$(cat $vault/.memvault/token)\" http://127.0.0.1:$port/v1/poll"
+echo "With a language model in $vault/.memvault/config.toml ([llm] provider, model, api_key_env):"
+echo "  .venv/bin/memvault --vault $vault chat      # the memory-aware agent in the terminal"
 echo "Open the vault in Obsidian; Ctrl-C stops the daemon."
 wait "$daemon"

@@ -13,12 +13,11 @@ import logging
 from collections.abc import Callable
 from datetime import timedelta
 
-from memvault.memory.summary import Turn, extractive_summary
-
 from memvault.config import AgentSettings
 from memvault.errors import MemvaultError
 from memvault.llm.base import ChatMessage, LLMNotConfiguredError, Provider
 from memvault.memory.sessions import Message, Session, Sessions
+from memvault.memory.summary import Turn, extractive_summary
 
 log = logging.getLogger(__name__)
 
