@@ -124,3 +124,17 @@ def test_empty_vault_gives_an_empty_context(runtime: Runtime) -> None:
 def test_budget_below_fifty_is_refused(rich: Runtime) -> None:
     with pytest.raises(InvalidInputError, match="at least 50"):
         rich.context.build(budget_tokens=10)
+
+
+def test_more_pinned_memories_than_a_search_may_return_still_build(runtime: Runtime) -> None:
+    many = [
+        (f"Ada prefers tea blend number {n}", "preference", 0.5, (), "cli", None)
+        for n in range(1100)
+    ]
+    runtime.memories.remember_many(many)
+    runtime.memories.remember("The harbour office opens at eight", category="fact")
+    result = runtime.context.build_result("when does the harbour office open", 500)
+    relevant = next(s for s in result.sections if s.title.startswith("Relevant to"))
+    assert any("harbour office opens at eight" in line for line in relevant.items)
+    pinned = next(s for s in result.sections if s.title == "Pinned memories")
+    assert pinned.left_out > 1000  # the budget said so, nothing failed

@@ -45,6 +45,7 @@ _EMPTY_FIELD = re.compile(r"^\s*[-*+]\s*(\*\*[^*]+:?\*\*:?|[^:]+:)\s*$")
 _RECENCY_HALF_LIFE_DAYS = 30.0
 _TAIL_CHARS = 120  # kept back for the closing "left out" line
 _MAX_RELEVANT = 10
+_SEARCH_LIMIT = 200
 _RELEVANT_SHARE = 0.5  # keep hits scoring at least half the best one
 _RELEVANT_COSINE = 0.35  # a hit without keywords must be this close in meaning
 _CORE_NOTES = frozenset({"User Profile.md", "Current Status.md"})
@@ -236,7 +237,8 @@ class ContextBuilder:
 
     def _relevant(self, query: str, used: set[str]) -> list[str]:
         """Search hits worth an agent's attention: close to the best, and a real match."""
-        hits = self.searcher.search(query, limit=_MAX_RELEVANT + len(used))
+        # Room for hits already shown as pinned memories, within the searcher's limit.
+        hits = self.searcher.search(query, limit=min(_MAX_RELEVANT + len(used), _SEARCH_LIMIT))
         if not hits:
             return []
         floor = hits[0].score * _RELEVANT_SHARE
