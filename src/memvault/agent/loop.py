@@ -162,6 +162,7 @@ class Agent:
         self._log = log_message or runtime.sessions.log
         self.closer = closer or SessionCloser(runtime.sessions, self.settings, provider)
         self._policies: dict[str, Policy] = {}
+        self._specs: list[ToolSpec] | None = None
         self._lock = threading.Lock()
 
     # -- sessions ---------------------------------------------------------------------
@@ -245,6 +246,12 @@ class Agent:
         run.emit(Step("run_finished", result.to_dict()))
         return result
 
+    def _tool_specs(self) -> list[ToolSpec]:
+        """The registry's tools as the model sees them (schemas are built once)."""
+        if self._specs is None:
+            self._specs = [ToolSpec(t.name, t.description, t.input_schema()) for t in self.registry]
+        return self._specs
+
     def _end_if_idle(self, run: _Run) -> None:
         """End the session first when it has gone quiet; a failed summary leaves it open."""
         try:
@@ -262,7 +269,7 @@ class Agent:
     ) -> RunResult:
         budget = self.settings.context_budget
         context = self.runtime.context.build(query=command, budget_tokens=budget)
-        tools = [ToolSpec(t.name, t.description, t.input_schema()) for t in self.registry]
+        tools = self._tool_specs()
         system = build_system_prompt(
             PromptFacts(
                 agent_name=self.settings.name,

@@ -139,13 +139,14 @@ class ContextBuilder:
             Section("Open high-priority tasks", self._urgent_tasks()),
             Section("Today's journal", self._journal_tail()),
         ]
-        pinned = self._pinned()
+        memories = self.memories.list()  # read once: pinned and top memories both rank it
+        pinned = self._pinned(memories)
         used.update(m.id for m in pinned)
         sections.append(Section("Pinned memories", [self._memory_line(m) for m in pinned]))
         if query and query.strip():
             relevant = self._relevant(query.strip(), used)
             sections.append(Section(f"Relevant to: {_one_line(query)[:80]}", relevant))
-        top = self._top_memories(used)
+        top = self._top_memories(memories, used)
         sections.append(Section("Important memories", [self._memory_line(m) for m in top]))
         sections.append(Section("Last session", self._last_session()))
         sections.append(Section("Recent activity", self._recent_activity()))
@@ -223,11 +224,11 @@ class ContextBuilder:
         entries.sort(key=lambda line: line[2:7])  # entries start with their HH:MM time
         return entries[-_JOURNAL_TAIL:]
 
-    def _pinned(self) -> list[Memory]:
+    def _pinned(self, memories: list[Memory]) -> list[Memory]:
         wanted = {t.casefold() for t in self.settings.pinned_tags}
         pinned = [
             m
-            for m in self.memories.list()
+            for m in memories
             if wanted & ({t.casefold() for t in m.tags} | {m.category.casefold()})
         ]
         return sorted(pinned, key=lambda m: -m.importance)
@@ -264,7 +265,7 @@ class ContextBuilder:
                 break
         return lines
 
-    def _top_memories(self, used: set[str]) -> list[Memory]:
+    def _top_memories(self, memories: list[Memory], used: set[str]) -> list[Memory]:
         bias = self.settings.recency_bias
         now = self.clock.now()
 
@@ -275,7 +276,7 @@ class ContextBuilder:
             recency = math.pow(0.5, max(age_days, 0.0) / _RECENCY_HALF_LIFE_DAYS)
             return memory.importance * (1 - bias) + recency * bias
 
-        chosen = [m for m in self.memories.list() if m.id not in used]
+        chosen = [m for m in memories if m.id not in used]
         chosen.sort(key=rank, reverse=True)
         used.update(m.id for m in chosen)
         return chosen
