@@ -9,7 +9,6 @@ assistant. :func:`to_anthropic` makes it so.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -32,7 +31,6 @@ from memvault.config import LLMSettings
 from memvault.llm.base import (
     ChatMessage,
     Completion,
-    Health,
     LLMNotConfiguredError,
     StopReason,
     TextSink,
@@ -40,7 +38,7 @@ from memvault.llm.base import (
     ToolSpec,
     Usage,
 )
-from memvault.llm.retry import Endpoint, Failure, RetryingProvider, RetryPolicy, Sleep
+from memvault.llm.retry import Endpoint, Failure, RetryingProvider, Sleep
 
 DEFAULT_KEY_ENV = "ANTHROPIC_API_KEY"
 
@@ -74,18 +72,12 @@ class AnthropicProvider(RetryingProvider):
     name = "anthropic"
 
     def __init__(self, settings: LLMSettings, *, sleep: Sleep = time.sleep) -> None:
-        if not settings.model:
-            raise LLMNotConfiguredError("llm.model is not set; name the model to use.")
-        key_env = settings.api_key_env or DEFAULT_KEY_ENV
-        key = os.environ.get(key_env)
+        key_env, key = self._configure(settings, DEFAULT_KEY_ENV, sleep)
         if not key:
             raise LLMNotConfiguredError(
                 f"No API key for Anthropic: set the environment variable {key_env} "
                 "(or name another one in llm.api_key_env)."
             )
-        self.model = settings.model
-        self.context_window = settings.context_window
-        self.health = Health(unhealthy_after=settings.unhealthy_after)
         self._settings = settings
         self._client = Anthropic(
             api_key=key,
@@ -94,7 +86,6 @@ class AnthropicProvider(RetryingProvider):
             max_retries=0,  # the retry policy below is the only one
         )
         self.endpoint = Endpoint(str(self._client.base_url).rstrip("/"), self.model, key_env)
-        self.retry = RetryPolicy.from_settings(settings, sleep)
 
     def _request(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], max_tokens: int | None

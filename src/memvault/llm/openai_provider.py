@@ -8,7 +8,6 @@ servers need no key, so with a ``base_url`` and no key a placeholder is sent.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,7 +28,6 @@ from memvault.config import LLMSettings
 from memvault.llm.base import (
     ChatMessage,
     Completion,
-    Health,
     LLMNotConfiguredError,
     StopReason,
     TextSink,
@@ -41,7 +39,6 @@ from memvault.llm.retry import (
     Endpoint,
     Failure,
     RetryingProvider,
-    RetryPolicy,
     Sleep,
     service_message,
 )
@@ -57,18 +54,12 @@ class OpenAIProvider(RetryingProvider):
     name = "openai"
 
     def __init__(self, settings: LLMSettings, *, sleep: Sleep = time.sleep) -> None:
-        if not settings.model:
-            raise LLMNotConfiguredError("llm.model is not set; name the model to use.")
-        key_env = settings.api_key_env or DEFAULT_KEY_ENV
-        key = os.environ.get(key_env)
+        key_env, key = self._configure(settings, DEFAULT_KEY_ENV, sleep)
         if not key and not settings.base_url:
             raise LLMNotConfiguredError(
                 f"No API key for OpenAI: set the environment variable {key_env}, "
                 "or set llm.base_url to a local server that needs none (e.g. Ollama)."
             )
-        self.model = settings.model
-        self.context_window = settings.context_window
-        self.health = Health(unhealthy_after=settings.unhealthy_after)
         self._settings = settings
         self._client = OpenAI(
             api_key=key or PLACEHOLDER_KEY,
@@ -79,7 +70,6 @@ class OpenAIProvider(RetryingProvider):
         self.endpoint = Endpoint(
             str(self._client.base_url).rstrip("/"), self.model, key_env, key_is_set=bool(key)
         )
-        self.retry = RetryPolicy.from_settings(settings, sleep)
 
     def _request(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], max_tokens: int | None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import email.utils
 import logging
+import os
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -22,7 +23,15 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from memvault.config import LLMSettings
-from memvault.llm.base import ChatMessage, Completion, Health, LLMError, TextSink, ToolSpec
+from memvault.llm.base import (
+    ChatMessage,
+    Completion,
+    Health,
+    LLMError,
+    LLMNotConfiguredError,
+    TextSink,
+    ToolSpec,
+)
 
 log = logging.getLogger(__name__)
 
@@ -270,9 +279,26 @@ class RetryingProvider:
     """
 
     model: str
+    context_window: int
     endpoint: Endpoint
     retry: RetryPolicy
     health: Health
+
+    def _configure(
+        self, settings: LLMSettings, default_key_env: str, sleep: Sleep
+    ) -> tuple[str, str | None]:
+        """Take the model, window, health and retry policy from ``settings``.
+
+        Returns the name of the key's environment variable and the key (None when unset).
+        """
+        if not settings.model:
+            raise LLMNotConfiguredError("llm.model is not set; name the model to use.")
+        self.model = settings.model
+        self.context_window = settings.context_window
+        self.health = Health(unhealthy_after=settings.unhealthy_after)
+        self.retry = RetryPolicy.from_settings(settings, sleep)
+        key_env = settings.api_key_env or default_key_env
+        return key_env, os.environ.get(key_env) or None
 
     def complete(
         self,
