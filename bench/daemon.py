@@ -690,8 +690,7 @@ def render(result: dict[str, Any]) -> str:
         f"{result['stop_local']['seconds']} s (local), exit {result['stop_none']['exit_code']} "
         f"in {result['stop_none']['seconds']} s (none).",
     ]
-    m = result["machine"]
-    lines += ["", f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory']}, Python {m['python']}."]
+    lines += ["", scale.machine_line(result["machine"])]
     return "\n".join(lines)
 
 

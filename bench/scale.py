@@ -307,6 +307,11 @@ def machine() -> dict[str, Any]:
     }
 
 
+def machine_line(m: dict[str, Any]) -> str:
+    """The machine a report was measured on, as one sentence."""
+    return f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory']}, Python {m['python']}."
+
+
 def render(result: dict[str, Any]) -> str:
     """A Markdown report."""
     lines = [
@@ -342,8 +347,7 @@ def render(result: dict[str, Any]) -> str:
             f"{model['chunk_embeddings_per_s']} chunks/s, so a 10 MB vault (~6,500 chunks) "
             f"embeds in ~{model['estimated_10mb_vault_embedding_s']} s.",
         ]
-    m = result["machine"]
-    lines += ["", f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory']}, Python {m['python']}."]
+    lines += ["", machine_line(result["machine"])]
     return "\n".join(lines)
 
 

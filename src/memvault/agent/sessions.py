@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from memvault.config import AgentSettings
-from memvault.errors import MemvaultError
+from memvault.errors import MemvaultError, NotFoundError
 from memvault.llm.base import ChatMessage, LLMNotConfiguredError, Provider
 from memvault.memory.sessions import Message, Session, Sessions
 from memvault.memory.summary import Turn, extractive_summary
@@ -35,17 +35,19 @@ EndSession = Callable[[str, str | None], Session]
 
 def transcript(messages: list[Message], limit: int = _TRANSCRIPT_CHARS) -> str:
     """The user and assistant turns as ``role: text`` lines, the latest ``limit`` characters."""
-    lines = [
-        f"{message.role}: {' '.join(message.text.split())}"
-        for message in messages
-        if message.role in ("user", "assistant") and not _tool_call_only(message)
-    ]
+    lines = [f"{message.role}: {' '.join(message.text.split())}" for message in _said(messages)]
     text = "\n".join(lines)
     return text[-limit:]
 
 
-def _tool_call_only(message: Message) -> bool:
-    return bool(message.metadata and message.metadata.get("kind") == "tool_calls")
+def _said(messages: list[Message]) -> list[Message]:
+    """What the owner and the agent said: no tool results, no bare tool-call notices."""
+    return [
+        message
+        for message in messages
+        if message.role in ("user", "assistant")
+        and not (message.metadata and message.metadata.get("kind") == "tool_calls")
+    ]
 
 
 class SessionCloser:
@@ -93,11 +95,7 @@ class SessionCloser:
                         "LLM summary failed; using the extractive one",
                         extra={"session": session.key, "error": exc.message},
                     )
-        turns = [
-            Turn(message.role, message.text)
-            for message in messages
-            if message.role in ("user", "assistant") and not _tool_call_only(message)
-        ]
+        turns = [Turn(message.role, message.text) for message in _said(messages)]
         return extractive_summary(turns).text(SUMMARY_CHARS), "extractive"
 
     def end(self, key: str, summary: str | None = None) -> Session:
@@ -110,9 +108,8 @@ class SessionCloser:
 
     def end_idle(self) -> list[Session]:
         """End every session idle for longer than ``agent.session_idle_minutes``."""
-        cutoff = self.sessions.clock.now() - timedelta(minutes=self.settings.session_idle_minutes)
         ended = []
-        for session in self.sessions.idle(cutoff):
+        for session in self.sessions.idle(self._cutoff()):
             try:
                 ended.append(self.end(session.key))
             except MemvaultError as exc:
@@ -124,8 +121,15 @@ class SessionCloser:
 
     def end_if_idle(self, key: str) -> Session | None:
         """End the key's open session when it has been idle too long (before a new message)."""
-        cutoff = self.sessions.clock.now() - timedelta(minutes=self.settings.session_idle_minutes)
-        for session in self.sessions.idle(cutoff):
-            if session.key == key:
-                return self.end(key)
+        try:
+            session = self.sessions.get(key)
+        except NotFoundError:
+            return None
+        last = session.last_message_at or session.started_at
+        if session.active and last < self._cutoff():
+            return self.end(key)
         return None
+
+    def _cutoff(self) -> datetime:
+        """Sessions quiet since before this moment are idle."""
+        return self.sessions.clock.now() - timedelta(minutes=self.settings.session_idle_minutes)

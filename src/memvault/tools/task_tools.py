@@ -130,15 +130,9 @@ def _task_create(ctx: ToolContext, args: TaskCreate) -> dict[str, Any]:
 
 
 def _task_update(ctx: ToolContext, args: TaskUpdate) -> dict[str, Any]:
-    tasks = ctx.runtime.tasks
-    ref = args.title
-    if args.field is not None:
-        ref = tasks.update(ref, args.field, args.value).path
-    if args.notes:
-        ref = tasks.add_note(ref, args.notes).path
-    if args.status is not None:
-        ref = tasks.update(ref, "status", args.status).path
-    return tasks.get(ref).to_dict()
+    fields = {args.field: args.value} if args.field is not None else {}
+    task = ctx.runtime.tasks.change(args.title, fields, note=args.notes, status=args.status)
+    return task.to_dict()
 
 
 def _task_complete(ctx: ToolContext, args: TaskComplete) -> dict[str, Any]:

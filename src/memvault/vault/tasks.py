@@ -9,7 +9,7 @@ file name, so ``[[Fix login bug]]`` links to it from anywhere.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
@@ -354,6 +354,28 @@ class Tasks:
                 f"{field_name!r} is not a field name; use status, priority, due, project, tags, "
                 "title, description, notes or a simple frontmatter key."
             )
+        return self.get(path)
+
+    def change(
+        self,
+        ref: str,
+        fields: Mapping[str, Any],
+        *,
+        note: str | None = None,
+        status: str | None = None,
+    ) -> Task:
+        """Change several fields, add a note, then set the status.
+
+        The status comes last because closing or reopening moves the note;
+        each step follows the task to where the one before left it.
+        """
+        path = self.notes.find(ref)
+        for name, value in fields.items():
+            path = self.update(path, name, value).path
+        if note:
+            path = self.add_note(path, note).path
+        if status is not None:
+            path = self.update(path, "status", status).path
         return self.get(path)
 
     def add_note(self, ref: str, text: str) -> Task:

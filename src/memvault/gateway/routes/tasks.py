@@ -81,18 +81,10 @@ def update_task(ref: TaskRef, body: TaskUpdateBody, daemon: DaemonDep) -> dict[s
             "Nothing to change: give status, priority, due, project, tags, title, "
             "description or note."
         )
-    tasks = daemon.runtime.tasks
-    path = tasks.get(ref).path
     note = changes.pop("note", None)
     status = changes.pop("status", None)
-    # Fields first, the status (which may move the note) last.
-    for name, value in changes.items():
-        path = tasks.update(path, name, value).path
-    if note:
-        path = tasks.add_note(path, note).path
-    if status:
-        path = tasks.update(path, "status", status).path
-    return {"ok": True, "result": tasks.get(path).to_dict()}
+    task = daemon.runtime.tasks.change(ref, changes, note=note, status=status)
+    return {"ok": True, "result": task.to_dict()}
 
 
 @router.post(
