@@ -116,7 +116,7 @@ def test_bad_queries_are_explained(filled: Runtime) -> None:
 def test_any_query_string_is_safe(filled: Runtime, query: str) -> None:
     if not query.strip():
         return
-    hits = filled.searcher.search(query, semantic=False)
+    hits = filled.searcher.search(query, mode="keyword")
     assert isinstance(hits, list)
 
 
@@ -148,7 +148,7 @@ def test_importance_and_recency_break_ties(runtime: Runtime, clock: MovableClock
     new = runtime.memories.remember("Gate code is four digits", importance=0.5).memory
     important = runtime.memories.remember("Safe code is four digits", importance=1.0).memory
     clock.set(datetime(2026, 11, 22, 9, 0, tzinfo=TZ))
-    ranked = [h.id for h in runtime.searcher.search("code four digits", semantic=False)]
+    ranked = [h.id for h in runtime.searcher.search("code four digits", mode="keyword")]
     assert ranked.index(important.id) < ranked.index(new.id) < ranked.index(old.id)
 
 
@@ -162,10 +162,10 @@ def test_a_date_in_the_query_boosts_what_was_written_then(
         "Started a pottery class again after summer", source="chat"
     ).memory
     clock.set(datetime(2026, 11, 22, 9, 0, tzinfo=TZ))
-    plain = [h.id for h in runtime.searcher.search("pottery class started", semantic=False)]
+    plain = [h.id for h in runtime.searcher.search("pottery class started", mode="keyword")]
     dated = [
         h.id
-        for h in runtime.searcher.search("pottery class started on 3 June, 2023", semantic=False)
+        for h in runtime.searcher.search("pottery class started on 3 June, 2023", mode="keyword")
     ]
     assert dated[0] == then.id
     assert set(plain) == {then.id, later.id}
@@ -245,12 +245,12 @@ def test_task_and_contact_fields_are_searchable(runtime: Runtime) -> None:
     runtime.contacts.create(
         "Ada Lovelace", email="ada@example.org", identities={"telegram": "424242"}
     )
-    top = runtime.searcher.search("urgent taxes", semantic=False)[0]
+    top = runtime.searcher.search("urgent taxes", mode="keyword")[0]
     assert top.path == "Tasks/active/Quarterly filing.md"
-    assert [h.path for h in runtime.searcher.search("424242", semantic=False)] == [
+    assert [h.path for h in runtime.searcher.search("424242", mode="keyword")] == [
         "Contacts/Ada Lovelace.md"
     ]
-    top = runtime.searcher.search("ada@example.org", semantic=False)[0]
+    top = runtime.searcher.search("ada@example.org", mode="keyword")[0]
     assert top.path == "Contacts/Ada Lovelace.md"
 
 

@@ -49,7 +49,10 @@ def semantic(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
 
 
 def _top(runtime: Runtime, k: int, *, semantic: bool) -> list[str]:
-    return [h.snippet for h in runtime.searcher.search(QUERY, limit=k, semantic=semantic)]
+    return [
+        h.snippet
+        for h in runtime.searcher.search(QUERY, limit=k, mode="hybrid" if semantic else "keyword")
+    ]
 
 
 def test_keyword_only_and_vector_only_each_miss_what_hybrid_finds(semantic: Runtime) -> None:

@@ -22,7 +22,7 @@ def _paths(index: MemoryIndex) -> set[str]:
 
 
 def _keyword(runtime: Runtime, query: str) -> list[str]:
-    return [h.path for h in runtime.searcher.search(query, semantic=False)]
+    return [h.path for h in runtime.searcher.search(query, mode="keyword")]
 
 
 NOTE = dedent(
@@ -148,7 +148,7 @@ def test_delete_removes_every_trace(runtime: Runtime, write: Callable[[str, str]
 def test_writes_through_memvault_update_the_index_at_once(runtime: Runtime) -> None:
     memory = runtime.memories.remember("The wifi password is on the fridge").memory
     assert runtime.index.pending() == 1  # the vector is deferred, never computed on write
-    hits = runtime.searcher.search("wifi password", semantic=False)
+    hits = runtime.searcher.search("wifi password", mode="keyword")
     assert [h.id for h in hits] == [memory.id]
     runtime.notes.write("Ideas/Rocket.md", "# Rocket\nA reusable booster.\n")
     assert _keyword(runtime, "booster") == ["Ideas/Rocket.md"]
@@ -157,7 +157,7 @@ def test_writes_through_memvault_update_the_index_at_once(runtime: Runtime) -> N
     runtime.notes.delete("Ideas/Falcon")
     assert _keyword(runtime, "booster") == []
     runtime.memories.forget(memory.id)
-    assert runtime.searcher.search("wifi password", semantic=False) == []
+    assert runtime.searcher.search("wifi password", mode="keyword") == []
 
 
 def test_appended_memories_refresh_their_neighbours_context(runtime: Runtime) -> None:
@@ -208,8 +208,8 @@ def test_hand_edited_memory_file_is_reindexed(runtime: Runtime) -> None:
     path = runtime.vault.root / memory.path
     path.write_text(path.read_text().replace("Coffee, black", "Coffee with oat milk"))
     runtime.index.sync()
-    assert [h.id for h in runtime.searcher.search("oat milk", semantic=False)] == [memory.id]
-    assert runtime.searcher.search("black", semantic=False) == []
+    assert [h.id for h in runtime.searcher.search("oat milk", mode="keyword")] == [memory.id]
+    assert runtime.searcher.search("black", mode="keyword") == []
 
 
 def test_index_can_be_deleted_and_rebuilt_with_nothing_lost(

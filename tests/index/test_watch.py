@@ -39,7 +39,7 @@ class Watcher:
 
     def found(self, word: str) -> set[str]:
         """Paths whose text matches ``word`` (keyword search only)."""
-        return {h.path for h in self.runtime.searcher.search(word, limit=50, semantic=False)}
+        return {h.path for h in self.runtime.searcher.search(word, limit=50, mode="keyword")}
 
     def wait_for(self, what: str, condition: Callable[[], bool], timeout: float = DEADLINE) -> None:
         """Poll ``condition`` until it holds; fail after ``timeout`` seconds."""
@@ -196,7 +196,7 @@ def test_hand_written_memories_are_searchable(
     watching.wait_for(
         "the memory is found",
         lambda: (
-            [h.id for h in watching.runtime.searcher.search("bees", semantic=False)]
+            [h.id for h in watching.runtime.searcher.search("bees", mode="keyword")]
             == ["m-0000beef"]
         ),
     )

@@ -202,7 +202,11 @@ def _search(
     if problem:
         stderr.print(f"Keyword search only: {problem}")
     hits = runtime.searcher.search(
-        query, limit=limit, filters=filters, semantic=not keyword_only, mmr_lambda=mmr
+        query,
+        limit=limit,
+        filters=filters,
+        mode="keyword" if keyword_only else "hybrid",
+        mmr_lambda=mmr,
     )
     # The model is loaded now: use it to fill some pending vectors for next time.
     if runtime.embedder.enabled and runtime.embedder.loaded and runtime.index.mismatch() is None:

@@ -51,6 +51,10 @@ INDEX_FILE = "index.db"
 # are re-resolved; beyond it, every link is.
 _TARGETED_RELINK = 500
 Progress = Callable[[int, int, str], None]
+MODEL_LOADING = (
+    "The embedding model is still loading; these results come from keywords only "
+    "(search again in a moment for meaning too)."
+)
 
 
 class IndexMismatchError(MemvaultError):
@@ -161,6 +165,8 @@ class MemoryIndex:
         # The connection is shared by every thread of a process (a watcher, request
         # handlers); its transactions must not interleave.
         self.lock = threading.RLock()
+        self._warm_lock = threading.Lock()
+        self._warming: threading.Thread | None = None
 
     # -- connection ----------------------------------------------------------------
 
@@ -751,16 +757,52 @@ class MemoryIndex:
             self.conn.execute("UPDATE chunks SET embedded = 0")
         return self.embed_pending(progress=progress)
 
-    def embed_query(self, text: str) -> np.ndarray[Any, np.dtype[np.float32]] | None:
-        """The query's vector, or None when vector search is not available."""
+    def embed_query(
+        self, text: str, *, wait: bool = True
+    ) -> tuple[np.ndarray[Any, np.dtype[np.float32]] | None, str | None]:
+        """The query's vector, or None and why vector search cannot be used now.
+
+        With ``wait=False`` a model that is not loaded yet is not waited for:
+        it starts loading in the background and the search goes on with
+        keywords (a long-running process answers at once, and fully later).
+        The reason is None when there is nothing to explain (no embedder is
+        configured, or nothing is embedded yet).
+        """
+        if not self.embedder.enabled:
+            return None, None
+        problem = self.mismatch()
+        if problem is not None:
+            return None, f"Keyword search only: {problem}"
         if not self.semantic:
-            return None
+            return None, None
+        if not wait and not self.embedder.loaded:
+            self.warm_in_background()
+            return None, MODEL_LOADING
         try:
             vector: np.ndarray[Any, np.dtype[np.float32]] = self.embedder.embed([text])[0]
-            return vector
+            return vector, None
         except EmbeddingError as exc:
             log.warning("query embedding failed; keyword search only", extra={"error": str(exc)})
-            return None
+            return None, f"Keyword search only: the embedder failed ({exc.message})"
+
+    def warm_in_background(self) -> None:
+        """Start loading the embedding model in a thread of its own (once)."""
+        with self._warm_lock:
+            if self._warming is not None or self.embedder.loaded:
+                return
+            self._warming = threading.Thread(
+                target=self._warm, name="memvault-model-load", daemon=True
+            )
+            self._warming.start()
+
+    def _warm(self) -> None:
+        try:
+            self.embedder.warm()
+        except MemvaultError as exc:
+            log.warning("the embedding model could not be loaded", extra={"error": exc.message})
+        finally:
+            with self._warm_lock:
+                self._warming = None
 
     # -- status -------------------------------------------------------------------------
 

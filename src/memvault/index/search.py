@@ -24,7 +24,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -182,6 +182,26 @@ class _Candidate:
     vec: float = 0.0
 
 
+SearchMode = Literal["hybrid", "keyword", "vector"]
+SEARCH_MODES: tuple[str, ...] = ("hybrid", "keyword", "vector")
+
+
+class SearchResults(list[Hit]):
+    """Hits, best first, and how they were found.
+
+    ``mode`` is what the search could use (``keyword`` when no vector was
+    available); ``notice`` says why, in one sentence, when that differs from
+    what was asked.
+    """
+
+    def __init__(
+        self, hits: Iterable[Hit] = (), *, mode: str = "hybrid", notice: str | None = None
+    ) -> None:
+        super().__init__(hits)
+        self.mode = mode
+        self.notice = notice
+
+
 class Searcher:
     """Runs hybrid searches on one index."""
 
@@ -199,27 +219,44 @@ class Searcher:
         limit: int = 10,
         filters: SearchFilters | None = None,
         *,
-        semantic: bool = True,
+        mode: str = "hybrid",
         mmr_lambda: float | None = None,
         min_score: float | None = None,
-    ) -> list[Hit]:
-        """The best ``limit`` chunks for ``query`` under ``filters``."""
+        wait_for_model: bool = True,
+    ) -> SearchResults:
+        """The best ``limit`` chunks for ``query`` under ``filters``.
+
+        ``mode`` is ``hybrid`` (keywords and meaning, fused), ``keyword`` or
+        ``vector``. Without ``wait_for_model`` a model still loading is not
+        waited for: the answer comes from keywords and says so.
+        """
+        if mode not in SEARCH_MODES:
+            raise InvalidInputError(
+                f"Unknown search mode {mode!r}; use one of hybrid, keyword, vector."
+            )
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInputError("The search query is empty.")
+        if not 1 <= limit <= 1000:
+            raise InvalidInputError("The result limit must be between 1 and 1000.")
+        qvec, notice = (None, None)
+        if mode != "keyword":
+            # Outside the index lock: other searches go on while the model works.
+            qvec, notice = self.index.embed_query(query, wait=wait_for_model)
+        used = mode if qvec is not None else "keyword"
         with self.index.lock:
-            return self._search(query, limit, filters, semantic, mmr_lambda, min_score)
+            hits = self._search(query, limit, filters, qvec, used, mmr_lambda, min_score)
+        return SearchResults(hits, mode=used, notice=notice)
 
     def _search(
         self,
         query: str,
         limit: int,
         filters: SearchFilters | None,
-        semantic: bool,
+        qvec: np.ndarray[Any, Any] | None,
+        mode: str,
         mmr_lambda: float | None,
         min_score: float | None,
     ) -> list[Hit]:
-        if not isinstance(query, str) or not query.strip():
-            raise InvalidInputError("The search query is empty.")
-        if not 1 <= limit <= 1000:
-            raise InvalidInputError("The result limit must be between 1 and 1000.")
         checked = (filters or SearchFilters()).checked()
         if checked.folder and not self.index.vault.resolve(checked.folder).is_dir():
             raise InvalidInputError(f"There is no folder {checked.folder!r} in the vault.")
@@ -230,14 +267,16 @@ class Searcher:
         keyword = self._keyword(parsed, where, params, n * _KEYWORD_DEPTH, n, checked.restrictive)
         text_scores = {chunk_id: (own, ctx) for chunk_id, own, ctx in keyword}
         candidates: dict[int, _Candidate] = {}
-        for chunk_id, own, ctx in keyword[:n]:
-            candidates[chunk_id] = _Candidate(row=None, own=own, ctx=ctx)
-        qvec = self.index.embed_query(query) if semantic else None
+        if mode != "vector":
+            for chunk_id, own, ctx in keyword[:n]:
+                candidates[chunk_id] = _Candidate(row=None, own=own, ctx=ctx)
         if qvec is not None:
             for chunk_id, cosine in self._nearest(qvec, n, where, params, checked.restrictive):
                 candidates.setdefault(chunk_id, _Candidate(row=None)).cosine = cosine
         if not candidates:
             return []
+        if mode == "vector":
+            text_scores = {}
         self._complete(candidates, text_scores, qvec)
         if not checked.include_archived:
             # Vector candidates are only pre-filtered for restrictive filters.

@@ -46,7 +46,7 @@ def run_search(
     """Hybrid search as the CLI's ``search`` and ``recall`` run it, in hit dicts."""
     daemon.fresh_index()
     hits = daemon.runtime.searcher.search(
-        query, limit=limit, filters=filters, semantic=not keyword, mmr_lambda=mmr
+        query, limit=limit, filters=filters, mode="keyword" if keyword else "hybrid", mmr_lambda=mmr
     )
     return [hit.to_dict() for hit in hits]
 
