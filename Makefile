@@ -11,6 +11,8 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e ".[dev]"
+# The local model's ONNX file, exported once, so no first search waits for it.
+	$(BIN)/memvault embedder prepare
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -78,8 +78,15 @@ QUICK = Plan(2_000, 4, 300, 100, 100, 20, 20, 10, 100)
 
 
 def clean_env(provider: str) -> dict[str, str]:
-    """This process's environment without MEMVAULT_* settings, plus the embedder choice."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMVAULT_")}
+    """This process's environment without MEMVAULT_* settings, plus the embedder choice.
+
+    The model cache stays: it belongs to the machine, not to a vault.
+    """
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("MEMVAULT_") or k == "MEMVAULT_MODEL_CACHE"
+    }
     env["MEMVAULT_EMBEDDER__PROVIDER"] = provider
     return env
 
@@ -547,6 +554,13 @@ def run(plan: Plan, quiet: bool = False) -> dict[str, Any]:
         log = Path(tmp) / "daemon.log"
         subprocess.run(
             [str(MEMVAULT), "--vault", str(vault), "init"],
+            env=clean_env("local"),
+            check=True,
+            capture_output=True,
+        )
+        # As `make install` does, so the daemon's start-up never includes the model export.
+        subprocess.run(
+            [str(MEMVAULT), "embedder", "prepare"],
             env=clean_env("local"),
             check=True,
             capture_output=True,

@@ -8,9 +8,12 @@ latency (p50 / p95; hybrid, keyword-only, filtered) and in-process
 
 The index machinery is measured with a 384-dimension hashing embedder (the
 size of MiniLM's vectors), so a 100k-chunk run takes minutes, not an hour.
-The local model's own costs are measured separately: load time, query
-embedding latency, and chunk embedding throughput, from which the time to
-index a 10 MB vault is estimated.
+The local model's own costs are measured separately, for each runtime (ONNX
+Runtime, the default, and torch through sentence-transformers), each in a
+fresh interpreter so the figures do not mix: what it needs installed, load
+time, resident memory after the load and after embedding, query embedding
+latency and chunk embedding throughput, from which the time to index a
+10 MB vault is estimated.
 
     python bench/scale.py [--sizes 1000 10000 100000] [--queries 200] [--json]
 """
@@ -213,7 +216,7 @@ def measure(size: int, queries: int) -> dict[str, Any]:
         for text in texts:
             for name, kwargs in (
                 ("hybrid", {}),
-                ("keyword", {"semantic": False}),
+                ("keyword", {"mode": "keyword"}),
                 ("memories_only", {"filters": SearchFilters(kinds=("memory",))}),
             ):
                 t = time.perf_counter()
@@ -240,25 +243,60 @@ def measure(size: int, queries: int) -> dict[str, Any]:
         }
 
 
-def model_costs(sample: int = 1000) -> dict[str, Any]:
-    """The local model: load time, query embedding latency, chunk throughput."""
+MODEL_RUNTIMES = ("onnx", "torch")
+# What each runtime needs installed besides numpy (which memvault needs anyway).
+RUNTIME_PACKAGES = {
+    "onnx": ("onnxruntime", "tokenizers"),
+    "torch": (
+        "torch",
+        "transformers",
+        "sentence_transformers",
+        "tokenizers",
+        "huggingface_hub",
+        "safetensors",
+        "scipy",
+        "sklearn",
+    ),
+}
+
+
+def _tree_mb(path: Path) -> float:
+    total = sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
+    return round(total / 1_000_000, 1)
+
+
+def _package_mb(names: Sequence[str]) -> float:
+    """Installed size of these top-level packages (their site-packages folders)."""
+    import importlib.util
+
+    total = 0.0
+    for name in names:
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.submodule_search_locations:
+            total += _tree_mb(Path(next(iter(spec.submodule_search_locations))))
+    return round(total, 1)
+
+
+def _memory_mb() -> dict[str, float]:
+    """This process's resident memory now (VmRSS) and at its peak (VmHWM), in MB."""
+    fields = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            fields[key] = round(int(value.split()[0]) / 1024, 1)
+    return {"rss_mb": fields["VmRSS"], "peak_mb": fields["VmHWM"]}
+
+
+def model_probe(runtime: str, sample: int) -> dict[str, Any]:
+    """One runtime's figures, in this interpreter (run it fresh: ``--model-probe``)."""
+    started = time.perf_counter()  # imports included, as a CLI or daemon start pays them
     from memvault.index.embedders import LocalEmbedder
 
+    embedder = LocalEmbedder(runtime="torch" if runtime == "torch" else "onnx")
+    embedder.embed(["load"])
+    load = time.perf_counter() - started
+    loaded = _memory_mb()
     rng = random.Random(5)
-    # Load time in a fresh interpreter: imports included, as a CLI or daemon start pays them.
-    probe = (
-        "import time; t = time.perf_counter()\n"
-        "from memvault.index.embedders import LocalEmbedder\n"
-        "LocalEmbedder().embed(['load'])\n"
-        "print(time.perf_counter() - t)"
-    )
-    load = float(
-        subprocess.run(
-            [sys.executable, "-c", probe], capture_output=True, text=True, check=True
-        ).stdout
-    )
-    embedder = LocalEmbedder()
-    embedder.embed(["warm"])
     query_times = []
     for _ in range(50):
         text = " ".join(rng.sample(_REAL_WORDS, 4))
@@ -269,13 +307,40 @@ def model_costs(sample: int = 1000) -> dict[str, Any]:
     t = time.perf_counter()
     embedder.embed(chunks)
     per_second = sample / (time.perf_counter() - t)
-    # A 10 MB vault at ~1,600 characters a chunk is about 6,500 chunks.
-    chunks_10mb = 10 * 1024 * 1024 / 1600
     return {
         "load_s": round(load, 2),
+        "rss_loaded_mb": loaded["rss_mb"],
+        "rss_embedded_mb": _memory_mb()["rss_mb"],
+        "peak_mb": _memory_mb()["peak_mb"],
         "query_embedding": percentiles(query_times),
         "chunk_embeddings_per_s": round(per_second, 1),
-        "estimated_10mb_vault_embedding_s": round(chunks_10mb / per_second, 1),
+    }
+
+
+def model_costs(sample: int = 1000) -> dict[str, Any]:
+    """The local model under each runtime, each measured in a fresh interpreter."""
+    from memvault.index.local_model import ModelFile, weights_dir
+
+    model_file = ModelFile()
+    model_file.prepare()  # as `make install` does: no load below includes the export
+    model_mb = {
+        "onnx": round(model_file.status().size_bytes / 1_000_000, 1),
+        "torch": _tree_mb(weights_dir()),
+    }
+    runtimes: dict[str, Any] = {}
+    for runtime in MODEL_RUNTIMES:
+        command = [sys.executable, __file__, "--model-probe", runtime, "--sample", str(sample)]
+        done = subprocess.run(command, capture_output=True, text=True, check=True)
+        figures = json.loads(done.stdout.splitlines()[-1])
+        figures["packages_mb"] = _package_mb(RUNTIME_PACKAGES[runtime])
+        figures["model_mb"] = model_mb[runtime]
+        runtimes[runtime] = figures
+    # A 10 MB vault at ~1,600 characters a chunk is about 6,500 chunks.
+    chunks_10mb = 10 * 1024 * 1024 / 1600
+    default = runtimes["onnx"]["chunk_embeddings_per_s"]
+    return {
+        "runtimes": runtimes,
+        "estimated_10mb_vault_embedding_s": round(chunks_10mb / default, 1),
     }
 
 
@@ -320,6 +385,8 @@ def render(result: dict[str, Any]) -> str:
         " | remember p50/p95 |",
         "|---" * 11 + "|",
     ]
+    if not result["sizes"]:  # --model-only
+        lines = []
     for row in result["sizes"]:
         s = row["search"]
         cells = [
@@ -341,14 +408,38 @@ def render(result: dict[str, Any]) -> str:
     if model:
         lines += [
             "",
-            f"Local model (all-MiniLM-L6-v2): load {model['load_s']} s; query embedding "
-            f"p50 {model['query_embedding']['p50_ms']} ms / "
-            f"p95 {model['query_embedding']['p95_ms']} ms; "
-            f"{model['chunk_embeddings_per_s']} chunks/s, so a 10 MB vault (~6,500 chunks) "
-            f"embeds in ~{model['estimated_10mb_vault_embedding_s']} s.",
+            "Local model (all-MiniLM-L6-v2), each runtime in a fresh process:",
+            "",
+            "| runtime | installed: packages + model | load (imports included) "
+            "| RSS loaded | RSS after 1,000 chunks (peak) | chunks/s | query p50/p95 |",
+            "|---" * 7 + "|",
+        ]
+        for name, row in model["runtimes"].items():
+            label = "onnx (default)" if name == "onnx" else name
+            cells = [
+                label,
+                f"{row['packages_mb']:,.0f} + {row['model_mb']:,.0f} MB",
+                f"{row['load_s']} s",
+                f"{row['rss_loaded_mb']:,.0f} MB",
+                f"{row['rss_embedded_mb']:,.0f} MB ({row['peak_mb']:,.0f} MB)",
+                f"{row['chunk_embeddings_per_s']}",
+                _ms_pair(row["query_embedding"]),
+            ]
+            lines.append("| " + " | ".join(cells) + " |")
+        lines += [
+            "",
+            "Packages: onnx = onnxruntime + tokenizers; torch = torch, transformers, "
+            "sentence-transformers and their own dependencies (tokenizers, huggingface_hub, "
+            "safetensors, scipy, scikit-learn). Model: the exported ONNX file, or the "
+            "package's safetensors weights. A 10 MB vault (~6,500 chunks) embeds in "
+            f"~{model['estimated_10mb_vault_embedding_s']} s with the default runtime.",
         ]
     lines += ["", machine_line(result["machine"])]
     return "\n".join(lines)
+
+
+def _ms_pair(figures: dict[str, float]) -> str:
+    return f"{figures['p50_ms']} / {figures['p95_ms']} ms"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -357,7 +448,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--no-model", action="store_true", help="skip the local model figures")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--model-only", action="store_true", help="only the local model figures")
+    parser.add_argument("--model-probe", choices=MODEL_RUNTIMES, help=argparse.SUPPRESS)
+    parser.add_argument("--sample", type=int, default=1000, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.model_probe:  # the child model_costs() starts for each runtime
+        print(json.dumps(model_probe(args.model_probe, args.sample)))
+        return 0
+    if args.model_only:
+        args.sizes = []
     result: dict[str, Any] = {"machine": machine(), "sizes": []}
     for size in args.sizes:
         if not args.json:

@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from memvault.cli.app import app
+from memvault.locations import MODEL_CACHE_ENV
 
 # Exit codes of memvault.errors: a stable contract for scripts.
 EXIT_INVALID = 2  # InvalidInputError and UnsafePathError
@@ -26,9 +27,15 @@ EXIT_CONFIG = 6  # ConfigError
 def clean_env(
     vault: Path | None, embedder: str | None, extra: Mapping[str, str | None] | None
 ) -> dict[str, str | None]:
-    """A clean MEMVAULT_* environment: only what the test sets, never the caller's."""
-    env: dict[str, str | None] = {key: None for key in os.environ if key.startswith("MEMVAULT_")}
+    """A clean MEMVAULT_* environment: only what the test sets, never the caller's.
+
+    The model cache stays: the session's one export of the local model serves every test.
+    """
+    env: dict[str, str | None] = {
+        key: None for key in os.environ if key.startswith("MEMVAULT_") and key != MODEL_CACHE_ENV
+    }
     env["COLUMNS"] = "200"  # rich tables are not folded, so rows can be asserted on
+    env["MEMVAULT_CLI__AUTOSTART"] = "false"  # no daemon starts unless a test asks for one
     if embedder is not None:
         env["MEMVAULT_EMBEDDER__PROVIDER"] = embedder
     if vault is not None:
@@ -46,7 +53,8 @@ def invoke(
 ) -> Result:
     """Run ``memvault ARGS`` in-process; a crash (not a clean exit) fails the test.
 
-    The embedder is ``none`` unless a test asks for one: no model loads by accident.
+    The embedder is ``none`` unless a test asks for one: no model loads by accident;
+    nor does a daemon start in the background (``cli.autostart`` is off).
     """
     result = CliRunner().invoke(
         app, [str(arg) for arg in args], input=stdin, env=clean_env(vault, embedder, env)

@@ -1,4 +1,10 @@
-"""Shared fixtures: a fresh vault on disk and the services over it, at a fixed moment."""
+"""Shared fixtures: a fresh vault on disk and the services over it, at a fixed moment.
+
+The local model's ONNX file goes to one temporary cache per test session
+(``$MEMVAULT_MODEL_CACHE``, inherited by subprocesses): it is exported once,
+by the first test that embeds with the local model, and never touches the
+user's own cache.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +15,29 @@ from pathlib import Path
 import pytest
 
 from memvault.config import Settings
+from memvault.index.local_model import ModelFile
+from memvault.locations import MODEL_CACHE_ENV
 from memvault.runtime import Runtime
 from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
 from support import TZ, HashEmbedder, MovableClock
+
+
+@pytest.fixture(scope="session", autouse=True)
+def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The session's model cache, shared by every test and every process they start."""
+    cache = tmp_path_factory.mktemp("model-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(MODEL_CACHE_ENV, str(cache))
+        yield cache
+
+
+@pytest.fixture(scope="session")
+def prepared_model(model_cache: Path) -> ModelFile:
+    """The local model's ONNX file in the session's cache, exported if no test did yet."""
+    model_file = ModelFile(model_cache)
+    model_file.prepare()
+    return model_file
 
 
 @pytest.fixture

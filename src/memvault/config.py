@@ -16,7 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
 from memvault.clock import load_timezone
@@ -50,6 +57,16 @@ class EmbedderSettings(Section):
         "local", description="local (bundled MiniLM), openai (any OpenAI-compatible API) or none"
     )
     model: str | None = Field(None, description="model name; default depends on the provider")
+    runtime: Literal["onnx", "torch"] = Field(
+        "onnx",
+        description="how the local model runs: onnx (ONNX Runtime, light) or torch "
+        "(sentence-transformers, for platforms without onnxruntime)",
+    )
+    model_cache: Path | None = Field(
+        None,
+        description="folder of the local model's ONNX file; default $MEMVAULT_MODEL_CACHE, "
+        "else ~/.cache/memvault/models",
+    )
     base_url: str | None = Field(
         None, description="OpenAI-compatible endpoint, e.g. http://localhost:11434/v1 for Ollama"
     )
@@ -77,23 +94,49 @@ class IndexSettings(Section):
 
 
 class SearchSettings(Section):
-    """How keyword and semantic scores are fused and boosted."""
+    """How keyword, meaning and phrase evidence are fused, floored and boosted."""
 
-    vector_weight: float = Field(0.6, ge=0, le=1, description="share of the semantic score")
+    min_score: float = Field(
+        0.3, ge=0, le=5, description="results scoring below this are not relevant and left out"
+    )
+    vector_weight: float = Field(
+        0.55, ge=0, le=1, description="trust in meaning against keywords; 0.5 trusts both alike"
+    )
+    phrase_weight: float = Field(
+        0.8, ge=0, le=5, description="added when a chunk holds the query (or its quotes) as typed"
+    )
+    cosine_floor: float = Field(
+        0.2, ge=-1, le=1, description="cosine at which meaning starts to count (embedder-specific)"
+    )
+    cosine_clear: float = Field(
+        0.55, ge=-1, le=1, description="cosine of a clear match in meaning (embedder-specific)"
+    )
     context_weight: float = Field(
-        0.5, ge=0, le=1, description="share of keyword score from context"
+        0.5, ge=0, le=1, description="how far keywords in a chunk's context lift its own"
     )
     neighbour_boost: list[float] = Field(
-        [0.3, 0.15], description="score passed on at distance 1, 2"
+        [0.3, 0.15], description="share passed on between lines of a conversation at distance 1, 2"
     )
-    importance_weight: float = Field(0.1, ge=0, le=1, description="boost for important memories")
-    recency_weight: float = Field(0.1, ge=0, le=1, description="boost for recent items")
+    importance_weight: float = Field(
+        0.1, ge=0, le=1, description="boost for important memories (a share of the score)"
+    )
+    recency_weight: float = Field(
+        0.1, ge=0, le=1, description="boost for recent items (a share of the score)"
+    )
     recency_half_life_days: float = Field(30.0, gt=0, description="age at which recency halves")
-    time_weight: float = Field(0.3, ge=0, le=1, description="boost when the query names a date")
+    time_weight: float = Field(
+        0.3, ge=0, le=1, description="boost for items from a date the query names (a share)"
+    )
     candidates: int = Field(200, ge=10, le=5000, description="keyword and vector candidates each")
     mmr_lambda: float | None = Field(
         None, ge=0, le=1, description="diversify results (MMR) when set"
     )
+
+    @model_validator(mode="after")
+    def _cosines_in_order(self) -> SearchSettings:
+        if self.cosine_clear <= self.cosine_floor:
+            raise ValueError("search.cosine_clear must be above search.cosine_floor")
+        return self
 
 
 class ContextSettings(Section):
@@ -187,6 +230,16 @@ class ServerSettings(Section):
     )
 
 
+class CliSettings(Section):
+    """The ``memvault`` command line."""
+
+    autostart: bool = Field(
+        True,
+        description="search, recall and context start a daemon in the background when none "
+        "serves the vault, so the local model loads once instead of in every command",
+    )
+
+
 class TelemetrySettings(Section):
     """Location samples (``POST /api/telemetry``) written to the journal."""
 
@@ -226,6 +279,7 @@ class Settings(BaseSettings):
     agent: AgentSettings = Field(default_factory=AgentSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    cli: CliSettings = Field(default_factory=CliSettings)
 
     @field_validator("timezone")
     @classmethod

@@ -74,3 +74,11 @@ class ConfigError(MemvaultError):
     code = "invalid_config"
     exit_code = 6
     http_status = 500
+
+
+class EmbeddingError(MemvaultError):
+    """The embedding model or service failed; keyword search still works."""
+
+    code = "embedding_failed"
+    http_status = 503
+    retriable = True

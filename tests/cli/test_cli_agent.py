@@ -499,7 +499,7 @@ def test_chat_ctrl_c_at_the_approval_question_then_ctrl_d(
     vault: Path, fake: FakeOpenAI, terminals: list[Terminal]
 ) -> None:
     term = chat(terminals, vault, fake)
-    assert "Nothing found." in term.line("/recall sailing")
+    assert "Nothing relevant." in term.line("/recall sailing")
     fake.reply("", tool_calls=[("remember", {"fact": "I sail on Sundays"})])
     term.send("I sail on Sundays\r")
     term.expect("[y/N] ")

@@ -307,7 +307,9 @@ def test_search_table_and_nothing_found(library: Path) -> None:
     assert "results for 'sailboat'" in table
     assert "^m-00000001" in table
 
-    assert ok(library, "search", "xylophone").stdout.strip() == "Nothing found."
+    nothing = ok(library, "search", "xylophone")
+    assert nothing.stdout.strip() == "Nothing relevant to 'xylophone'."
+    assert "--min-score 0" in nothing.stderr
 
 
 def test_search_limit(library: Path) -> None:
@@ -403,7 +405,7 @@ def test_recall_returns_only_memories(library: Path) -> None:
     text = ok(library, "recall", "sailboat").stdout
     assert "- Zephyr bought a sailboat in spring  (fact" in text
     assert "^m-00000001)" in text
-    assert ok(library, "recall", "xylophone").stdout.strip() == "No memories about 'xylophone'."
+    assert ok(library, "recall", "xylophone").stdout.strip() == "Nothing relevant to 'xylophone'."
 
 
 def test_tag_finds_nested_tags_on_notes_and_memories(library: Path) -> None:
@@ -554,7 +556,8 @@ def test_context_headings_are_only_the_builders_sections(lived_in: Path) -> None
 def test_context_json_reports_the_budget(lived_in: Path) -> None:
     data = ok_json(lived_in, "context", "--budget", "100")
 
-    assert set(data) == {"markdown", "tokens", "budget_tokens", "sections"}
+    assert set(data) == {"markdown", "tokens", "budget_tokens", "sections", "notice"}
+    assert data["notice"] is None  # nothing was searched for
     assert data["budget_tokens"] == 100
     assert data["tokens"] <= 100
     assert len(data["markdown"]) <= 100 * 4

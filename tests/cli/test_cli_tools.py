@@ -69,3 +69,20 @@ def test_call_mistakes(vault: Path) -> None:
     assert result.exit_code == EXIT_INVALID
     assert json.loads(result.stdout)["error"]["code"] == "validation_failed"
     assert snapshot(vault) == before
+
+
+def test_search_tools_say_when_nothing_is_relevant(vault: Path) -> None:
+    ok(vault, "remember", "Garage door code is XK-4471")
+    found = ok_json(vault, "tools", "call", "memory_search", "--args", '{"query": "XK-4471"}')[
+        "result"
+    ]
+    assert [r["snippet"] for r in found["results"]] == ["Garage door code is XK-4471"]
+    assert "note" not in found
+    for tool, args in [
+        ("memory_search", '{"query": "favourite pizza topping"}'),
+        ("vault_search", '{"query": "favourite pizza topping"}'),
+        ("recall", '{"topic": "favourite pizza topping"}'),
+    ]:
+        nothing = ok_json(vault, "tools", "call", tool, "--args", args)["result"]
+        assert not (nothing.get("results") or nothing.get("memories")), tool
+        assert nothing["note"].startswith("Nothing relevant"), tool

@@ -169,6 +169,11 @@ def test_remember_get_search_forget(live: Live, api: httpx.Client) -> None:
     assert [h["id"] for h in everything] == [stored["id"]]
     listed = ok(api.get("/v1/memories", params={"category": "fact"}))
     assert [m["id"] for m in listed] == [stored["id"]]
+    # Nothing relevant is an empty answer; min_score 0 still lists the closest match.
+    unrelated = {"q": "pizza toppings with olives, not the boat", "kind": "memory"}
+    assert ok(api.get("/v1/search", params=unrelated)) == []
+    closest = ok(api.get("/v1/search", params={**unrelated, "min_score": 0}))
+    assert [h["id"] for h in closest] == [stored["id"]] and closest[0]["score"] < 0.3
 
     forgotten = ok(api.delete(f"/v1/memories/{stored['id']}"))
     assert forgotten["forgotten"] is True and forgotten["id"] == stored["id"]
@@ -189,6 +194,7 @@ def test_memory_errors_change_nothing(live: Live, api: httpx.Client) -> None:
     failed(api.get("/v1/memories/search", params={"q": ""}), 400, "validation_failed")
     failed(api.get("/v1/search", params={"q": "x", "kind": "planet"}), 400, "validation_failed")
     failed(api.get("/v1/search", params={"q": "x", "since": "soon"}), 400, "validation_failed")
+    failed(api.get("/v1/search", params={"q": "x", "min_score": -1}), 400, "validation_failed")
     failed(api.get("/v1/context", params={"budget": 10}), 400, "validation_failed")
     assert snapshot(live.vault) == before
 

@@ -375,7 +375,7 @@ def _print_hits(data: Any) -> None:
 
     hits = data.get("memories", []) if isinstance(data, dict) else data
     if not hits:
-        stdout.print(Text("Nothing found.", style="dim"))
+        stdout.print(Text("Nothing relevant.", style="dim"))
         return
     for hit in hits:
         text = hit.get("text") or hit.get("snippet") or ""

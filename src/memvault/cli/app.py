@@ -37,6 +37,7 @@ class RootGroup(ErrorBoundaryGroup):
         "note": "memvault.cli.notes",
         "config": "memvault.cli.config",
         "tools": "memvault.cli.tools",
+        "embedder": "memvault.cli.embedder",
     }
 
 
@@ -65,7 +66,14 @@ def root(
         bool,
         typer.Option(
             "--direct",
-            help="Work on the vault files even when a daemon serves the vault.",
+            help="Work on the vault files even when a daemon serves the vault; start none.",
+        ),
+    ] = False,
+    no_autostart: Annotated[
+        bool,
+        typer.Option(
+            "--no-autostart",
+            help="Never start a daemon in the background; search in this process instead.",
         ),
     ] = False,
     version: Annotated[
@@ -76,7 +84,7 @@ def root(
     ] = False,
 ) -> None:
     """Memory for AI agents, kept in an Obsidian-compatible Markdown vault."""
-    ctx.obj = {"vault": vault, "direct": direct}
+    ctx.obj = {"vault": vault, "direct": direct, "no_autostart": no_autostart}
 
 
 @app.command()

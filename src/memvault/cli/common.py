@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
-    from memvault.gateway.client import DaemonClient
+    from memvault.gateway.client import Answer, DaemonClient
     from memvault.runtime import Runtime
 
 
@@ -166,6 +166,45 @@ def daemon_client(ctx: typer.Context, vault: Path | None) -> DaemonClient | None
     return DaemonClient.discover(choose_vault(vault or root_vault(ctx)))
 
 
+def autostarted_client(ctx: typer.Context, vault: Path | None) -> DaemonClient | None:
+    """A daemon started now for a command that would load the local model, when allowed.
+
+    Not with --direct or --no-autostart, nor when ``cli.autostart`` is off,
+    the embedder loads no model in this process, or the vault does not exist
+    (the command then says so itself). A daemon that cannot be started is
+    explained in one sentence, and the command runs here.
+    """
+    root = ctx.find_root()
+    obj = root.obj if isinstance(root.obj, dict) else {}
+    if obj.get("direct") or obj.get("no_autostart") or os.environ.get("MEMVAULT_DIRECT"):
+        return None
+    from memvault.config import load_settings
+
+    settings = load_settings(vault or root_vault(ctx)).settings
+    if not settings.cli.autostart or settings.embedder.provider != "local":
+        return None
+    if not settings.vault.is_dir():
+        return None
+    from memvault.gateway.autostart import AutostartError, ensure_daemon
+
+    try:
+        running = ensure_daemon(settings.vault, port=settings.server.port)
+    except AutostartError as exc:
+        stderr.print(f"{exc.message}; answering in this process instead.")
+        return None
+    if running.started:
+        info = running.client.info
+        stderr.print(
+            f"Started a memvault daemon for {settings.vault} at {info.url} (pid {info.pid}, "
+            f"log {running.log}); this and later commands use it, so the model loads once."
+        )
+        stderr.print(
+            "Stop it with `memvault serve --stop`; opt out with --no-autostart or "
+            "`[cli] autostart = false` in .memvault/config.toml."
+        )
+    return running.client
+
+
 def via_daemon(
     ctx: typer.Context,
     vault: Path | None,
@@ -174,21 +213,38 @@ def via_daemon(
     *,
     query: dict[str, Any] | None = None,
     body: Any = None,
+    autostart: bool = False,
 ) -> Any:
     """The daemon's answer when one serves the vault; None means: work on the vault directly.
 
-    An error the daemon answers with is raised as a MemvaultError, so it reads
-    (and exits) the same as in direct mode.
+    With ``autostart`` (a command that would load the embedding model) a
+    daemon is started when none runs (see :func:`autostarted_client`). A
+    notice the daemon sends with its answer goes to stderr, as the same
+    command prints it in-process. An error the daemon answers with is raised
+    as a MemvaultError, so it reads (and exits) the same as in direct mode.
     """
-    client = daemon_client(ctx, vault)
+    answer = _send(daemon_client(ctx, vault), method, path, query, body)
+    if answer is None and autostart:
+        answer = _send(autostarted_client(ctx, vault), method, path, query, body)
+    if answer is None:
+        return None
+    if answer.notice:
+        stderr.print(answer.notice)
+    return answer.result
+
+
+def _send(
+    client: DaemonClient | None, method: str, path: str, query: dict[str, Any] | None, body: Any
+) -> Answer | None:
+    """The daemon's answer; None when there is no daemon or it went away (nothing was sent)."""
     if client is None:
         return None
     from memvault.gateway.client import DaemonUnavailableError
 
     try:
-        return client.request(method, path, query=query, body=body)
+        return client.send(method, path, query=query, body=body)
     except DaemonUnavailableError:
-        return None  # it went away: nothing was sent, so do it here
+        return None
 
 
 def emit_json(data: Any) -> None:

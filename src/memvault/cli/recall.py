@@ -1,8 +1,9 @@
 """``memvault index | search | recall | context | tag | related | watch``.
 
 ``search``, ``recall`` and ``context`` go through the daemon when one serves
-the vault (its index is current and its model loaded); the rest, and all of
-them without a daemon, work on the vault directly.
+the vault (its index is current and its model loaded); when none does and the
+local model would have to load here, they start one in the background first
+(unless told not to). The rest work on the vault directly.
 """
 
 from __future__ import annotations
@@ -175,9 +176,9 @@ def _filters(
     )
 
 
-def _show_hits(hits: list[dict[str, Any]], title: str) -> None:
+def _show_hits(hits: list[dict[str, Any]], title: str, query: str) -> None:
     if not hits:
-        say("Nothing found.")
+        _nothing_relevant(query)
         return
     rows = []
     for hit in hits:
@@ -195,19 +196,20 @@ def _search(
     *,
     keyword_only: bool,
     mmr: float | None,
+    min_score: float | None,
     quiet: bool,
 ) -> list[dict[str, Any]]:
     _sync(runtime, quiet=quiet)
-    problem = runtime.index.mismatch() if not keyword_only else None
-    if problem:
-        stderr.print(f"Keyword search only: {problem}")
     hits = runtime.searcher.search(
         query,
         limit=limit,
         filters=filters,
         mode="keyword" if keyword_only else "hybrid",
         mmr_lambda=mmr,
+        min_score=min_score,
     )
+    if hits.notice:
+        stderr.print(hits.notice)
     # The model is loaded now: use it to fill some pending vectors for next time.
     if runtime.embedder.enabled and runtime.embedder.loaded and runtime.index.mismatch() is None:
         runtime.index.embed_pending(limit=_EMBED_ON_SEARCH)
@@ -220,6 +222,25 @@ KindOption = Annotated[
 LimitOption = Annotated[
     int, typer.Option("--limit", "-n", min=1, max=1000, help="How many results.")
 ]
+MinScoreOption = Annotated[
+    float | None,
+    typer.Option(
+        "--min-score",
+        min=0.0,
+        max=5.0,
+        help="Leave out results scoring below this (default: search.min_score, 0.3); "
+        "0 lists the closest matches even when nothing is relevant.",
+    ),
+]
+NOTHING_RELEVANT_HINT = (
+    "Results scoring below the relevance floor (search.min_score) are left out; "
+    "--min-score 0 lists the closest matches anyway."
+)
+
+
+def _nothing_relevant(what: str) -> None:
+    say(f"Nothing relevant to {what!r}.")
+    stderr.print(NOTHING_RELEVANT_HINT)
 
 
 def search(
@@ -250,6 +271,7 @@ def search(
         float | None,
         typer.Option("--mmr", min=0.0, max=1.0, help="Diversify results (0..1; 0.7 is mild)."),
     ] = None,
+    min_score: MinScoreOption = None,
     vault: VaultOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -269,18 +291,26 @@ def search(
         "archived": archived,
         "keyword": keyword_only,
         "mmr": mmr,
+        "min_score": min_score,
     }
-    hits = via_daemon(ctx, vault, "GET", "/v1/search", query=params)
+    hits = via_daemon(ctx, vault, "GET", "/v1/search", query=params, autostart=not keyword_only)
     if hits is None:
         runtime = open_runtime(ctx, vault)
         filters = _filters(kinds, folder, category, tags, since, until, archived, runtime)
         hits = _search(
-            runtime, query, limit, filters, keyword_only=keyword_only, mmr=mmr, quiet=as_json
+            runtime,
+            query,
+            limit,
+            filters,
+            keyword_only=keyword_only,
+            mmr=mmr,
+            min_score=min_score,
+            quiet=as_json,
         )
     if as_json:
         emit_json(hits)
     else:
-        _show_hits(hits, f"{len(hits)} results for {query!r}")
+        _show_hits(hits, f"{len(hits)} results for {query!r}", query)
 
 
 def recall(
@@ -293,25 +323,41 @@ def recall(
     keyword_only: Annotated[
         bool, typer.Option("--keyword", help="Keywords only; no model is loaded.")
     ] = False,
+    min_score: MinScoreOption = None,
     vault: VaultOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Recall memories about a topic (memories only, best first)."""
-    params = {"q": topic, "limit": limit, "category": category, "keyword": keyword_only}
-    hits = via_daemon(ctx, vault, "GET", "/v1/memories/search", query=params)
+    params = {
+        "q": topic,
+        "limit": limit,
+        "category": category,
+        "keyword": keyword_only,
+        "min_score": min_score,
+    }
+    hits = via_daemon(
+        ctx, vault, "GET", "/v1/memories/search", query=params, autostart=not keyword_only
+    )
     if hits is None:
         from memvault.index.search import SearchFilters
 
         runtime = open_runtime(ctx, vault)
         filters = SearchFilters(kinds=("memory",), category=category)
         hits = _search(
-            runtime, topic, limit, filters, keyword_only=keyword_only, mmr=None, quiet=as_json
+            runtime,
+            topic,
+            limit,
+            filters,
+            keyword_only=keyword_only,
+            mmr=None,
+            min_score=min_score,
+            quiet=as_json,
         )
     if as_json:
         emit_json(hits)
         return
     if not hits:
-        say(f"No memories about {topic!r}.")
+        _nothing_relevant(topic)
         return
     for hit in hits:
         say(f"- {hit['snippet']}  ({hit['category']}, {hit['score']:.2f}, ^{hit['id']})")
@@ -329,12 +375,22 @@ def context(
     as_json: JsonOption = False,
 ) -> None:
     """Print the memory context an agent gets at the start of a run."""
-    result = via_daemon(ctx, vault, "GET", "/v1/context", query={"query": query, "budget": budget})
+    result = via_daemon(
+        ctx,
+        vault,
+        "GET",
+        "/v1/context",
+        query={"query": query, "budget": budget},
+        autostart=bool(query),  # only a query is searched for
+    )
     if result is None:
         runtime = open_runtime(ctx, vault)
         if query:
             _sync(runtime, quiet=True)
-        result = runtime.context.build_result(query, budget).to_dict()
+        built = runtime.context.build_result(query, budget)
+        if built.notice:
+            stderr.print(built.notice)
+        result = built.to_dict()
     if as_json:
         emit_json(result)
     elif result["markdown"]:

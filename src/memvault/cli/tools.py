@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -17,9 +18,13 @@ from memvault.cli.common import (
     stderr,
     stdout,
     table,
+    via_daemon,
 )
 from memvault.errors import InvalidInputError
 from memvault.vocabulary import TOOL_FORMATS as FORMATS
+
+if TYPE_CHECKING:
+    from memvault.tools.registry import ToolRegistry, ToolResult
 
 app = group("The tools agents call: list, export as schemas, call one.")
 
@@ -108,10 +113,13 @@ def call(
     vault: VaultOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Call one tool, through the same tier policy an agent meets."""
+    """Call one tool, through the same tier policy an agent meets.
+
+    Reads go through the daemon when one serves the vault (one is started for
+    searches, as for `memvault search`); writes are asked for here.
+    """
     from memvault.tools import default_registry
-    from memvault.tools.policy import AllowAll, Policy, TerminalApprover, Tier
-    from memvault.tools.registry import ToolContext
+    from memvault.tools.policy import Tier
 
     try:
         arguments: Any = json.loads(args)
@@ -119,15 +127,15 @@ def call(
         raise InvalidInputError(
             f"--args is not valid JSON ({exc.msg} at column {exc.colno})."
         ) from None
-    runtime = open_runtime(ctx, vault)
     registry = default_registry()
-    registry.get(name)  # an unknown name is a plain error, before anything is asked
-    policy = Policy(
-        approver=AllowAll() if yes else TerminalApprover(), mode=runtime.settings.tools.mode
-    )
-    result = registry.call(
-        name, arguments, ToolContext(runtime=runtime, policy=policy, surface="cli")
-    )
+    tool = registry.get(name)  # an unknown name is a plain error, before anything is asked
+    result = None
+    if tool.tier == Tier.READ and isinstance(arguments, dict):
+        result = _through_daemon(ctx, vault, name, arguments, autostart=tool.searches)
+    if result is None:
+        result = _here(ctx, vault, registry, name, arguments, yes=yes)
+        if result.notice:
+            stderr.print(result.notice)  # through the daemon, via_daemon printed it
     if as_json:
         emit_json(result.to_dict())
     elif result.ok:
@@ -139,7 +147,52 @@ def call(
         )
     else:
         stderr.print(f"Error: {result.error}")
-        if result.code == "not_approved" and registry.get(name).tier > Tier.READ:
+        if result.code == "not_approved" and tool.tier > Tier.READ:
             stderr.print("Run it again with --yes to approve it yourself.")
     if not result.ok:
         raise typer.Exit(_EXIT.get(result.code or "", 1))
+
+
+def _through_daemon(
+    ctx: typer.Context,
+    vault: Path | None,
+    name: str,
+    arguments: dict[str, Any],
+    *,
+    autostart: bool,
+) -> ToolResult | None:
+    """A tier-1 call answered by the daemon (None: there is none; run it here)."""
+    from memvault.gateway.client import RemoteError, path_part
+    from memvault.tools.registry import ToolResult
+
+    try:
+        answer = via_daemon(
+            ctx, vault, "POST", f"/v1/tools/{path_part(name)}", body=arguments, autostart=autostart
+        )
+    except RemoteError as exc:  # the tool's own failure, as a call here reports it
+        return ToolResult(False, error=exc.message, code=exc.code)
+    if answer is None:
+        return None
+    return ToolResult(True, data=answer["result"])
+
+
+def _here(
+    ctx: typer.Context,
+    vault: Path | None,
+    registry: ToolRegistry,
+    name: str,
+    arguments: Any,
+    *,
+    yes: bool,
+) -> ToolResult:
+    """The call run in this process, tier 2 and 3 asked for at the terminal."""
+    from memvault.tools.policy import AllowAll, Policy, TerminalApprover
+    from memvault.tools.registry import ToolContext
+
+    runtime = open_runtime(ctx, vault)
+    policy = Policy(
+        approver=AllowAll() if yes else TerminalApprover(), mode=runtime.settings.tools.mode
+    )
+    return registry.call(
+        name, arguments, ToolContext(runtime=runtime, policy=policy, surface="cli")
+    )

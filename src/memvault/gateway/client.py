@@ -98,6 +98,14 @@ def process_alive(pid: int) -> bool:
     return stat.rpartition(")")[2].split()[:1] != ["Z"]
 
 
+@dataclass(frozen=True)
+class Answer:
+    """A successful answer: its result, and the notice that came with it (if any)."""
+
+    result: Any
+    notice: str | None = None
+
+
 class DaemonUnavailableError(Exception):
     """The daemon could not be reached; nothing was sent."""
 
@@ -150,6 +158,22 @@ class DaemonClient:
         headers: dict[str, str] | None = None,
     ) -> Any:
         """Send one request; the envelope's ``result`` on success, RemoteError otherwise.
+
+        Raises DaemonUnavailableError when no connection could be made (nothing was sent).
+        """
+        return self.send(method, path, query=query, body=body, headers=headers).result
+
+    def send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: dict[str, Any] | None = None,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> Answer:
+        """Send one request; the result and its notice (keywords only while the model
+        loads, say) on success, RemoteError otherwise.
 
         Raises DaemonUnavailableError when no connection could be made (nothing was sent).
         """
@@ -207,7 +231,8 @@ class DaemonClient:
                 str(error.get("message", f"The daemon answered {status}.")),
                 error.get("details"),
             )
-        return envelope.get("result", envelope)
+        notice = envelope.get("notice")
+        return Answer(envelope.get("result", envelope), notice if isinstance(notice, str) else None)
 
 
 def read_response(connection: socket.socket) -> tuple[int, bytes]:

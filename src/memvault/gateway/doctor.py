@@ -18,6 +18,8 @@ from typing import Any
 from memvault import __version__
 from memvault.errors import MemvaultError
 from memvault.gateway.security import loose_permissions
+from memvault.index.embedders import LocalEmbedder
+from memvault.index.local_model import PREPARE_COMMAND
 from memvault.llm.base import Health
 from memvault.memory.state import StateDB
 from memvault.runtime import Runtime
@@ -164,6 +166,39 @@ def _embedder(runtime: Runtime, daemon: DaemonFacts | None) -> Check:
     return Check("embedder", "ok", f"{embedder.identity} loads on first use.", details)
 
 
+def _local_model(runtime: Runtime) -> Check | None:
+    """How the bundled model runs, and whether its ONNX file is ready (None for other embedders)."""
+    try:
+        embedder = runtime.embedder
+    except MemvaultError:
+        return None  # the embedder check reports it
+    if not isinstance(embedder, LocalEmbedder):
+        return None
+    if embedder.runtime == "torch":
+        return Check(
+            "local_model",
+            "ok",
+            f"{embedder.model} runs on torch (embedder.runtime = 'torch').",
+            {"runtime": "torch"},
+        )
+    state = embedder.model_file().status()
+    details = {"runtime": "onnx", **state.to_dict()}
+    if state.ready:
+        return Check(
+            "local_model",
+            "ok",
+            f"{embedder.model} runs on ONNX Runtime from {state.path}.",
+            details,
+        )
+    return Check(
+        "local_model",
+        "warning",
+        f"The ONNX file of {embedder.model} is not prepared: the first embedding exports it "
+        f"(a few seconds); run `{PREPARE_COMMAND}` to do it now.",
+        details,
+    )
+
+
 def _pending(runtime: Runtime, daemon: DaemonFacts | None) -> Check:
     if not runtime.embedder.enabled:
         return Check("pending_embeddings", "ok", "No embeddings are kept.", {"pending": 0})
@@ -268,7 +303,7 @@ def diagnose(runtime: Runtime, daemon: DaemonFacts | None = None) -> Report:
     report = Report()
     vault = _vault_writable(runtime)
     report.checks.append(vault)
-    steps: list[tuple[str, Callable[[], Check]]] = []
+    steps: list[tuple[str, Callable[[], Check | None]]] = []
     if vault.status != "error":
         steps += [
             ("index_healthy", lambda: _index_healthy(runtime)),
@@ -276,6 +311,7 @@ def diagnose(runtime: Runtime, daemon: DaemonFacts | None = None) -> Report:
             ("embedder", lambda: _embedder(runtime, daemon)),
             ("pending_embeddings", lambda: _pending(runtime, daemon)),
         ]
+    steps.append(("local_model", lambda: _local_model(runtime)))
     steps.append(("disk_space", lambda: _disk(runtime)))
     steps.append(("llm", lambda: _llm(runtime, daemon)))
     if daemon is not None:
@@ -286,11 +322,11 @@ def diagnose(runtime: Runtime, daemon: DaemonFacts | None = None) -> Report:
         ]
     for name, step in steps:
         try:
-            report.checks.append(step())
+            check = step()
         except MemvaultError as exc:
-            report.checks.append(Check(name, "error", exc.message))
+            check = Check(name, "error", exc.message)
         except Exception as exc:  # a damaged database, a broken model: the report goes on
-            report.checks.append(
-                Check(name, "error", f"The check failed: {type(exc).__name__}: {exc}.")
-            )
+            check = Check(name, "error", f"The check failed: {type(exc).__name__}: {exc}.")
+        if check is not None:  # None: the check does not apply here
+            report.checks.append(check)
     return report

@@ -1,10 +1,11 @@
 """The HTTP API's bodies: what requests carry and what responses promise.
 
-Every response is an envelope: ``{"ok": true, "result": ...}`` or
-``{"ok": false, "error": {...}}``. The models here are the OpenAPI spec; the
-results the services produce are validated against them on the way out, so
-the spec stays true. Result models allow extra fields: a client may rely on
-the fields listed, and memvault may add more.
+Every response is an envelope: ``{"ok": true, "result": ...}`` (routes that
+search add ``"notice"``) or ``{"ok": false, "error": {...}}``. The models
+here are the OpenAPI spec; the results the services produce are validated
+against them on the way out, so the spec stays true. Result models allow
+extra fields: a client may rely on the fields listed, and memvault may add
+more.
 """
 
 from __future__ import annotations
@@ -58,6 +59,17 @@ class Envelope(BaseModel, Generic[T]):
 
     ok: Literal[True] = True
     result: T
+
+
+class NoticedEnvelope(Envelope[T], Generic[T]):
+    """A successful answer from a route that searches: it may come with a notice."""
+
+    notice: str | None = Field(
+        None,
+        description="One sentence when the answer is less than asked, e.g. keywords only "
+        "while the embedding model loads (searching again later uses meaning too); "
+        "null otherwise.",
+    )
 
 
 class ErrorBody(BaseModel):
@@ -169,6 +181,9 @@ class Context(Result):
     tokens: int
     budget_tokens: int
     sections: list[ContextSection]
+    notice: str | None = Field(
+        None, description="Why what is relevant was found by keywords only, if it was."
+    )
 
 
 # -- notes and tasks ---------------------------------------------------------------------

@@ -44,6 +44,9 @@ Connection = Any  # the driver's Connection class; both drivers share the DB-API
 DatabaseError: type[Exception] = sqlite3.DatabaseError
 IntegrityError: type[Exception] = sqlite3.IntegrityError
 
+# The keyword index's tokenizer; queries are tokenised with the same one (ranking.Vocabulary).
+TOKENIZER = "porter unicode61 remove_diacritics 2"
+
 _MIGRATIONS: dict[int, str] = {
     1: sql.META_TABLE
     + """;
@@ -122,7 +125,9 @@ _MIGRATIONS: dict[int, str] = {
     CREATE INDEX memories_note ON memories(note_id);
     CREATE VIRTUAL TABLE chunks_fts USING fts5(
         text, context, title, tags,
-        tokenize = 'porter unicode61 remove_diacritics 2'
+        tokenize = '"""
+    + TOKENIZER
+    + """'
     );
     """,
 }

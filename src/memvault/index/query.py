@@ -4,6 +4,9 @@
   quoted, so no input can inject FTS5 syntax; common function words are
   dropped (unless nothing else is left) and the rest are OR-ed, because a
   question rarely repeats the exact wording of the answer.
+- Phrases: text in double quotes (straight or curly) is a phrase: its words
+  in that order. The whole query is also tried as a phrase, so words copied
+  from a note find it even when each of them is common.
 - Time: an explicit day, month or year in the query ("on 3 June, 2023",
   "in August 2023", "the week before August 3, 2023", "yesterday") becomes
   a time range that boosts what was written then.
@@ -16,6 +19,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta, tzinfo
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_QUOTED = re.compile(r'["\u201c\u201d\u201e]([^"\u201c\u201d\u201e]+)["\u201c\u201d\u201e]')
 STOPWORDS = frozenset(
     """a an the is are was were be been being am do does did doing of to in on at for with by
     from and or but not no nor what when where who whom whose which why how has have had having
@@ -88,6 +92,8 @@ class ParsedQuery:
     text: str
     terms: tuple[str, ...]
     time: TimeRange | None
+    words: tuple[str, ...] = ()  # every word, in order (stopwords too): the whole-query phrase
+    phrases: tuple[tuple[str, ...], ...] = ()  # quoted phrases, each with two or more words
 
     @property
     def fts(self) -> str | None:
@@ -180,6 +186,18 @@ def parse_time(text: str, now: datetime) -> TimeRange | None:
     return None
 
 
+def phrases_of(text: str) -> tuple[tuple[str, ...], ...]:
+    """The quoted phrases of ``text`` with two or more words (one quoted word is a keyword)."""
+    found = (tuple(_WORD.findall(m.group(1))) for m in _QUOTED.finditer(text))
+    return tuple(dict.fromkeys(words for words in found if len(words) >= 2))
+
+
 def parse_query(text: str, now: datetime) -> ParsedQuery:
-    """Keywords and time range of a query."""
-    return ParsedQuery(text=text, terms=terms_of(text), time=parse_time(text, now))
+    """Keywords, phrases and time range of a query."""
+    return ParsedQuery(
+        text=text,
+        terms=terms_of(text),
+        time=parse_time(text, now),
+        words=tuple(_WORD.findall(text))[:64],
+        phrases=phrases_of(text),
+    )

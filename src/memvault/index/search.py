@@ -1,17 +1,19 @@
-"""Hybrid search over the index: keywords (FTS5 BM25) and meaning (vectors), fused.
+"""Hybrid search over the index: keywords (FTS5 BM25), meaning (vectors) and phrases.
 
-1. Candidates: the best ``candidates`` chunks by BM25 and the best by cosine,
-   each under the filters.
-2. Every candidate gets both scores (a keyword candidate its cosine, a vector
-   candidate its BM25). BM25 counts a chunk's own text and, separately, its
-   context (neighbouring memories, or a note's title and headings); each is
-   scaled by its best candidate. Cosines are min-max scaled over candidates.
+1. Candidates: the best ``candidates`` chunks by BM25, by cosine, and the
+   chunks holding the query as a phrase (or its quoted phrases), each under
+   the filters.
+2. Every candidate gets calibrated keyword and meaning evidence and a phrase
+   flag, fused into a relevance that means the same in every vault
+   (:mod:`memvault.index.ranking`).
 3. The neighbours of the best memory candidates join the set: in a
    conversation the answer is often the line after the one that matches.
-4. Each chunk then receives a share of its best neighbour's score (0.3 at
-   distance one, 0.15 at two by default), and boosts for importance,
-   recency, and a date the query names.
-5. Optionally, maximal marginal relevance trades a little score for variety.
+4. Each chunk then receives a share of its best neighbour's relevance (0.3
+   at distance one, 0.15 at two by default), and small boosts for
+   importance, recency, and a date the query names.
+5. What scores below the floor (``search.min_score``) is not relevant and
+   is left out; maximal marginal relevance optionally trades a little score
+   for variety.
 
 The weights live in :class:`memvault.config.SearchSettings`.
 """
@@ -30,8 +32,10 @@ import numpy as np
 
 from memvault.errors import InvalidInputError, NotFoundError
 from memvault.index.chunking import is_conversation
+from memvault.index.db import TOKENIZER
 from memvault.index.index import MemoryIndex, locked
 from memvault.index.query import ParsedQuery, parse_query
+from memvault.index.ranking import Evidence, Fusion, QueryTerms, Spread, Vocabulary, fts_phrase
 from memvault.vault.memories import Memories
 from memvault.vault.paths import normalize_relpath
 from memvault.vocabulary import KINDS
@@ -39,9 +43,6 @@ from memvault.vocabulary import KINDS
 SNIPPET_CHARS = 700
 _EXPAND_TOP = 30
 _KEYWORD_DEPTH = 4  # keyword matches scored per candidate slot
-# Sentence-embedding cosines: unrelated text sits near 0.1, a clear match above 0.5.
-_COSINE_FLOOR = 0.1
-_COSINE_CLEAR = 0.5
 
 
 @dataclass(frozen=True)
@@ -176,10 +177,13 @@ class _Candidate:
     own: float = 0.0
     ctx: float = 0.0
     cosine: float | None = None
+    phrase: bool = False
+    held: float | None = None  # idf-weighted share of the query words it holds
+    held_known: bool = False
+    keyword: float = 0.0
+    meaning: float | None = None
     base: float = 0.0
     final: float = 0.0
-    text: float = 0.0
-    vec: float = 0.0
 
 
 SearchMode = Literal["hybrid", "keyword", "vector"]
@@ -208,6 +212,8 @@ class Searcher:
     def __init__(self, index: MemoryIndex) -> None:
         self.index = index
         self.settings = index.search_settings
+        self.fusion = Fusion(self.settings)
+        self.vocabulary = Vocabulary(TOKENIZER)
 
     @property
     def conn(self) -> Any:
@@ -263,37 +269,46 @@ class Searcher:
         parsed = parse_query(query.strip(), self.index.clock.now())
         where, params = checked.sql()
         n = self.settings.candidates
+        use_keywords = mode != "vector"
+        terms = self.vocabulary.terms(self.conn, parsed.terms) if use_keywords else None
         # A longer keyword list than the candidates, to score the others' keywords too.
-        keyword = self._keyword(parsed, where, params, n * _KEYWORD_DEPTH, n, checked.restrictive)
+        keyword = (
+            self._keyword(parsed, where, params, n * _KEYWORD_DEPTH, n, checked.restrictive)
+            if use_keywords
+            else []
+        )
         text_scores = {chunk_id: (own, ctx) for chunk_id, own, ctx in keyword}
         candidates: dict[int, _Candidate] = {}
-        if mode != "vector":
-            for chunk_id, own, ctx in keyword[:n]:
-                candidates[chunk_id] = _Candidate(row=None, own=own, ctx=ctx)
+        for chunk_id, own, ctx in keyword[:n]:
+            candidates[chunk_id] = _Candidate(row=None, own=own, ctx=ctx)
+        phrased = self._phrased(parsed, n, where, params) if use_keywords else set()
+        for chunk_id in phrased:
+            candidates.setdefault(chunk_id, _Candidate(row=None)).phrase = True
+        spread: Spread | None = None
         if qvec is not None:
+            spread = Spread(*self.index.vectors.spread(qvec))
             for chunk_id, cosine in self._nearest(qvec, n, where, params, checked.restrictive):
                 candidates.setdefault(chunk_id, _Candidate(row=None)).cosine = cosine
         if not candidates:
             return []
-        if mode == "vector":
-            text_scores = {}
-        self._complete(candidates, text_scores, qvec)
+        fts = parsed.fts if use_keywords else None
+        self._complete(candidates, text_scores, qvec, phrased, fts)
         if not checked.include_archived:
             # Vector candidates are only pre-filtered for restrictive filters.
             for chunk_id in [i for i, c in candidates.items() if c.row["archived"]]:
                 del candidates[chunk_id]
         if not candidates:
             return []
-        self._score(candidates, qvec is not None)
-        self._expand(candidates, text_scores, qvec, where, params)
-        self._score(candidates, qvec is not None)
+        self._score(candidates, terms, spread)
+        self._expand(candidates, text_scores, qvec, where, params, phrased, fts)
+        self._score(candidates, terms, spread)
         self._finish(candidates, parsed)
         ranked = sorted(candidates.values(), key=lambda c: -c.final)
+        floor = self.settings.min_score if min_score is None else min_score
+        ranked = [c for c in ranked if c.final >= floor]
         lam = mmr_lambda if mmr_lambda is not None else self.settings.mmr_lambda
         if lam is not None and qvec is not None:
             ranked = self._mmr(ranked, lam, limit)
-        if min_score is not None:
-            ranked = [c for c in ranked if c.final >= min_score]
         chosen = ranked[:limit]
         texts = self._texts([int(c.row["id"]) for c in chosen])
         return [self._hit(c, texts.get(int(c.row["id"]), "")) for c in chosen]
@@ -350,6 +365,24 @@ class Searcher:
         ).fetchall()
         return [(int(r[0]), -float(r[1]), -float(r[2])) for r in rows]
 
+    def _phrased(self, parsed: ParsedQuery, n: int, where: str, params: list[Any]) -> set[int]:
+        """Chunks holding every quoted phrase, or else the whole query as a phrase.
+
+        Only a chunk's own words count (its text, title and tags), not its context.
+        """
+        if parsed.phrases:
+            expression = " AND ".join(fts_phrase(words) for words in parsed.phrases)
+        elif len(parsed.words) >= 2:
+            expression = fts_phrase(parsed.words)
+        else:
+            return set()
+        rows = self.conn.execute(
+            "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
+            (f"{{text title tags}} : ({expression})", n),
+        ).fetchall()
+        ids = [int(r[0]) for r in rows]
+        return self._passing(ids, where, params) if ids else set()
+
     def _nearest(
         self, qvec: np.ndarray[Any, Any], n: int, where: str, params: list[Any], restrictive: bool
     ) -> list[tuple[int, float]]:
@@ -393,23 +426,42 @@ class Searcher:
         candidates: dict[int, _Candidate],
         text_scores: dict[int, tuple[float, float]],
         qvec: np.ndarray[Any, Any] | None,
+        phrased: set[int],
+        fts: str | None,
     ) -> None:
-        """Give every candidate its row, its keyword scores and its cosine.
+        """Give every candidate its row, its keyword scores, its phrase flag and its cosine.
 
-        A chunk beyond the keyword list scores 0: its BM25 is below all of those.
+        Keyword scores come from the keyword list; a phrase match beyond it is
+        scored on its own. Any other chunk beyond it scores 0: its BM25 is
+        below all of those.
         """
         missing_rows = [i for i, c in candidates.items() if c.row is None]
         for row in self._rows(missing_rows):
             candidates[int(row["id"])].row = row
         for chunk_id in [i for i, c in candidates.items() if c.row is None]:
             del candidates[chunk_id]  # deleted meanwhile
+        unscored = [i for i in phrased if i in candidates and i not in text_scores]
+        if unscored and fts is not None:
+            text_scores.update(self._keyword_scores(unscored, fts))
         for chunk_id, candidate in candidates.items():
+            candidate.phrase = chunk_id in phrased
             if candidate.own == 0 and candidate.ctx == 0 and chunk_id in text_scores:
                 candidate.own, candidate.ctx = text_scores[chunk_id]
         if qvec is not None:
             lacking_vec = [i for i, c in candidates.items() if c.cosine is None]
             for chunk_id, vector in self.index.vectors.get(lacking_vec).items():
                 candidates[chunk_id].cosine = float(vector @ qvec)
+
+    def _keyword_scores(self, ids: Sequence[int], fts: str) -> dict[int, tuple[float, float]]:
+        """BM25 of particular chunks (own, context), looked up by id."""
+        marks = ",".join("?" * len(ids))
+        rows = self.conn.execute(
+            "SELECT rowid, bm25(chunks_fts, 1.0, 0.0, 2.0, 1.0),"
+            " bm25(chunks_fts, 0.0, 1.0, 0.0, 0.0)"
+            f" FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({marks})",
+            [fts, *ids],
+        ).fetchall()
+        return {int(r[0]): (-float(r[1]), -float(r[2])) for r in rows}
 
     def _rows(self, ids: Sequence[int]) -> list[Any]:
         out: list[Any] = []
@@ -436,6 +488,8 @@ class Searcher:
         qvec: np.ndarray[Any, Any] | None,
         where: str,
         params: list[Any],
+        phrased: set[int],
+        fts: str | None,
     ) -> None:
         """Add the conversational neighbours of the best memory candidates (same source).
 
@@ -472,30 +526,39 @@ class Searcher:
         new_ids = [i for i in same_group if i in passing]
         for chunk_id in new_ids:
             candidates.setdefault(chunk_id, _Candidate(row=None))
-        self._complete(candidates, text_scores, qvec)
+        self._complete(candidates, text_scores, qvec, phrased, fts)
 
     # -- scoring -------------------------------------------------------------------
 
-    def _score(self, candidates: dict[int, _Candidate], semantic: bool) -> None:
-        values = list(candidates.values())
-        top_own = max((c.own for c in values), default=0.0) or 1.0
-        top_ctx = max((c.ctx for c in values), default=0.0) or 1.0
-        cosines = [c.cosine for c in values if c.cosine is not None]
-        # Cosines above a floor, scaled by the best candidate (but never by less than a
-        # clear match), so a weak best match does not look strong in a small vault.
-        span = max(max(cosines, default=0.0), _COSINE_CLEAR) - _COSINE_FLOOR
-        cw = self.settings.context_weight
-        wv = self.settings.vector_weight if semantic and cosines else 0.0
-        for c in values:
-            c.text = (1 - cw) * max(c.own, 0.0) / top_own + cw * max(c.ctx, 0.0) / top_ctx
-            if c.cosine is None:
-                # No vector yet (its embedding is pending): judged on its keywords alone,
-                # not pushed down for what is not known.
-                c.vec = 0.0
-                c.base = c.text
-                continue
-            c.vec = min(1.0, max(0.0, c.cosine - _COSINE_FLOOR) / span)
-            c.base = (1 - wv) * c.text + wv * c.vec
+    def _score(
+        self,
+        candidates: dict[int, _Candidate],
+        terms: QueryTerms | None,
+        spread: Spread | None,
+    ) -> None:
+        """Each candidate's calibrated evidence and its fused relevance (``base``)."""
+        fusion = self.fusion
+        if terms is not None:
+            unknown = [i for i, c in candidates.items() if not c.held_known]
+            held = self.vocabulary.holders(self.conn, terms, unknown) if unknown else {}
+            for chunk_id in unknown:
+                candidates[chunk_id].held = None if held is None else held[chunk_id]
+                candidates[chunk_id].held_known = True
+        for c in candidates.values():
+            c.keyword = fusion.keyword(c.held, c.own, c.ctx, terms) if terms is not None else 0.0
+            c.meaning = (
+                fusion.meaning(c.cosine, spread)
+                if spread is not None and c.cosine is not None
+                else None
+            )
+            if terms is None:  # meaning alone, uncapped so that it keeps the cosines' order
+                c.base = (
+                    fusion.meaning(c.cosine, spread, capped=False)
+                    if spread is not None and c.cosine is not None
+                    else 0.0
+                )
+            else:
+                c.base = fusion.relevance(Evidence(c.keyword, c.meaning, c.phrase))
 
     def _finish(self, candidates: dict[int, _Candidate], parsed: ParsedQuery) -> None:
         by_position = {
@@ -508,25 +571,29 @@ class Searcher:
         for c in candidates.values():
             note_id, ordinal, group = int(c.row["note_id"]), int(c.row["ordinal"]), c.row["grp"]
             bonus = 0.0
-            # Neighbours: sections of one note, or lines of one conversation.
-            related = not c.row["memory_id"] or is_conversation(group)
+            # Neighbours: lines of one conversation (the answer often follows the question).
+            # A note's sections do not lend each other score: a long note would outrank a
+            # short one for holding more near misses.
+            related = bool(c.row["memory_id"]) and is_conversation(group)
             for distance, decay in enumerate(decays if related else (), start=1):
                 for other in (ordinal - distance, ordinal + distance):
                     neighbour = by_position.get((note_id, other))
                     if neighbour is not None and neighbour.row["grp"] == group:
                         bonus = max(bonus, decay * neighbour.base)
-            score = c.base + bonus
+            # Boosts scale relevance rather than add to it: what is not relevant stays so.
+            factor = 1.0
             if c.row["memory_id"]:
-                score += self.settings.importance_weight * (float(c.row["importance"]) - 0.5)
+                factor += self.settings.importance_weight * (float(c.row["importance"]) - 0.5)
             created = c.row["created"]
             if created is not None:
                 age = max(0.0, now - float(created))
-                score += self.settings.recency_weight * math.pow(0.5, age / half_life)
+                factor += self.settings.recency_weight * math.pow(0.5, age / half_life)
                 if (
                     time_range is not None
                     and time_range.start.timestamp() <= float(created) < time_range.end.timestamp()
                 ):
-                    score += self.settings.time_weight
+                    factor += self.settings.time_weight
+            score = (c.base + bonus) * factor
             c.final = score
 
     def _mmr(self, ranked: list[_Candidate], lam: float, limit: int) -> list[_Candidate]:
@@ -563,7 +630,7 @@ class Searcher:
             end_line=int(row["end_line"]),
             score=c.final,
             vector_score=float(c.cosine) if c.cosine is not None else 0.0,
-            text_score=c.text,
+            text_score=c.keyword,
             snippet=snippet(text),
             kind=str(row["kind"]),
             source="memory" if is_memory else "vault",

@@ -29,6 +29,12 @@ from memvault.sqlite import get_meta, set_meta
 TABLE = "chunk_vectors"
 # Below this many vectors, loading them all costs less than one sqlite-vec scan.
 WARM_THRESHOLD = 20_000
+# The spread of a query's cosines is measured on this many vectors, spaced evenly.
+SAMPLE_SIZE = 2048
+# With fewer vectors than this, the spread is a prior: a sentence model's cosines with
+# unrelated text (mean 0.1, standard deviation 0.1).
+_FEW = 16
+PRIOR_SPREAD = (0.1, 0.1)
 
 
 class VectorStore:
@@ -42,6 +48,8 @@ class VectorStore:
         self._alive: npt.NDArray[np.bool_] = np.zeros(0, dtype=bool)
         self._row_of: dict[int, int] = {}
         self._version: str | None = None
+        self._sample: Vectors | None = None
+        self._sample_of = 0
         self.keep_warm = False
 
     # -- schema ----------------------------------------------------------------
@@ -175,6 +183,46 @@ class VectorStore:
         scored.sort(key=lambda pair: -pair[1])
         return scored[:k]
 
+    def spread(self, query: npt.NDArray[np.float32]) -> tuple[float, float]:
+        """Centre and spread of the query's cosines with the stored vectors.
+
+        Median and interquartile range (scaled to a standard deviation) over
+        an evenly spaced sample, so the few chunks that do match do not widen
+        the yardstick they are measured with.
+        """
+        sample = self._spread_sample()
+        if len(sample) < _FEW:
+            return PRIOR_SPREAD
+        cosines = sample @ np.asarray(query, dtype=np.float32)
+        low, centre, high = np.percentile(cosines, [25, 50, 75])
+        return float(centre), max(float(high - low) / 1.349, 1e-3)
+
+    def _spread_sample(self) -> Vectors:
+        """The sample, taken again when the number of vectors moved by a tenth."""
+        with self._lock:
+            warm = self._version is not None
+            count = int(self._alive.sum()) if warm else self.count()
+            if self._sample is not None and abs(count - self._sample_of) <= count // 10:
+                return self._sample
+            step = max(1, count // SAMPLE_SIZE)
+            if warm:
+                rows = np.flatnonzero(self._alive)[::step][:SAMPLE_SIZE]
+                sample = self._matrix[rows].copy()
+            else:
+                ids = [
+                    int(r[0])
+                    for r in self.conn.execute(f"SELECT rowid FROM {TABLE} ORDER BY rowid")
+                ][::step][:SAMPLE_SIZE]
+                found = self.get(ids)
+                sample = (
+                    np.stack([found[i] for i in ids if i in found]).astype(np.float32)
+                    if found
+                    else np.zeros((0, 0), dtype=np.float32)
+                )
+            self._sample = sample
+            self._sample_of = count
+            return sample
+
     # -- the warm copy -----------------------------------------------------------
 
     def _clear(self) -> None:
@@ -184,6 +232,7 @@ class VectorStore:
             self._alive = np.zeros(0, dtype=bool)
             self._row_of = {}
             self._version = None
+            self._sample = None
 
     def _fresh(self) -> bool:
         with self._lock:

@@ -13,7 +13,10 @@ Built on the official ``mcp`` SDK's low-level server:
 
 Blocking work (files, SQLite, the model) runs in worker threads. A watcher
 keeps the index current with edits made in Obsidian, and a backfill thread
-fills pending embeddings, for as long as the server runs.
+fills pending embeddings, for as long as the server runs. The embedding
+model starts loading when the server starts; until it is ready, searches
+answer from keywords and say so (a ``notice`` in the result), so a client
+never waits for it.
 """
 
 from __future__ import annotations
@@ -111,10 +114,12 @@ class MemvaultMCP:
 
     @contextlib.asynccontextmanager
     async def lifespan(self, _server: Server[Any]) -> AsyncIterator[dict[str, Any]]:
-        """Start the watcher and the embedding backfill; stop them on shutdown."""
+        """Start the watcher, the model's loading and the embedding backfill; stop them on
+        shutdown."""
         watcher: threading.Thread | None = None
         backfill: Backfill | None = None
         if self.background:
+            self.runtime.index.warm_in_background()
             watcher = threading.Thread(target=self._watch, name="memvault-watch", daemon=True)
             watcher.start()
             backfill = Backfill(self.runtime.index)
@@ -184,6 +189,7 @@ class MemvaultMCP:
             policy=self.policy,
             surface="mcp",
             index_followed=self._watching.is_set(),
+            wait_for_model=False,
         )
         result = await self._run(self.registry.call, params.name, params.arguments or {}, context)
         return _tool_result(result)
@@ -283,8 +289,7 @@ class MemvaultMCP:
     def _context(self, query: str | None, budget: int | None) -> str:
         if query and not self._watching.is_set():
             self.runtime.index.sync()
-        built = self.runtime.context.build(query, budget)
-        return built or "(The vault holds no context yet.)"
+        return self.runtime.context.build_result(query, budget, wait_for_model=False).text()
 
     # -- the server ------------------------------------------------------------------
 

@@ -71,6 +71,8 @@ class ContextResult:
     markdown: str
     budget_tokens: int
     sections: list[Section]
+    # Why what is relevant was found by keywords only (the model still loading), if so.
+    notice: str | None = None
 
     @property
     def tokens(self) -> int:
@@ -87,7 +89,13 @@ class ContextResult:
                 {"title": s.title, "shown": len(s.shown), "left_out": s.left_out}
                 for s in self.sections
             ],
+            "notice": self.notice,
         }
+
+    def text(self, empty: str = "(The vault holds no context yet.)") -> str:
+        """The Markdown for a model (``empty`` when there is none), the notice as a last line."""
+        text = self.markdown or empty
+        return f"{text.rstrip()}\n\n_{self.notice}_\n" if self.notice else text
 
 
 def _one_line(text: str) -> str:
@@ -120,14 +128,28 @@ class ContextBuilder:
         self.settings = settings or ContextSettings()
         self.last_session = last_session
 
-    def build(self, query: str | None = None, budget_tokens: int | None = None) -> str:
+    def build(
+        self,
+        query: str | None = None,
+        budget_tokens: int | None = None,
+        *,
+        wait_for_model: bool = True,
+    ) -> str:
         """Markdown for an agent's system prompt, at most ``budget_tokens`` (estimated)."""
-        return self.build_result(query, budget_tokens).markdown
+        return self.build_result(query, budget_tokens, wait_for_model=wait_for_model).markdown
 
     def build_result(
-        self, query: str | None = None, budget_tokens: int | None = None
+        self,
+        query: str | None = None,
+        budget_tokens: int | None = None,
+        *,
+        wait_for_model: bool = True,
     ) -> ContextResult:
-        """The context and how each section fared."""
+        """The context and how each section fared.
+
+        Without ``wait_for_model``, what is relevant to ``query`` is found by
+        keywords while the embedding model loads, and the result says so.
+        """
         budget = self.settings.budget_tokens if budget_tokens is None else budget_tokens
         if budget < 50:
             raise InvalidInputError("The context budget must be at least 50 tokens.")
@@ -143,14 +165,17 @@ class ContextBuilder:
         pinned = self._pinned(memories)
         used.update(m.id for m in pinned)
         sections.append(Section("Pinned memories", [self._memory_line(m) for m in pinned]))
+        notice = None
         if query and query.strip():
-            relevant = self._relevant(query.strip(), used)
+            relevant, notice = self._relevant(query.strip(), used, wait_for_model)
             sections.append(Section(f"Relevant to: {_one_line(query)[:80]}", relevant))
         top = self._top_memories(memories, used)
         sections.append(Section("Important memories", [self._memory_line(m) for m in top]))
         sections.append(Section("Last session", self._last_session()))
         sections.append(Section("Recent activity", self._recent_activity()))
-        return self._fit(sections, budget)
+        result = self._fit(sections, budget)
+        result.notice = notice
+        return result
 
     # -- sections ----------------------------------------------------------------
 
@@ -236,12 +261,19 @@ class ContextBuilder:
     def _memory_line(self, memory: Memory) -> str:
         return f"- {_one_line(memory.text)} ({memory.category}, ^{memory.id})"
 
-    def _relevant(self, query: str, used: set[str]) -> list[str]:
-        """Search hits worth an agent's attention: close to the best, and a real match."""
+    def _relevant(
+        self, query: str, used: set[str], wait_for_model: bool
+    ) -> tuple[list[str], str | None]:
+        """Search hits worth an agent's attention (close to the best, and a real match),
+        and the search's notice."""
         # Room for hits already shown as pinned memories, within the searcher's limit.
-        hits = self.searcher.search(query, limit=min(_MAX_RELEVANT + len(used), _SEARCH_LIMIT))
+        hits = self.searcher.search(
+            query,
+            limit=min(_MAX_RELEVANT + len(used), _SEARCH_LIMIT),
+            wait_for_model=wait_for_model,
+        )
         if not hits:
-            return []
+            return [], hits.notice
         floor = hits[0].score * _RELEVANT_SHARE
         lines = []
         for hit in hits:
@@ -263,7 +295,7 @@ class ContextBuilder:
                 lines.append(f"- [[{link}]]: {body[:200]}" if body else f"- [[{link}]]")
             if len(lines) >= _MAX_RELEVANT:
                 break
-        return lines
+        return lines, hits.notice
 
     def _top_memories(self, memories: list[Memory], used: set[str]) -> list[Memory]:
         bias = self.settings.recency_bias

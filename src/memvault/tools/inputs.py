@@ -37,6 +37,21 @@ def path_field(
     return Field(description=description, validation_alias=NOTE_PATH, min_length=1)
 
 
+def min_score_field() -> Any:
+    """An optional relevance floor (the vault's ``search.min_score`` when left out)."""
+    return Field(
+        None,
+        ge=0,
+        le=5,
+        description=(
+            "Leave out results scoring below this; default: the vault's relevance floor "
+            "(0.3). Scores run from 0 (unrelated) to about 1.3 (holds every word) and more "
+            "for a phrase as typed; 0 lists the closest matches even when nothing is relevant."
+        ),
+        validation_alias=names("min_score", "minScore"),
+    )
+
+
 def limit_field(default: int, maximum: int = 50) -> Any:
     """An optional result limit with the usual aliases."""
     return Field(

@@ -9,9 +9,9 @@ from pydantic import Field
 
 from memvault.errors import InvalidInputError
 from memvault.index.search import SearchFilters, backlinks, related
-from memvault.tools.inputs import ToolInput, limit_field, names, path_field
+from memvault.tools.inputs import ToolInput, limit_field, min_score_field, names, path_field
 from memvault.tools.policy import DELETIONS, FILE_WRITES, Tier
-from memvault.tools.registry import Annotations, Tool, ToolContext
+from memvault.tools.registry import Annotations, Tool, ToolContext, noted
 from memvault.vocabulary import CATEGORIES
 
 _MEMORY_ID = names("id", "memory_id", "memoryId")
@@ -43,6 +43,7 @@ class Recall(ToolInput):
     )
     category: str | None = Field(None, description="Only memories of this category.")
     limit: int = limit_field(10)
+    min_score: float | None = min_score_field()
 
 
 class Forget(ToolInput):
@@ -62,12 +63,7 @@ class MemorySearch(ToolInput):
         description="Maximum results to return (default 6).",
         validation_alias=names("maxResults", "max_results", "limit", "k"),
     )
-    minScore: float | None = Field(  # noqa: N815 - OpenClaw's parameter name
-        None,
-        ge=0,
-        description="Leave out results scoring below this (scores run from 0 to about 1.5).",
-        validation_alias=names("minScore", "min_score"),
-    )
+    minScore: float | None = min_score_field()  # noqa: N815 - OpenClaw's parameter name
 
 
 class MemoryGet(ToolInput):
@@ -128,8 +124,8 @@ def _remember(ctx: ToolContext, args: Remember) -> dict[str, Any]:
 def _recall(ctx: ToolContext, args: Recall) -> dict[str, Any]:
     ctx.fresh_index()
     filters = SearchFilters(kinds=("memory",), category=args.category)
-    hits = ctx.runtime.searcher.search(args.topic, limit=args.limit, filters=filters)
-    return {
+    hits = ctx.search(args.topic, limit=args.limit, filters=filters, min_score=args.min_score)
+    data = {
         "topic": args.topic,
         "memories": [
             {
@@ -143,6 +139,7 @@ def _recall(ctx: ToolContext, args: Recall) -> dict[str, Any]:
             for h in hits
         ],
     }
+    return noted(data, hits)
 
 
 def _forget(ctx: ToolContext, args: Forget) -> dict[str, Any]:
@@ -152,8 +149,8 @@ def _forget(ctx: ToolContext, args: Forget) -> dict[str, Any]:
 
 def _memory_search(ctx: ToolContext, args: MemorySearch) -> dict[str, Any]:
     ctx.fresh_index()
-    hits = ctx.runtime.searcher.search(args.query, limit=args.maxResults, min_score=args.minScore)
-    return {
+    hits = ctx.search(args.query, limit=args.maxResults, min_score=args.minScore)
+    data = {
         "results": [
             {
                 "path": h.path,
@@ -171,6 +168,7 @@ def _memory_search(ctx: ToolContext, args: MemorySearch) -> dict[str, Any]:
         "backend": "memvault",
         "provider": ctx.runtime.embedder.identity,
     }
+    return noted(data, hits)
 
 
 def _memory_get(ctx: ToolContext, args: MemoryGet) -> dict[str, Any]:
@@ -206,7 +204,11 @@ def _memory_get(ctx: ToolContext, args: MemoryGet) -> dict[str, Any]:
 def _get_context(ctx: ToolContext, args: GetContext) -> str:
     if args.query:
         ctx.fresh_index()
-    return ctx.runtime.context.build(args.query, args.budget) or "(The vault holds no context yet.)"
+    built = ctx.runtime.context.build_result(
+        args.query, args.budget, wait_for_model=ctx.wait_for_model
+    )
+    ctx.notice = built.notice
+    return built.text()
 
 
 def _related(ctx: ToolContext, args: NoteRef) -> dict[str, Any]:
@@ -252,6 +254,7 @@ TOOLS = [
         ),
         input_model=Recall,
         handler=_recall,
+        searches=True,
     ),
     Tool(
         name="forget",
@@ -279,6 +282,7 @@ TOOLS = [
         ),
         input_model=MemorySearch,
         handler=_memory_search,
+        searches=True,
     ),
     Tool(
         name="memory_get",
@@ -301,6 +305,7 @@ TOOLS = [
         ),
         input_model=GetContext,
         handler=_get_context,
+        searches=True,
     ),
     Tool(
         name="related_notes",
@@ -310,6 +315,7 @@ TOOLS = [
         ),
         input_model=NoteRef,
         handler=_related,
+        searches=True,
         not_found_hint=_NOT_INDEXED,
     ),
     Tool(

@@ -26,6 +26,7 @@ from memvault.errors import MemvaultError, NotFoundError
 from memvault.tools.policy import ApprovalRequest, Policy, Tier
 
 if TYPE_CHECKING:
+    from memvault.index.search import SearchResults
     from memvault.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -54,11 +55,38 @@ class ToolContext:
     session: str | None = None
     # True where a watcher keeps the index current; otherwise searches sync first.
     index_followed: bool = False
+    # False in long-running servers: while the model loads, searches answer from keywords.
+    wait_for_model: bool = True
+    # What the current call's caller should be told (keywords only, say); set by handlers.
+    notice: str | None = None
 
     def fresh_index(self) -> None:
         """Bring the index up to date before a search, unless a watcher already does."""
         if not self.index_followed:
             self.runtime.index.sync()
+
+    def search(self, query: str, **options: Any) -> SearchResults:
+        """A search as this surface wants it; its notice, if any, is kept for the caller."""
+        results = self.runtime.searcher.search(query, wait_for_model=self.wait_for_model, **options)
+        self.notice = results.notice or self.notice
+        return results
+
+
+NOTHING_RELEVANT = (
+    "Nothing relevant: no note or memory scored above the relevance floor. The vault may "
+    "not hold this; try other words, or min_score 0 to see the closest matches anyway."
+)
+
+
+def noted(data: dict[str, Any], results: SearchResults) -> dict[str, Any]:
+    """A search tool's ``data`` with the search's ``notice`` and the ``mode`` it fell
+    back to (keyword), when there is one: the model reads why, and can search again.
+    An empty answer says that nothing was relevant, so it is not read as a failure."""
+    if results.notice:
+        data.update(mode=results.mode, notice=results.notice)
+    if not results:
+        data["note"] = NOTHING_RELEVANT
+    return data
 
 
 Handler = Callable[[ToolContext, Any], Any]
@@ -79,6 +107,8 @@ class Tool:
     summarize: Callable[[Any], str] | None = None
     # Appended to a "not found" error: what the model should try instead.
     not_found_hint: str | None = None
+    # It searches the index: the CLI starts a daemon for it rather than load the model.
+    searches: bool = False
 
     def input_schema(self) -> dict[str, Any]:
         """The JSON schema of the input, flattened and without pydantic's titles."""
@@ -100,6 +130,8 @@ class ToolResult:
     data: Any = None
     error: str | None = None
     code: str | None = None
+    # One sentence for the caller when the answer is less than asked (keywords only).
+    notice: str | None = None
 
     def text(self) -> str:
         """The result as a model reads it: JSON for data, a sentence for an error."""
@@ -234,6 +266,7 @@ class ToolRegistry:
         decision = context.policy.authorize(request)
         if not decision.allowed:
             return ToolResult(False, error=decision.reason, code="not_approved")
+        context.notice = None
         try:
             data = tool.handler(context, parsed)
         except NotFoundError as exc:
@@ -251,4 +284,4 @@ class ToolRegistry:
                 "try again or use another tool.",
                 code="internal_error",
             )
-        return ToolResult(True, data=data)
+        return ToolResult(True, data=data, notice=context.notice)

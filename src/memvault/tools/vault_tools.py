@@ -7,9 +7,17 @@ from typing import Any
 from pydantic import Field
 
 from memvault.index.search import SearchFilters
-from memvault.tools.inputs import CONTENT, FOLDER, ToolInput, limit_field, names, path_field
+from memvault.tools.inputs import (
+    CONTENT,
+    FOLDER,
+    ToolInput,
+    limit_field,
+    min_score_field,
+    names,
+    path_field,
+)
 from memvault.tools.policy import DELETIONS, FILE_WRITES, Tier
-from memvault.tools.registry import Annotations, Tool, ToolContext
+from memvault.tools.registry import Annotations, Tool, ToolContext, noted
 
 _FIND = "Try vault_list to see what exists, or vault_search to find a note by its content."
 
@@ -48,6 +56,7 @@ class VaultSearch(ToolInput):
         validation_alias=FOLDER,
     )
     limit: int = limit_field(10)
+    min_score: float | None = min_score_field()
 
 
 class VaultList(ToolInput):
@@ -92,10 +101,13 @@ def _append(ctx: ToolContext, args: VaultAppend) -> dict[str, Any]:
 
 def _search(ctx: ToolContext, args: VaultSearch) -> dict[str, Any]:
     ctx.fresh_index()
-    hits = ctx.runtime.searcher.search(
-        args.query, limit=args.limit, filters=SearchFilters(folder=args.folder or None)
+    hits = ctx.search(
+        args.query,
+        limit=args.limit,
+        filters=SearchFilters(folder=args.folder or None),
+        min_score=args.min_score,
     )
-    return {"query": args.query, "results": [hit.to_dict() for hit in hits]}
+    return noted({"query": args.query, "results": [hit.to_dict() for hit in hits]}, hits)
 
 
 def _list(ctx: ToolContext, args: VaultList) -> dict[str, Any]:
@@ -171,6 +183,7 @@ TOOLS = [
         ),
         input_model=VaultSearch,
         handler=_search,
+        searches=True,
     ),
     Tool(
         name="vault_list",

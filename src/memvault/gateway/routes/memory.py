@@ -14,6 +14,7 @@ from memvault.gateway.schemas import (
     Forgotten,
     Hit,
     MemoryOut,
+    NoticedEnvelope,
     RememberBody,
     Remembered,
 )
@@ -32,6 +33,15 @@ Keyword = Annotated[bool, Query(description="Keywords only: no embedding model i
 Mmr = Annotated[
     float | None, Query(ge=0, le=1, description="Diversify results (0..1; 0.7 is mild).")
 ]
+MinScore = Annotated[
+    float | None,
+    Query(
+        ge=0,
+        le=5,
+        description="Leave out results scoring below this (default search.min_score); "
+        "0 lists the closest matches even when nothing is relevant.",
+    ),
+]
 
 
 def run_search(
@@ -42,13 +52,24 @@ def run_search(
     *,
     keyword: bool,
     mmr: float | None,
-) -> list[dict[str, Any]]:
-    """Hybrid search as the CLI's ``search`` and ``recall`` run it, in hit dicts."""
+    min_score: float | None,
+) -> dict[str, Any]:
+    """Hybrid search as the CLI's ``search`` and ``recall`` run it: the envelope of hit dicts.
+
+    A model still loading is not waited for: the hits come from keywords
+    and the notice says so.
+    """
     daemon.fresh_index()
     hits = daemon.runtime.searcher.search(
-        query, limit=limit, filters=filters, mode="keyword" if keyword else "hybrid", mmr_lambda=mmr
+        query,
+        limit=limit,
+        filters=filters,
+        mode="keyword" if keyword else "hybrid",
+        mmr_lambda=mmr,
+        min_score=min_score,
+        wait_for_model=False,
     )
-    return [hit.to_dict() for hit in hits]
+    return {"ok": True, "result": [hit.to_dict() for hit in hits], "notice": hits.notice}
 
 
 @router.post("/memories", response_model=Envelope[Remembered], responses=errors(*COMMON_ERRORS))
@@ -80,7 +101,9 @@ def list_memories(
 
 
 @router.get(
-    "/memories/search", response_model=Envelope[list[Hit]], responses=errors(*COMMON_ERRORS)
+    "/memories/search",
+    response_model=NoticedEnvelope[list[Hit]],
+    responses=errors(*COMMON_ERRORS),
 )
 def recall(
     daemon: DaemonDep,
@@ -88,13 +111,11 @@ def recall(
     limit: Limit = 10,
     category: Annotated[str | None, Query(description="Only this category.")] = None,
     keyword: Keyword = False,
+    min_score: MinScore = None,
 ) -> dict[str, Any]:
     """Memories about a topic, best first (hybrid search over memories only)."""
     filters = SearchFilters(kinds=("memory",), category=category)
-    return {
-        "ok": True,
-        "result": run_search(daemon, q, limit, filters, keyword=keyword, mmr=None),
-    }
+    return run_search(daemon, q, limit, filters, keyword=keyword, mmr=None, min_score=min_score)
 
 
 @router.get(
@@ -118,7 +139,7 @@ def forget(memory_id: MemoryId, daemon: DaemonDep) -> dict[str, Any]:
     return {"ok": True, "result": {**memory.to_dict(), "forgotten": True}}
 
 
-@router.get("/search", response_model=Envelope[list[Hit]], responses=errors(*COMMON_ERRORS))
+@router.get("/search", response_model=NoticedEnvelope[list[Hit]], responses=errors(*COMMON_ERRORS))
 def search(
     daemon: DaemonDep,
     q: QueryText,
@@ -134,6 +155,7 @@ def search(
     archived: Annotated[bool, Query(description="Include archived memories.")] = False,
     keyword: Keyword = False,
     mmr: Mmr = None,
+    min_score: MinScore = None,
 ) -> dict[str, Any]:
     """Notes and memories by keywords and meaning, fused (OpenClaw's memory_search shape)."""
     tz = daemon.runtime.clock.tz
@@ -146,13 +168,10 @@ def search(
         until=parse_day(until, tz),
         include_archived=archived,
     )
-    return {
-        "ok": True,
-        "result": run_search(daemon, q, limit, filters, keyword=keyword, mmr=mmr),
-    }
+    return run_search(daemon, q, limit, filters, keyword=keyword, mmr=mmr, min_score=min_score)
 
 
-@router.get("/context", response_model=Envelope[Context], responses=errors(*COMMON_ERRORS))
+@router.get("/context", response_model=NoticedEnvelope[Context], responses=errors(*COMMON_ERRORS))
 def context(
     daemon: DaemonDep,
     query: Annotated[
@@ -162,8 +181,12 @@ def context(
         int | None, Query(ge=50, le=200_000, description="Token budget (default 2000).")
     ] = None,
 ) -> dict[str, Any]:
-    """The Markdown an agent gets at the start of a run, within a token budget."""
+    """The Markdown an agent gets at the start of a run, within a token budget.
+
+    While the embedding model loads, what is relevant is found by keywords
+    and the notice says so.
+    """
     if query:
         daemon.fresh_index()
-    result = daemon.runtime.context.build_result(query or None, budget)
-    return {"ok": True, "result": result.to_dict()}
+    result = daemon.runtime.context.build_result(query or None, budget, wait_for_model=False)
+    return {"ok": True, "result": result.to_dict(), "notice": result.notice}

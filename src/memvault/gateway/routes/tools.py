@@ -13,7 +13,7 @@ from fastapi import APIRouter, Body, Header, Path
 
 from memvault.gateway.errors import ApiError
 from memvault.gateway.routes import COMMON_ERRORS, DaemonDep, errors
-from memvault.gateway.schemas import Envelope, ToolCall, ToolInfo
+from memvault.gateway.schemas import Envelope, NoticedEnvelope, ToolCall, ToolInfo
 from memvault.gateway.security import matches
 from memvault.tools.policy import AllowAll, DenyAll, Policy
 from memvault.tools.registry import ToolContext
@@ -60,7 +60,7 @@ def list_tools(daemon: DaemonDep) -> dict[str, Any]:
 
 @router.post(
     "/tools/{name}",
-    response_model=Envelope[ToolCall],
+    response_model=NoticedEnvelope[ToolCall],
     responses=errors(*COMMON_ERRORS, 404, 409),
 )
 def call_tool(
@@ -81,7 +81,11 @@ def call_tool(
         Header(alias="X-Memvault-Session", max_length=200, description="Who is calling."),
     ] = None,
 ) -> dict[str, Any]:
-    """Run one tool through the tier policy."""
+    """Run one tool through the tier policy.
+
+    Searches do not wait for an embedding model still loading: they answer
+    from keywords, with a notice (in the tool's result, and here).
+    """
     approved = matches(approval, daemon.approval_token)
     policy = Policy(
         approver=AllowAll() if approved else DenyAll(), mode=daemon.runtime.settings.tools.mode
@@ -92,10 +96,15 @@ def call_tool(
         surface="http",
         session=session,
         index_followed=daemon.watching.is_set(),
+        wait_for_model=False,
     )
     result = daemon.registry.call(name, arguments or {}, context)
     if result.ok:
-        return {"ok": True, "result": {"tool": name, "result": result.data}}
+        return {
+            "ok": True,
+            "result": {"tool": name, "result": result.data},
+            "notice": result.notice,
+        }
     code = result.code or "error"
     if code == "not_approved":
         raise ApiError(

@@ -1,0 +1,261 @@
+"""Ranking: keyword, meaning and phrase evidence turned into one calibrated score.
+
+Each kind of evidence is put on a scale that means the same for every query
+and every vault, so that neither input can drown the other and the fused
+score can be held against a floor ("nothing relevant"):
+
+- **Keywords** (0..1): the share of the query's information a chunk holds.
+  Each query word weighs its inverse document frequency (idf, as FTS5's
+  BM25 computes it), so the one word that occurs in a single note weighs a
+  lot and a common word little. Which chunks hold which word is looked up
+  in the index (for all but the commonest words), so a long note is not
+  marked down for its length. A query word no chunk holds counts as much as
+  the query's average word: "favourite pizza topping" is not answered in
+  full by a chunk that merely says "top". A chunk's context (a note's title
+  and headings, the neighbouring lines of a conversation) can lift its
+  share part of the way.
+- **Meaning** (0..1, a little more for a very clear match): how far a
+  chunk's cosine stands above the query's cosines with the vault at large
+  (median and spread, measured on a sample of stored vectors) and above an
+  absolute floor (``search.cosine_floor`` .. ``cosine_clear``). Both must
+  hold, so the best of a weak lot is not inflated into a match, in a small
+  vault or a large one.
+- **Phrases**: a chunk holding every quoted phrase of the query, or the
+  whole query as typed, has a phrase match.
+
+Fusion: ``max(k, m) + 0.5 * min(k, m)**2``, plus ``COMPLETE * k**8`` and
+``phrase_weight`` for a phrase. Either signal alone carries a result; two
+weak signals that happen to coincide add little; a chunk holding every
+query word (a rare word, a name, a code) comes before one that is only
+close in meaning, and a phrase as typed before both. ``vector_weight``
+above 0.5 scales keywords down, below 0.5 meaning. Boosts for importance,
+recency and a named date scale the result in :mod:`memvault.index.search`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from memvault.config import SearchSettings
+from memvault.index.db import Connection
+
+# How many word counts are kept between searches (until the index changes).
+_COUNTS_KEPT = 4096
+# Which chunks hold a word is listed for words in at most this share of the chunks (or
+# this many): commoner words carry little information and their lists are long.
+_COMMON_SHARE = 0.1
+_LIST_ALWAYS = 2000
+# Meaning counts from 1 standard deviation above the vault's cosines and is clear at 4.
+_Z_FLOOR = 1.0
+_Z_CLEAR = 4.0
+_ABOVE_CLEAR = 0.2  # slope of meaning beyond a clear match
+_AGREEMENT = 0.5  # weight of the weaker signal (squared) added to the stronger
+_COMPLETE = 0.3  # a chunk holding every query word comes before one only close in meaning
+
+
+@dataclass(frozen=True)
+class QueryTerm:
+    """One query word as the index stores it."""
+
+    word: str  # as typed (lower case)
+    stem: str  # as the index's tokenizer stores it
+    idf: float
+    hits: int  # chunks holding it
+
+
+@dataclass(frozen=True)
+class QueryTerms:
+    """The query's words with their idf; which of them each chunk holds is found later."""
+
+    terms: tuple[QueryTerm, ...]
+    total: int  # chunks in the index
+    absent: int = 0  # query words no chunk holds
+
+    @property
+    def information(self) -> float:
+        """The BM25 score of a chunk holding every query word once: the keyword scale."""
+        return sum(t.idf for t in self.terms)
+
+
+class Vocabulary:
+    """The keyword index seen from the query side: its own tokens and word frequencies.
+
+    Query text is tokenised by an in-memory FTS5 table with the index's own
+    tokenizer, so stems always agree with what BM25 counted.
+    """
+
+    def __init__(self, tokenizer: str) -> None:
+        self.tokenizer = tokenizer
+        self._prepared: Connection | None = None  # held, so no new connection shares its id
+        self._df: dict[str, int] = {}
+        self._df_version: tuple[int, int] | None = None
+
+    def _prepare(self, conn: Connection) -> None:
+        if self._prepared is conn:
+            return
+        conn.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_words"
+            f" USING fts5(text, tokenize = '{self.tokenizer}')"
+        )
+        conn.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_words_seen"
+            " USING fts5vocab('temp', 'query_words', 'instance')"
+        )
+        conn.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunk_words"
+            " USING fts5vocab('main', 'chunks_fts', 'row')"
+        )
+        self._prepared = conn
+        self._df.clear()
+
+    def tokens(self, conn: Connection, text: str) -> list[str]:
+        """The index's tokens of ``text``, in order."""
+        self._prepare(conn)
+        conn.execute("INSERT INTO temp.query_words(rowid, text) VALUES (1, ?)", (text,))
+        try:
+            rows = conn.execute("SELECT term FROM temp.query_words_seen ORDER BY offset").fetchall()
+        finally:
+            conn.execute("DELETE FROM temp.query_words")
+        return [str(r[0]) for r in rows]
+
+    def terms(self, conn: Connection, words: Iterable[str]) -> QueryTerms:
+        """Each query word with its stem and its idf, as FTS5's BM25 computes it."""
+        total = int(conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+        # Word counts are kept only while nothing was written, here or by another process.
+        if self._written(conn) or len(self._df) > _COUNTS_KEPT:
+            self._df.clear()
+        found: dict[str, QueryTerm] = {}
+        absent: set[str] = set()
+        for word in words:
+            stems = self.tokens(conn, word)
+            if len(stems) != 1 or stems[0] in found:
+                continue
+            stem = stems[0]
+            if stem not in self._df:
+                row = conn.execute(
+                    "SELECT doc FROM temp.chunk_words WHERE term = ?", (stem,)
+                ).fetchone()
+                self._df[stem] = int(row[0]) if row else 0
+            hits = self._df[stem]
+            if hits:
+                found[stem] = QueryTerm(word, stem, bm25_idf(total, hits), hits)
+            else:
+                absent.add(stem)
+        self._df_version = self._version(conn)  # after this search's own scratch writes
+        return QueryTerms(tuple(found.values()), total, len(absent))
+
+    @staticmethod
+    def _version(conn: Connection) -> tuple[int, int]:
+        """Changes made on this connection, and SQLite's count of other connections' commits."""
+        return int(conn.total_changes), int(conn.execute("PRAGMA data_version").fetchone()[0])
+
+    def _written(self, conn: Connection) -> bool:
+        return self._version(conn) != self._df_version
+
+    def holders(
+        self, conn: Connection, terms: QueryTerms, chunk_ids: Iterable[int]
+    ) -> dict[int, float] | None:
+        """For each of ``chunk_ids``, the idf-weighted share of the query words it holds.
+
+        Only a chunk's own words count (text, title, tags). Words held by more
+        than a tenth of the chunks say little and would be slow to list: they
+        are left out of the share; when every word is that common the answer
+        is None (the caller falls back on BM25).
+        """
+        wanted = set(chunk_ids)
+        limit = max(_LIST_ALWAYS, int(terms.total * _COMMON_SHARE))
+        listed = [t for t in terms.terms if t.hits <= limit]
+        scale = sum(t.idf for t in listed)
+        if not listed or scale <= 0:
+            return None
+        held: dict[int, float] = dict.fromkeys(wanted, 0.0)
+        for term in listed:
+            if not term.hits:
+                continue
+            rows = conn.execute(
+                "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?",
+                (f"{{text title tags}} : {fts_phrase([term.word])}",),
+            )
+            for (chunk_id,) in rows:
+                if chunk_id in wanted:
+                    held[chunk_id] += term.idf / scale
+        return held
+
+
+def bm25_idf(total: int, hits: int) -> float:
+    """FTS5's idf: ``log((N - n + 0.5) / (n + 0.5))``, kept above zero."""
+    return max(math.log((total - hits + 0.5) / (hits + 0.5)), 1e-6)
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Mean and standard deviation of a query's cosines with the vault's vectors."""
+
+    mean: float
+    std: float
+
+
+def fts_phrase(words: Sequence[str]) -> str:
+    """An FTS5 phrase for ``words`` (safe for any input: quotes are doubled)."""
+    return '"' + " ".join(w.replace('"', '""') for w in words) + '"'
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One chunk's calibrated signals."""
+
+    keyword: float
+    meaning: float | None  # None: no vector yet (its embedding is pending)
+    phrase: bool
+
+
+class Fusion:
+    """Turns a chunk's evidence into its relevance (0: unrelated; above 1: an exact match)."""
+
+    def __init__(self, settings: SearchSettings) -> None:
+        weight = float(settings.vector_weight)
+        self.keyword_scale = min(1.0, 2.0 * (1.0 - weight))
+        self.meaning_scale = min(1.0, 2.0 * weight)
+        self.phrase_weight = float(settings.phrase_weight)
+        self.context_share = float(settings.context_weight)
+        self.cos_floor = float(settings.cosine_floor)
+        self.cos_clear = float(settings.cosine_clear)
+
+    def keyword(self, held: float | None, own: float, context: float, terms: QueryTerms) -> float:
+        """Share of the query's information the chunk holds; its context can lift it partway.
+
+        ``held`` is the idf-weighted share of the listed query words the chunk
+        holds (None when unknown: its BM25 over the keyword scale stands in).
+        """
+        present = terms.information
+        if present <= 0:
+            return 0.0
+        scale = present + terms.absent * present / len(terms.terms)
+        own_share = held * present / scale if held is not None else min(1.0, own / scale)
+        context_share = min(1.0, max(context, 0.0) / scale)
+        return own_share + self.context_share * max(0.0, context_share - own_share)
+
+    def meaning(self, cosine: float, spread: Spread, *, capped: bool = True) -> float:
+        """How clearly a cosine stands out, from the vault's cosines and in itself (0 .. ~1).
+
+        ``capped=False`` keeps the slope above a clear match (vector-only ranking).
+        """
+        z = (cosine - spread.mean) / max(spread.std, 1e-6)
+        relative = (z - _Z_FLOOR) / (_Z_CLEAR - _Z_FLOOR)
+        absolute = (cosine - self.cos_floor) / (self.cos_clear - self.cos_floor)
+        value = max(0.0, min(relative, absolute))
+        if not capped or value <= 1.0:
+            return value
+        # Above a clear match, cosines still order the candidates, on a flatter slope.
+        return 1.0 + _ABOVE_CLEAR * (value - 1.0)
+
+    def relevance(self, evidence: Evidence) -> float:
+        """Soft maximum of the two signals, the bonus of a complete match, and the phrase."""
+        k = self.keyword_scale * evidence.keyword
+        m = self.meaning_scale * (evidence.meaning or 0.0)
+        score = max(k, m) + _AGREEMENT * min(k, m) ** 2 + _COMPLETE * evidence.keyword**8
+        if evidence.phrase:
+            score += self.phrase_weight
+        return score
