@@ -127,7 +127,7 @@ class SearchSettings(Section):
     time_weight: float = Field(
         0.3, ge=0, le=1, description="boost for items from a date the query names (a share)"
     )
-    candidates: int = Field(200, ge=10, le=5000, description="keyword and vector candidates each")
+    candidates: int = Field(100, ge=10, le=5000, description="keyword and vector candidates each")
     mmr_lambda: float | None = Field(
         None, ge=0, le=1, description="diversify results (MMR) when set"
     )

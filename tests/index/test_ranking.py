@@ -275,6 +275,6 @@ def test_a_planted_word_comes_first_with_the_real_model(
 
 
 def _filters(values: dict[str, object]) -> object:
-    from memvault.index.search import SearchFilters
+    from memvault.index.filters import SearchFilters
 
     return SearchFilters(**values)  # type: ignore[arg-type]

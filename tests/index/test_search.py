@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memvault.errors import InvalidInputError, NotFoundError
-from memvault.index.search import SearchFilters, backlinks, related, search_by_tag
+from memvault.index.filters import SearchFilters
+from memvault.index.graph import backlinks, related, search_by_tag
 from memvault.runtime import Runtime
 from support import HIT_KEYS, TZ, MovableClock
 

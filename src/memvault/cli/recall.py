@@ -32,9 +32,9 @@ from memvault.cli.common import (
 from memvault.vocabulary import KINDS
 
 if TYPE_CHECKING:
+    from memvault.index.filters import SearchFilters
     from memvault.index.index import Progress as ProgressCallback
     from memvault.index.index import SyncReport
-    from memvault.index.search import SearchFilters
     from memvault.runtime import Runtime
 
 # A search fills at most this many pending embeddings, so it stays quick.
@@ -162,7 +162,7 @@ def _filters(
     archived: bool,
     runtime: Runtime,
 ) -> SearchFilters:
-    from memvault.index.search import SearchFilters, parse_day
+    from memvault.index.filters import SearchFilters, parse_day
 
     tz = runtime.clock.tz
     return SearchFilters(
@@ -339,7 +339,7 @@ def recall(
         ctx, vault, "GET", "/v1/memories/search", query=params, autostart=not keyword_only
     )
     if hits is None:
-        from memvault.index.search import SearchFilters
+        from memvault.index.filters import SearchFilters
 
         runtime = open_runtime(ctx, vault)
         filters = SearchFilters(kinds=("memory",), category=category)
@@ -411,7 +411,7 @@ def tag(
     as_json: JsonOption = False,
 ) -> None:
     """List notes and memories with a tag."""
-    from memvault.index.search import search_by_tag
+    from memvault.index.graph import search_by_tag
 
     runtime = open_runtime(ctx, vault)
     _sync(runtime, quiet=as_json)
@@ -436,7 +436,7 @@ def related_notes(
     as_json: JsonOption = False,
 ) -> None:
     """Notes related to a note: links either way, shared tags, similar meaning."""
-    from memvault.index.search import backlinks, related
+    from memvault.index.graph import backlinks, related
 
     runtime = open_runtime(ctx, vault)
     _sync(runtime, quiet=as_json)

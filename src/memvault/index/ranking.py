@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from memvault.config import SearchSettings
 from memvault.index.db import Connection
@@ -72,11 +72,11 @@ class QueryTerms:
     terms: tuple[QueryTerm, ...]
     total: int  # chunks in the index
     absent: int = 0  # query words no chunk holds
+    # The BM25 score of a chunk holding every query word once: the keyword scale.
+    information: float = field(init=False)
 
-    @property
-    def information(self) -> float:
-        """The BM25 score of a chunk holding every query word once: the keyword scale."""
-        return sum(t.idf for t in self.terms)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "information", sum(t.idf for t in self.terms))
 
 
 class Vocabulary:

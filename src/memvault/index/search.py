@@ -15,106 +15,33 @@
    is left out; maximal marginal relevance optionally trades a little score
    for variety.
 
-The weights live in :class:`memvault.config.SearchSettings`.
+The weights live in :class:`memvault.config.SearchSettings`; filters in
+:mod:`memvault.index.filters`, tags, links and related notes in
+:mod:`memvault.index.graph`.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import datetime
 from typing import Any, Literal
 
 import numpy as np
 
-from memvault.errors import InvalidInputError, NotFoundError
+from memvault.errors import InvalidInputError
 from memvault.index.chunking import is_conversation
 from memvault.index.db import TOKENIZER
-from memvault.index.index import MemoryIndex, locked
+from memvault.index.filters import SearchFilters
+from memvault.index.index import MemoryIndex
 from memvault.index.query import ParsedQuery, parse_query
 from memvault.index.ranking import Evidence, Fusion, QueryTerms, Spread, Vocabulary, fts_phrase
-from memvault.vault.memories import Memories
-from memvault.vault.paths import normalize_relpath
-from memvault.vocabulary import KINDS
 
 SNIPPET_CHARS = 700
 _EXPAND_TOP = 30
 _KEYWORD_DEPTH = 4  # keyword matches scored per candidate slot
-
-
-@dataclass(frozen=True)
-class SearchFilters:
-    """Restrictions on what a search may return."""
-
-    folder: str | None = None
-    kinds: tuple[str, ...] = ()
-    category: str | None = None
-    tags: tuple[str, ...] = ()
-    since: datetime | None = None
-    until: datetime | None = None
-    include_archived: bool = False
-
-    def checked(self) -> SearchFilters:
-        """The filters with names validated and normalised (a clear error otherwise)."""
-        kinds = tuple(k.strip().lower() for k in self.kinds if k.strip())
-        unknown = [k for k in kinds if k not in KINDS]
-        if unknown:
-            raise InvalidInputError(f"Unknown kind {unknown[0]!r}; use one of {', '.join(KINDS)}.")
-        category = Memories.check_category(self.category) if self.category else None
-        folder = normalize_relpath(self.folder, allow_root=True) if self.folder else None
-        tags = tuple(t.strip().lstrip("#") for t in self.tags if t.strip().lstrip("#"))
-        if self.since and self.until and self.since > self.until:
-            raise InvalidInputError("The date range ends before it starts.")
-        return SearchFilters(
-            folder or None, kinds, category, tags, self.since, self.until, self.include_archived
-        )
-
-    def sql(self) -> tuple[str, list[Any]]:
-        """A WHERE clause over ``chunks c JOIN notes n`` and its parameters."""
-        clauses: list[str] = []
-        params: list[Any] = []
-        if self.folder:
-            clauses.append("(n.path LIKE ? ESCAPE '\\')")
-            params.append(_like_prefix(self.folder) + "/%")
-        if self.kinds:
-            clauses.append(f"c.kind IN ({','.join('?' * len(self.kinds))})")
-            params.extend(self.kinds)
-        if self.category:
-            clauses.append("c.category = ?")
-            params.append(self.category)
-        if self.tags:
-            tag_clauses = []
-            for tag in self.tags:
-                tag_clauses.append("(t.tag = ? OR t.tag LIKE ? ESCAPE '\\')")
-                params.extend([tag, _like_prefix(tag) + "/%"])
-            clauses.append(
-                "c.id IN (SELECT t.chunk_id FROM chunk_tags t WHERE "
-                + " OR ".join(tag_clauses)
-                + ")"
-            )
-        if self.since:
-            clauses.append("c.created >= ?")
-            params.append(self.since.timestamp())
-        if self.until:
-            clauses.append("c.created < ?")
-            params.append(self.until.timestamp())
-        if not self.include_archived:
-            clauses.append("c.archived = 0")
-        return (" AND ".join(clauses) if clauses else "1"), params
-
-    @property
-    def restrictive(self) -> bool:
-        """Whether anything beyond hiding archived memories is filtered."""
-        return bool(
-            self.folder or self.kinds or self.category or self.tags or self.since or self.until
-        )
-
-
-def _like_prefix(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 @dataclass
@@ -179,7 +106,7 @@ class _Candidate:
     cosine: float | None = None
     phrase: bool = False
     held: float | None = None  # idf-weighted share of the query words it holds
-    held_known: bool = False
+    scored: bool = False
     keyword: float = 0.0
     meaning: float | None = None
     base: float = 0.0
@@ -536,29 +463,24 @@ class Searcher:
         terms: QueryTerms | None,
         spread: Spread | None,
     ) -> None:
-        """Each candidate's calibrated evidence and its fused relevance (``base``)."""
+        """Each new candidate's calibrated evidence and its fused relevance (``base``)."""
         fusion = self.fusion
+        fresh = [c for c in candidates.values() if not c.scored]
         if terms is not None:
-            unknown = [i for i, c in candidates.items() if not c.held_known]
-            held = self.vocabulary.holders(self.conn, terms, unknown) if unknown else {}
-            for chunk_id in unknown:
-                candidates[chunk_id].held = None if held is None else held[chunk_id]
-                candidates[chunk_id].held_known = True
-        for c in candidates.values():
-            c.keyword = fusion.keyword(c.held, c.own, c.ctx, terms) if terms is not None else 0.0
-            c.meaning = (
-                fusion.meaning(c.cosine, spread)
-                if spread is not None and c.cosine is not None
-                else None
-            )
-            if terms is None:  # meaning alone, uncapped so that it keeps the cosines' order
-                c.base = (
-                    fusion.meaning(c.cosine, spread, capped=False)
-                    if spread is not None and c.cosine is not None
-                    else 0.0
-                )
-            else:
-                c.base = fusion.relevance(Evidence(c.keyword, c.meaning, c.phrase))
+            ids = [int(c.row["id"]) for c in fresh]
+            held = self.vocabulary.holders(self.conn, terms, ids) if ids else {}
+            for c in fresh:
+                c.held = None if held is None else held[int(c.row["id"])]
+        for c in fresh:
+            c.scored = True
+            if spread is not None and c.cosine is not None:
+                # Alone, meaning is uncapped so that it keeps the cosines' order.
+                c.meaning = fusion.meaning(c.cosine, spread, capped=terms is not None)
+            if terms is None:
+                c.base = c.meaning or 0.0
+                continue
+            c.keyword = fusion.keyword(c.held, c.own, c.ctx, terms)
+            c.base = fusion.relevance(Evidence(c.keyword, c.meaning, c.phrase))
 
     def _finish(self, candidates: dict[int, _Candidate], parsed: ParsedQuery) -> None:
         by_position = {
@@ -645,189 +567,3 @@ class Searcher:
             origin=row["origin"] if is_memory else None,
             chunk_id=int(row["id"]),
         )
-
-
-# -- graph queries ------------------------------------------------------------------
-
-
-@dataclass
-class TaggedItem:
-    """A note or memory carrying a tag."""
-
-    path: str
-    kind: str
-    title: str
-    id: str | None = None
-    line: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return dict(self.__dict__)
-
-
-@dataclass
-class LinkRef:
-    """A link into a note from another."""
-
-    source: str
-    line: int
-    kind: str
-    target: str
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return dict(self.__dict__)
-
-
-@dataclass
-class RelatedNote:
-    """A note related to another, with the reasons."""
-
-    path: str
-    title: str
-    score: float
-    reasons: list[str]
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
-            "path": self.path,
-            "title": self.title,
-            "score": round(self.score, 4),
-            "reasons": self.reasons,
-        }
-
-
-@locked
-def search_by_tag(
-    index: MemoryIndex, tag: str, *, include_archived: bool = False
-) -> list[TaggedItem]:
-    """Notes and memories with ``tag``; ``#project`` also finds ``#project/apollo``."""
-    wanted = tag.strip().lstrip("#")
-    if not wanted:
-        raise InvalidInputError("Name a tag, e.g. 'project'.")
-    rows = index.conn.execute(
-        "SELECT DISTINCT n.path, n.kind AS note_kind, n.title, c.kind, c.memory_id, c.start_line"
-        " FROM chunk_tags t JOIN chunks c ON c.id = t.chunk_id JOIN notes n ON n.id = c.note_id"
-        " WHERE (t.tag = ? OR t.tag LIKE ? ESCAPE '\\')"
-        + ("" if include_archived else " AND c.archived = 0")
-        + " ORDER BY n.path, c.start_line",
-        (wanted, _like_prefix(wanted) + "/%"),
-    ).fetchall()
-    out: list[TaggedItem] = []
-    seen_notes: set[str] = set()
-    for r in rows:
-        if r["memory_id"]:
-            out.append(TaggedItem(r["path"], "memory", r["title"], r["memory_id"], r["start_line"]))
-        elif r["path"] not in seen_notes:
-            seen_notes.add(r["path"])
-            out.append(TaggedItem(r["path"], r["note_kind"], r["title"]))
-    return out
-
-
-@locked
-def backlinks(index: MemoryIndex, path: str) -> list[LinkRef]:
-    """Links from other notes that resolve to ``path``."""
-    target = _known_path(index, path)
-    rows = index.conn.execute(
-        "SELECT n.path, l.line, l.kind, l.target FROM links l JOIN notes n ON n.id = l.note_id"
-        " WHERE l.resolved = ? AND n.path != ? ORDER BY n.path, l.line",
-        (target, target),
-    ).fetchall()
-    return [LinkRef(r["path"], int(r["line"]), r["kind"], r["target"]) for r in rows]
-
-
-def _known_path(index: MemoryIndex, path: str) -> str:
-    clean = normalize_relpath(path)
-    for candidate in (clean, clean + ".md"):
-        if index.conn.execute("SELECT 1 FROM notes WHERE path = ?", (candidate,)).fetchone():
-            return candidate
-    raise NotFoundError(f"No indexed note at {clean}.", hint="Run `memvault index` if it is new.")
-
-
-@locked
-def related(index: MemoryIndex, path: str, limit: int = 10) -> list[RelatedNote]:
-    """Notes related to ``path``: linked either way, sharing tags, or similar in meaning."""
-    source = _known_path(index, path)
-    note = index.conn.execute("SELECT id, tags FROM notes WHERE path = ?", (source,)).fetchone()
-    scores: dict[str, float] = defaultdict(float)
-    reasons: dict[str, list[str]] = defaultdict(list)
-
-    def add(other: str, amount: float, reason: str) -> None:
-        if other and other != source and reason not in reasons[other]:
-            scores[other] += amount
-            reasons[other].append(reason)
-
-    for r in index.conn.execute(
-        "SELECT DISTINCT resolved FROM links WHERE note_id = ? AND resolved IS NOT NULL",
-        (note["id"],),
-    ):
-        add(str(r[0]), 1.0, "links to it")
-    for ref in backlinks(index, source):
-        add(ref.source, 1.0, "links here")
-    for tag in json.loads(note["tags"] or "[]"):
-        for r in index.conn.execute(
-            "SELECT DISTINCT n.path FROM chunk_tags t JOIN chunks c ON c.id = t.chunk_id"
-            " JOIN notes n ON n.id = c.note_id WHERE t.tag = ? AND c.kind != 'memory'",
-            (tag,),
-        ):
-            add(str(r[0]), 0.3, f"#{tag}")
-    if index.semantic:
-        ids = [
-            int(r[0])
-            for r in index.conn.execute("SELECT id FROM chunks WHERE note_id = ?", (note["id"],))
-        ]
-        vectors = list(index.vectors.get(ids).values())
-        if vectors:
-            centre = np.mean(np.stack(vectors), axis=0)
-            centre = centre / (np.linalg.norm(centre) or 1.0)
-            best: dict[str, float] = {}
-            hits = index.vectors.search(centre.astype(np.float32), 50)
-            rows = {int(r["id"]): str(r["path"]) for r in _paths_of(index, [h[0] for h in hits])}
-            for chunk_id, cosine in hits:
-                other = rows.get(chunk_id)
-                if other and other != source and cosine > best.get(other, 0.0):
-                    best[other] = cosine
-            for other, cosine in best.items():
-                if cosine >= 0.3:
-                    add(other, cosine, f"similar ({cosine:.2f})")
-    titles = (
-        {
-            str(r["path"]): str(r["title"])
-            for r in index.conn.execute(
-                f"SELECT path, title FROM notes WHERE path IN ({','.join('?' * len(scores))})",
-                list(scores),
-            )
-        }
-        if scores
-        else {}
-    )
-    ranked = sorted(scores, key=lambda p: -scores[p])[:limit]
-    return [RelatedNote(p, titles.get(p, p), scores[p], reasons[p]) for p in ranked if p in titles]
-
-
-def _paths_of(index: MemoryIndex, ids: Iterable[int]) -> list[Any]:
-    chosen = list(ids)
-    if not chosen:
-        return []
-    rows: list[Any] = index.conn.execute(
-        "SELECT c.id, n.path FROM chunks c JOIN notes n ON n.id = c.note_id"
-        f" WHERE c.id IN ({','.join('?' * len(chosen))})",
-        chosen,
-    ).fetchall()
-    return rows
-
-
-def parse_day(value: str | date | datetime | None, tz: Any) -> datetime | None:
-    """A filter bound from ``YYYY-MM-DD`` (start of that day in the owner's zone) or a datetime."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=tz)
-    if isinstance(value, date):
-        return datetime(value.year, value.month, value.day, tzinfo=tz)
-    try:
-        parsed = datetime.fromisoformat(value.strip())
-    except ValueError:
-        raise InvalidInputError(f"{value!r} is not a date; use YYYY-MM-DD.") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=tz)

@@ -8,7 +8,8 @@ from typing import Any
 from pydantic import Field
 
 from memvault.errors import InvalidInputError
-from memvault.index.search import SearchFilters, backlinks, related
+from memvault.index.filters import SearchFilters
+from memvault.index.graph import backlinks, related
 from memvault.tools.inputs import ToolInput, limit_field, min_score_field, names, path_field
 from memvault.tools.policy import DELETIONS, FILE_WRITES, Tier
 from memvault.tools.registry import Annotations, Tool, ToolContext, noted

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import Field
 
-from memvault.index.search import SearchFilters
+from memvault.index.filters import SearchFilters
 from memvault.tools.inputs import (
     CONTENT,
     FOLDER,

@@ -18,7 +18,7 @@ from memvault.gateway.schemas import (
     RememberBody,
     Remembered,
 )
-from memvault.index.search import SearchFilters, parse_day
+from memvault.index.filters import SearchFilters, parse_day
 
 router = APIRouter(prefix="/v1", tags=["memory"])
 
