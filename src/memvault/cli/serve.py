@@ -147,8 +147,9 @@ def _run(
     from memvault.errors import ConflictError, InvalidInputError
     from memvault.gateway.client import process_alive, read_info
     from memvault.gateway.daemon import Daemon
-    from memvault.gateway.server import bind, configure_logging, serve
+    from memvault.gateway.server import bind, configure_logging, limit_malloc_arenas, serve
 
+    limit_malloc_arenas()  # before any thread starts
     runtime = open_runtime(ctx, vault)
     server = runtime.settings.server
     host = host or server.host

@@ -9,6 +9,8 @@ are acknowledged only after the vault file is written.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import logging
 import os
 import signal
@@ -27,6 +29,22 @@ from memvault.gateway.client import DaemonInfo, remove_info, write_info
 from memvault.gateway.daemon import Daemon
 
 log = logging.getLogger("memvault.gateway")
+
+_M_ARENA_MAX = -8  # glibc's mallopt() parameter number
+
+
+def limit_malloc_arenas(count: int = 2) -> None:
+    """Ask glibc's malloc for at most ``count`` arenas; elsewhere nothing happens.
+
+    Each thread of the daemon (request handlers, the model's workers, the
+    backfill) otherwise gets arenas of its own that keep what it freed:
+    bench/daemon.py measured about 30 MB less resident with two. Call it
+    before threads start. ``MALLOC_ARENA_MAX`` in the environment wins.
+    """
+    if not sys.platform.startswith("linux") or "MALLOC_ARENA_MAX" in os.environ:
+        return
+    with contextlib.suppress(OSError, AttributeError):  # AttributeError: not glibc
+        ctypes.CDLL(None).mallopt(_M_ARENA_MAX, count)
 
 
 def configure_logging(fmt: str, level: int = logging.INFO) -> None:

@@ -273,9 +273,8 @@ def _session_options(threads: int) -> Any:
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    # Without ORT's arena, memory a batch used goes back after it: a long-running daemon
-    # keeps ~25 MB less resident at the same speed (measured: 152 and 149 chunks/s).
-    options.enable_cpu_mem_arena = False
+    # ORT's own arena stays on: without it the daemon's many threads fragment malloc's
+    # heaps (measured: 475 MB resident after bench/daemon.py's load against 383 MB).
     options.log_severity_level = 3  # errors only
     return options
 
