@@ -773,7 +773,7 @@ class MemoryIndex:
         problem = self.mismatch()
         if problem is not None:
             return None, f"Keyword search only: {problem}"
-        if not self.semantic:
+        if not self.vectors.exists():  # nothing embedded yet (what ``semantic`` adds)
             return None, None
         if not wait and not self.embedder.loaded:
             self.warm_in_background()

@@ -167,13 +167,11 @@ class Vocabulary:
         wanted = set(chunk_ids)
         limit = max(_LIST_ALWAYS, int(terms.total * _COMMON_SHARE))
         listed = [t for t in terms.terms if t.hits <= limit]
-        scale = sum(t.idf for t in listed)
-        if not listed or scale <= 0:
+        if not listed:
             return None
+        scale = sum(t.idf for t in listed)  # each idf is above zero
         held: dict[int, float] = dict.fromkeys(wanted, 0.0)
         for term in listed:
-            if not term.hits:
-                continue
             rows = conn.execute(
                 "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?",
                 (f"{{text title tags}} : {fts_phrase([term.word])}",),
@@ -191,9 +189,10 @@ def bm25_idf(total: int, hits: int) -> float:
 
 @dataclass(frozen=True)
 class Spread:
-    """Mean and standard deviation of a query's cosines with the vault's vectors."""
+    """A query's cosines with the vault's vectors: their median, and a standard deviation
+    estimated from their interquartile range (see ``VectorStore.spread``)."""
 
-    mean: float
+    median: float
     std: float
 
 
@@ -242,7 +241,7 @@ class Fusion:
 
         ``capped=False`` keeps the slope above a clear match (vector-only ranking).
         """
-        z = (cosine - spread.mean) / max(spread.std, 1e-6)
+        z = (cosine - spread.median) / max(spread.std, 1e-6)
         relative = (z - _Z_FLOOR) / (_Z_CLEAR - _Z_FLOOR)
         absolute = (cosine - self.cos_floor) / (self.cos_clear - self.cos_floor)
         value = max(0.0, min(relative, absolute))

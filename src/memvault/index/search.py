@@ -27,7 +27,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -42,6 +42,9 @@ from memvault.index.ranking import Evidence, Fusion, QueryTerms, Spread, Vocabul
 SNIPPET_CHARS = 700
 _EXPAND_TOP = 30
 _KEYWORD_DEPTH = 4  # keyword matches scored per candidate slot
+# BM25 of a chunk's own words (text, title twice over, tags), and of its context alone.
+_OWN_BM25 = "bm25(chunks_fts, 1.0, 0.0, 2.0, 1.0)"
+_CONTEXT_BM25 = "bm25(chunks_fts, 0.0, 1.0, 0.0, 0.0)"
 
 
 @dataclass
@@ -113,7 +116,6 @@ class _Candidate:
     final: float = 0.0
 
 
-SearchMode = Literal["hybrid", "keyword", "vector"]
 SEARCH_MODES: tuple[str, ...] = ("hybrid", "keyword", "vector")
 
 
@@ -210,7 +212,7 @@ class Searcher:
             candidates[chunk_id] = _Candidate(row=None, own=own, ctx=ctx)
         phrased = self._phrased(parsed, n, where, params) if use_keywords else set()
         for chunk_id in phrased:
-            candidates.setdefault(chunk_id, _Candidate(row=None)).phrase = True
+            candidates.setdefault(chunk_id, _Candidate(row=None))  # flagged in _complete
         spread: Spread | None = None
         if qvec is not None:
             spread = Spread(*self.index.vectors.spread(qvec))
@@ -268,8 +270,7 @@ class Searcher:
         if parsed.fts is None:
             return []
         ranked = self.conn.execute(
-            "SELECT rowid, bm25(chunks_fts, 1.0, 0.0, 2.0, 1.0) AS own,"
-            " bm25(chunks_fts, 0.0, 1.0, 0.0, 0.0) AS ctx"
+            f"SELECT rowid, {_OWN_BM25} AS own, {_CONTEXT_BM25} AS ctx"
             " FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY own + ctx LIMIT ?",
             (parsed.fts, n),
         ).fetchall()
@@ -283,8 +284,7 @@ class Searcher:
         # Materialised first: joined directly, SQLite would run the MATCH once per chunk row.
         rows = self.conn.execute(
             "WITH m AS MATERIALIZED ("
-            " SELECT rowid AS id, bm25(chunks_fts, 1.0, 0.0, 2.0, 1.0) AS own,"
-            " bm25(chunks_fts, 0.0, 1.0, 0.0, 0.0) AS ctx"
+            f" SELECT rowid AS id, {_OWN_BM25} AS own, {_CONTEXT_BM25} AS ctx"
             " FROM chunks_fts WHERE chunks_fts MATCH ?)"
             " SELECT m.id, m.own, m.ctx FROM m JOIN chunks c ON c.id = m.id"
             f" JOIN notes n ON n.id = c.note_id WHERE {where} ORDER BY m.own + m.ctx LIMIT ?",
@@ -383,8 +383,7 @@ class Searcher:
         """BM25 of particular chunks (own, context), looked up by id."""
         marks = ",".join("?" * len(ids))
         rows = self.conn.execute(
-            "SELECT rowid, bm25(chunks_fts, 1.0, 0.0, 2.0, 1.0),"
-            " bm25(chunks_fts, 0.0, 1.0, 0.0, 0.0)"
+            f"SELECT rowid, {_OWN_BM25}, {_CONTEXT_BM25}"
             f" FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({marks})",
             [fts, *ids],
         ).fetchall()

@@ -128,15 +128,9 @@ class ContextBuilder:
         self.settings = settings or ContextSettings()
         self.last_session = last_session
 
-    def build(
-        self,
-        query: str | None = None,
-        budget_tokens: int | None = None,
-        *,
-        wait_for_model: bool = True,
-    ) -> str:
+    def build(self, query: str | None = None, budget_tokens: int | None = None) -> str:
         """Markdown for an agent's system prompt, at most ``budget_tokens`` (estimated)."""
-        return self.build_result(query, budget_tokens, wait_for_model=wait_for_model).markdown
+        return self.build_result(query, budget_tokens).markdown
 
     def build_result(
         self,
