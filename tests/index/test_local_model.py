@@ -81,6 +81,12 @@ def test_order_is_kept_when_lengths_are_mixed(onnx: LocalEmbedder) -> None:
     assert np.abs(shuffled[::-1] - together).max() < 1e-5
 
 
+def test_a_lone_surrogate_is_embedded_not_a_crash(onnx: LocalEmbedder) -> None:
+    # A terminal's stray byte reaches a query as a lone surrogate (surrogateescape).
+    hostile = onnx.embed(["harbour \udcff code", "a\ud800b"])
+    assert np.abs(hostile - onnx.embed(["harbour ? code", "a?b"])).max() < 1e-6
+
+
 def test_loaded_only_once_the_session_is_ready(prepared_model: ModelFile) -> None:
     embedder = LocalEmbedder(model_cache=prepared_model.cache)
     assert embedder.loaded is False

@@ -274,6 +274,18 @@ def test_a_planted_word_comes_first_with_the_real_model(
         assert hits[0].snippet == text, token
 
 
+def test_hostile_queries_are_searched_not_crashed_on(memories: Callable[..., Runtime]) -> None:
+    runtime = memories("The secret harbour code for the dinghy is PELICAN-42")
+    for query in [
+        "PELICAN-42 \udcff",  # a lone surrogate, as a stray byte in a terminal arrives
+        'PELICAN-42 NEAR(a b) OR code* ^x "',  # FTS5 syntax is only words here
+        '"PELICAN 42" """',
+        "PELICAN-42 " + "x" * 5000,
+    ]:
+        hits = runtime.searcher.search(query)
+        assert hits.mode == "hybrid" and hits[0].snippet.endswith("PELICAN-42"), query
+
+
 def _filters(values: dict[str, object]) -> object:
     from memvault.index.filters import SearchFilters
 

@@ -110,6 +110,12 @@ class BaseEmbedder:
         """Nothing to load in advance (a remote API, or no embedder)."""
 
 
+def encodable(text: str) -> str:
+    """``text`` with what UTF-8 cannot carry (a lone surrogate, as a query from a
+    terminal's stray bytes holds) replaced by ``?``, which tokenizers accept."""
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
 def normalize_rows(matrix: npt.NDArray[Any]) -> Vectors:
     """Rows scaled to unit length (zero rows stay zero)."""
     array = np.asarray(matrix, dtype=np.float32)
@@ -230,7 +236,7 @@ class LocalEmbedder(BaseEmbedder):
     def embed(self, texts: Sequence[str]) -> Vectors:
         if not texts:
             return np.zeros((0, LOCAL_DIM), dtype=np.float32)
-        return self._load()(list(texts))
+        return self._load()([encodable(text) for text in texts])
 
 
 class OpenAIEmbedder(BaseEmbedder):
