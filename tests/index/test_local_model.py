@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -181,3 +183,32 @@ def test_two_processes_first_using_a_missing_file_export_it_once(
     onnx_files = sorted(p.name for p in cache.iterdir() if not p.name.endswith(".lock"))
     assert onnx_files == [ModelFile(cache).path.name], "one file, no partial ones"
     assert ModelFile(cache).prepare().exported is False, "and it loads"
+
+
+@pytest.mark.slow  # exports of its own
+def test_an_export_killed_midway_leaves_no_file_that_passes_for_the_model(
+    tmp_path: Path, onnx: LocalEmbedder
+) -> None:
+    model_file = ModelFile(tmp_path)
+    model_file.cache.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "memvault.index.onnx_export", str(model_file.path)]
+    for kill_when in ("the temporary file appears", "torch is loading"):
+        export = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while export.poll() is None and time.monotonic() < deadline:
+            written = list(tmp_path.glob(f".{model_file.path.name}.*.tmp"))
+            if kill_when == "torch is loading" or written:
+                break
+            time.sleep(0.005)
+        if kill_when == "torch is loading":
+            time.sleep(0.5)
+        export.send_signal(signal.SIGKILL)
+        export.wait()
+        # Either nothing, or (had it finished first) the whole file: never a partial one.
+        assert not model_file.path.exists() or model_file.prepare().exported is False
+        model_file.path.unlink(missing_ok=True)
+    prepared = model_file.prepare()
+    assert prepared.exported
+    vector = LocalEmbedder(model_cache=tmp_path).embed(["notes about tea"])
+    assert np.abs(vector - onnx.embed(["notes about tea"])).max() < 1e-6
+    assert not list(tmp_path.glob(".*.tmp")), "the killed exports' temporary files are gone"
