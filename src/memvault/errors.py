@@ -10,6 +10,26 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+# Every exit status of the ``memvault`` command (README.md, "Exit codes", lists the same).
+EXIT_OK = 0
+EXIT_FAILED = 1  # a check or run failed (doctor, ask, serve --status: no daemon) or declined
+EXIT_NOT_APPROVED = 8  # a tier 2 or 3 tool call was not approved
+EXIT_INTERNAL = 70  # a bug in memvault (EX_SOFTWARE); the message asks for a report
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
+EXIT_CODES: dict[int, str] = {
+    EXIT_OK: "success",
+    EXIT_FAILED: "failed: a check or run failed, or a question was answered no",
+    2: "invalid input (also a mistyped command or option)",
+    3: "not found",
+    4: "conflict: it already exists, or a daemon already serves the vault",
+    5: "vault unavailable: missing, not initialised, read-only or locked",
+    6: "invalid configuration (or no language model configured)",
+    7: "the language model failed",
+    EXIT_NOT_APPROVED: "a tool call was not approved",
+    EXIT_INTERNAL: "internal error: a bug, please report it",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
+}
+
 
 class MemvaultError(Exception):
     """Base class for errors that are explained to the user, never tracebacked."""
@@ -41,6 +61,14 @@ class UnsafePathError(InvalidInputError):
     """A path would leave the vault or is not a valid portable file name."""
 
     code = "unsafe_path"
+
+
+class NotTextError(InvalidInputError):
+    """A file in the vault is not UTF-8 text, so it cannot be read as a note.
+
+    Readers that go through many files (listings, the index, the context)
+    leave such a file out rather than fail: one bad file breaks only itself.
+    """
 
 
 class NotFoundError(MemvaultError):
@@ -82,3 +110,16 @@ class EmbeddingError(MemvaultError):
     code = "embedding_failed"
     http_status = 503
     retriable = True
+
+
+def exit_code_for(code: str | None) -> int:
+    """The exit status for an error ``code`` (a tool result's, a daemon's answer's)."""
+    if code == "not_approved":
+        return EXIT_NOT_APPROVED
+    pending: list[type[MemvaultError]] = [MemvaultError]
+    while pending:
+        cls = pending.pop()
+        if cls.code == code and cls is not MemvaultError:
+            return cls.exit_code
+        pending.extend(cls.__subclasses__())
+    return EXIT_FAILED

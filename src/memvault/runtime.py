@@ -8,6 +8,7 @@ model) are created on first use.
 
 from __future__ import annotations
 
+import contextlib
 from functools import cached_property
 
 from memvault.clock import Clock, load_timezone
@@ -15,13 +16,14 @@ from memvault.config import Settings
 from memvault.index.embedders import Embedder, make_embedder
 from memvault.index.index import MemoryIndex
 from memvault.index.search import Searcher
-from memvault.locations import STATE_DB
+from memvault.locations import STATE_DB, private_state_dir
 from memvault.memory.context import ContextBuilder
 from memvault.memory.outcomes import Outcomes
 from memvault.memory.sessions import Session, Sessions
 from memvault.memory.state import StateDB
 from memvault.vault.contacts import Contacts
 from memvault.vault.journal import Journal
+from memvault.vault.layout import init_vault
 from memvault.vault.memories import Memories
 from memvault.vault.notes import Notes
 from memvault.vault.projects import Projects
@@ -55,10 +57,28 @@ class Runtime:
 
     @classmethod
     def open(
-        cls, settings: Settings, *, clock: Clock | None = None, embedder: Embedder | None = None
+        cls,
+        settings: Settings,
+        *,
+        clock: Clock | None = None,
+        embedder: Embedder | None = None,
+        create: bool = False,
     ) -> Runtime:
-        """Wire the services for ``settings.vault`` (the folder must exist for most uses)."""
-        return cls(settings, clock or Clock(load_timezone(settings.timezone)), embedder=embedder)
+        """Wire the services for the vault ``settings.vault``.
+
+        The folder must be a vault (``memvault init`` made it): any other folder
+        is refused with a VaultError, so nothing is written where no vault was
+        meant to be. ``create`` makes the vault's layout first, as ``init`` does.
+        """
+        runtime = cls(settings, clock or Clock(load_timezone(settings.timezone)), embedder=embedder)
+        if create:
+            init_vault(runtime.vault)
+        runtime.vault.require()
+        # .memvault holds tokens, the index and conversation logs: an older vault's is
+        # tightened to 0700 here (a read-only one stays readable; doctor reports it).
+        with contextlib.suppress(OSError):
+            private_state_dir(runtime.vault.state_dir)
+        return runtime
 
     def _keep_index_current(self, change: Change) -> None:
         if self._index_enabled and self.vault.exists_on_disk():

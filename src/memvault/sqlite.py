@@ -9,7 +9,9 @@ stdlib's, or pysqlite3 where extensions must load).
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from memvault.errors import VaultError
@@ -81,6 +83,34 @@ def set_meta(conn: Connection, key: str, value: str) -> None:
         "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
         (key, value),
     )
+
+
+def can_write(path: Path) -> bool:
+    """Whether this process may change the database at ``path`` (a read-only vault may not).
+
+    SQLite also writes beside the file (its -wal and -shm files), so the folder
+    must be writable too. A folder not made yet counts as writable: creating
+    it explains itself if it fails.
+    """
+    folder = path.parent
+    if not folder.is_dir():
+        return True
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return False
+    return not path.exists() or os.access(path, os.W_OK)
+
+
+def read_only_uri(path: Path) -> str:
+    """A URI that opens ``path`` for reading only, creating no -wal or -shm file beside it."""
+    return f"{path.absolute().as_uri()}?mode=ro&immutable=1"
+
+
+def in_memory(conn: Connection) -> bool:
+    """Whether the connection's main database lives in memory (nothing it holds is saved)."""
+    for row in conn.execute("PRAGMA database_list").fetchall():
+        if row[1] == "main":
+            return not row[2]
+    return False
 
 
 def quick_check(conn: Connection) -> str | None:

@@ -49,3 +49,16 @@ SECTIONS = ("Actions Taken", "Commands Received", "Observations", "Decisions Mad
 KINDS = ("note", "memory", "task", "contact", "project", "journal", "insight", "skill")
 
 TOOL_FORMATS = ("anthropic", "openai", "mcp")
+
+
+def counted(number: int, noun: str, plural: str | None = None) -> str:
+    """A count with its noun in agreement: ``1 memory``, ``2 memories``, ``0 results``.
+
+    The plural is ``noun`` + "s" (a consonant + "y" becomes "ies") unless given.
+    """
+    if number == 1:
+        return f"1 {noun}"
+    if plural is None:
+        consonant_y = noun.endswith("y") and noun[-2:-1] not in ("a", "e", "i", "o", "u")
+        plural = noun[:-1] + "ies" if consonant_y else noun + "s"
+    return f"{number} {plural}"

@@ -517,7 +517,7 @@ def test_task_note_adds_a_dated_line(vault_dir: Path) -> None:
         (["task", "update", "Write docs", "due", "31/12/2030"], EXIT_INVALID, "is not a date"),
         (["task", "update", "Write docs", "completed", "2020-01-01"], EXIT_INVALID, "set by"),
         (["task", "update", "Write docs", "bad field", "x"], EXIT_INVALID, "not a field name"),
-        (["task", "update", "Write docs", "title", "Write tests"], EXIT_INVALID, "already"),
+        (["task", "update", "Write docs", "title", "Write tests"], EXIT_CONFLICT, "already"),
         (["task", "list", "--due-before", "soon"], EXIT_INVALID, "is not a date"),
         (["task", "list", "--status", "bogus"], EXIT_INVALID, "Unknown task status"),
         (["task", "show", "Write"], EXIT_INVALID, "matches several tasks"),
@@ -592,11 +592,11 @@ def test_no_contacts_yet(vault_dir: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "code", "words"),
     [
-        (["contact", "add", "Bob", "--id", "telegram=123456"], EXIT_INVALID, "already belongs"),
+        (["contact", "add", "Bob", "--id", "telegram=123456"], EXIT_CONFLICT, "already belongs"),
         (["contact", "add", "Bob", "--id", "nonsense"], EXIT_INVALID, "CHANNEL=ID"),
         (["contact", "add", "Bob", "--id", "fax=1"], EXIT_INVALID, "Unknown channel"),
         (["contact", "add", "Bob", "--email", "not-an-email"], EXIT_INVALID, "not an email"),
-        (["contact", "add", "alice smith"], EXIT_INVALID, "already exists"),
+        (["contact", "add", "alice smith"], EXIT_CONFLICT, "already exists"),
         (["contact", "add", "  "], EXIT_INVALID, "needs a name"),
         (["contact", "show", "Nobody"], EXIT_NOT_FOUND, "No contact named"),
         (["contact", "show", "telegram:999"], EXIT_NOT_FOUND, "No contact named"),
@@ -631,7 +631,7 @@ def test_project_add_link_list_and_show(vault_dir: Path) -> None:
 
     ok(vault_dir, "task", "add", "Build rocket")
     linked = ok(vault_dir, "project", "link", "Apollo", "Build rocket")
-    assert linked.stdout.strip() == "Apollo now lists 1 task(s)."
+    assert linked.stdout.strip() == "Apollo now lists 1 task."
     ok(vault_dir, "task", "add", "Train crew", "--project", "apollo")
 
     project_note = (vault_dir / "Projects" / "Apollo.md").read_text(encoding="utf-8")
@@ -687,7 +687,7 @@ def test_linking_a_task_to_another_project_moves_it(vault_dir: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "code", "words"),
     [
-        (["project", "add", "apollo"], EXIT_INVALID, "already exists"),
+        (["project", "add", "apollo"], EXIT_CONFLICT, "already exists"),
         (["project", "add", "X", "--status", "weird"], EXIT_INVALID, "Unknown project status"),
         (["project", "link", "Nope", "Build rocket"], EXIT_NOT_FOUND, "No project named"),
         (["project", "link", "Apollo", "No such task"], EXIT_NOT_FOUND, "No task named"),

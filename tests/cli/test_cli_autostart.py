@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from cli_support import ok, ok_json
-from memvault.gateway.client import DaemonInfo, read_info, write_info
+from memvault.gateway.client import DaemonInfo, DaemonLock, read_info
 
 pytestmark = [
     pytest.mark.timeout(180),
@@ -264,15 +264,18 @@ def test_commands_that_need_no_model_start_nothing(shell: Shell) -> None:
 
 @pytest.mark.slow
 def test_a_daemon_that_cannot_start_is_explained(shell: Shell, indexed: tuple[Path, str]) -> None:
-    # Announced as running (this process is alive) but listening nowhere: the daemon
-    # started for the search refuses to run beside it.
-    write_info(
-        shell.vault,
+    # Announced as running (this process holds the daemon's lock) but listening nowhere:
+    # the daemon started for the search refuses to run beside it.
+    lock = DaemonLock.claim(shell.vault)
+    lock.announce(
         DaemonInfo(pid=os.getpid(), host="127.0.0.1", port=_free_port(), version="", started_at=""),
     )
     (shell.vault / ".memvault/token").write_text("not-a-real-token\n")
 
-    ran = shell.run("search", "oolong", "--json")
+    try:
+        ran = shell.run("search", "oolong", "--json")
+    finally:
+        lock.release()
 
     assert ids(ran.json())[0] == indexed[1]
     message = ran.stderr.strip()

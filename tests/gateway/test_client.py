@@ -15,8 +15,11 @@ from gateway_support import Live
 from memvault.gateway.client import (
     DaemonClient,
     DaemonInfo,
+    DaemonLock,
     DaemonUnavailableError,
     RemoteError,
+    Sighting,
+    find_daemon,
     read_info,
     write_info,
 )
@@ -88,12 +91,13 @@ def test_nothing_listening_is_unavailable_and_nothing_is_sent(tmp_path: Path) ->
         client_for(port).request("POST", "/v1/memories", body={"text": "x"})
 
 
-def test_discovery_needs_a_live_process_and_a_token(tmp_path: Path) -> None:
+def test_discovery_needs_the_daemon_lock_a_live_process_and_a_token(tmp_path: Path) -> None:
     vault = tmp_path / "vault"
     (vault / ".memvault").mkdir(parents=True)
     assert DaemonClient.discover(vault) is None
+    lock = DaemonLock.claim(vault)  # what a running daemon holds
     info = DaemonInfo(pid=os.getpid(), host="0.0.0.0", port=9, version="t", started_at="")
-    write_info(vault, info)
+    lock.announce(info)
     assert read_info(vault) == info and info.connect_host == "127.0.0.1"
     assert DaemonClient.discover(vault) is None, "no token file yet"
     (vault / ".memvault/token").write_text("secret\n")
@@ -101,3 +105,10 @@ def test_discovery_needs_a_live_process_and_a_token(tmp_path: Path) -> None:
     assert found is not None and found.token == "secret"
     (vault / ".memvault/daemon.json").write_text("{not json")
     assert read_info(vault) is None and DaemonClient.discover(vault) is None
+    lock.announce(info)
+    lock.release()  # the daemon ended: its announcement goes with it
+    assert read_info(vault) is None and DaemonClient.discover(vault) is None
+
+    write_info(vault, info)  # announced, but nobody holds the lock: left by a crash
+    assert find_daemon(vault) == Sighting(stale=info)
+    assert read_info(vault) is None, "the stale file is removed"

@@ -122,8 +122,10 @@ def test_empty_vault_gives_an_empty_context(runtime: Runtime) -> None:
 
 
 def test_budget_below_fifty_is_refused(rich: Runtime) -> None:
-    with pytest.raises(InvalidInputError, match="at least 50"):
+    with pytest.raises(InvalidInputError, match="between 50 and 200000 tokens, not 10"):
         rich.context.build(budget_tokens=10)
+    with pytest.raises(InvalidInputError, match="between 50 and 200000 tokens, not 200001"):
+        rich.context.build(budget_tokens=200_001)
 
 
 def test_more_pinned_memories_than_a_search_may_return_still_build(runtime: Runtime) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from memvault.errors import InvalidInputError, NotFoundError
+from memvault.errors import ConflictError, InvalidInputError, NotFoundError
 from memvault.runtime import Runtime
 from memvault.vault.note import Note
 from support import TZ
@@ -74,9 +74,9 @@ def test_contact_validation(runtime: Runtime, kwargs: dict[str, object], message
 
 def test_duplicate_names_and_identities_are_refused(runtime: Runtime) -> None:
     runtime.contacts.create("Ada Lovelace", identities={"telegram": "1"})
-    with pytest.raises(InvalidInputError, match="already exists"):
+    with pytest.raises(ConflictError, match="already exists"):
         runtime.contacts.create("ada lovelace")
-    with pytest.raises(InvalidInputError, match="already belongs to Ada Lovelace"):
+    with pytest.raises(ConflictError, match="already belongs to Ada Lovelace"):
         runtime.contacts.create("Impostor", identities={"telegram": "1"})
 
 
@@ -123,7 +123,7 @@ def test_projects_link_tasks_both_ways(runtime: Runtime) -> None:
 def test_project_validation_and_listing(runtime: Runtime) -> None:
     runtime.projects.create("Apollo")
     runtime.projects.create("Gemini", status="done")
-    with pytest.raises(InvalidInputError, match="already exists"):
+    with pytest.raises(ConflictError, match="already exists"):
         runtime.projects.create("apollo")
     with pytest.raises(InvalidInputError, match="Unknown project status"):
         runtime.projects.create("Mercury", status="vibing")

@@ -149,6 +149,18 @@ def docs_vault(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.fixture
+def kept_vault(docs_vault: Path) -> Path:
+    """The public vault after ``memvault init``: how a person starts keeping one with memvault."""
+    invoke(docs_vault, "init")
+    return docs_vault
+
+
+def memvaults_own(path: str) -> bool:
+    """A note ``init`` added (the layout, the memory files), not one of the public vault's."""
+    return path in LAYOUT_NOTE_SET or path in MEMORY_NOTES
+
+
 # -- the fixture itself ----------------------------------------------------------
 
 
@@ -249,14 +261,21 @@ def test_init_and_a_day_of_use_leave_every_existing_file_byte_identical(docs_vau
     assert [b["source"] for b in backlinks] == ["Inbox/Reading list.md"]
 
 
-def test_reading_an_uninitialised_vault_writes_nothing(docs_vault: Path) -> None:
+def test_an_uninitialised_vault_is_refused_and_nothing_is_written(docs_vault: Path) -> None:
     before = file_hashes(docs_vault)
     before_folders = folders(docs_vault)
 
-    for note in ("Introduction", "What is New/Breaking Changes", "Getting Started/Tags.md"):
-        invoke(docs_vault, "note", "read", note)
-        invoke(docs_vault, "note", "links", note)
-    invoke(docs_vault, "note", "list", "--all-files")
+    env: dict[str, str | None] = {key: None for key in os.environ if key.startswith("MEMVAULT_")}
+    for args in (
+        ("note", "read", "Introduction"),
+        ("note", "links", "What is New/Breaking Changes"),
+        ("note", "list", "--all-files"),
+        ("remember", "x"),
+    ):
+        result = CliRunner().invoke(app, ["--vault", str(docs_vault), *args], env=env)
+        assert result.exit_code == 5, result.output
+        assert result.stderr.startswith(f"Error: {docs_vault} is not a memvault vault; run ")
+        assert "`memvault init" in result.stderr
 
     assert file_hashes(docs_vault) == before
     assert folders(docs_vault) == before_folders
@@ -265,33 +284,33 @@ def test_reading_an_uninitialised_vault_writes_nothing(docs_vault: Path) -> None
 # -- reading it the way Obsidian does ------------------------------------------------
 
 
-def test_listing_shows_notes_not_obsidian_state(docs_vault: Path) -> None:
+def test_listing_shows_notes_not_obsidian_state(kept_vault: Path) -> None:
     recorded = set(manifest())
     notes = sorted(p for p in recorded if p.endswith(".md"))
 
-    listed = run_json(docs_vault, "note", "list")
-    everything = run_json(docs_vault, "note", "list", "--all-files")
-    shallow = run_json(docs_vault, "note", "list", "Getting Started", "--shallow")
+    listed = run_json(kept_vault, "note", "list")
+    everything = run_json(kept_vault, "note", "list", "--all-files")
+    shallow = run_json(kept_vault, "note", "list", "Getting Started", "--shallow")
 
-    assert [e["path"] for e in listed] == notes
+    assert [e["path"] for e in listed if not memvaults_own(e["path"])] == notes
     assert len(notes) == 47
-    assert [e["path"] for e in everything] == sorted(
+    assert [e["path"] for e in everything if not memvaults_own(e["path"])] == sorted(
         p for p in recorded if not p.startswith(".obsidian/")
     )
-    sizes = {e["path"]: e["size"] for e in everything}
+    sizes = {e["path"]: e["size"] for e in everything if not memvaults_own(e["path"])}
     assert sizes == {p: size for p, (size, _) in manifest().items() if p in sizes}
     assert [e["path"] for e in shallow] == sorted(
         p for p in notes if p.startswith("Getting Started/") and p.count("/") == 1
     )
 
 
-def test_read_returns_the_exact_text_and_its_frontmatter(docs_vault: Path) -> None:
+def test_read_returns_the_exact_text_and_its_frontmatter(kept_vault: Path) -> None:
     path = "What is New/Breaking Changes.md"
 
-    printed = invoke(docs_vault, "note", "read", path).stdout
-    view = run_json(docs_vault, "note", "read", "What is New/Breaking Changes")
+    printed = invoke(kept_vault, "note", "read", path).stdout
+    view = run_json(kept_vault, "note", "read", "What is New/Breaking Changes")
 
-    text = (docs_vault / path).read_text(encoding="utf-8")
+    text = (kept_vault / path).read_text(encoding="utf-8")
     assert printed == text
     assert view["content"] == text
     assert view["path"] == path
@@ -302,12 +321,12 @@ def test_read_returns_the_exact_text_and_its_frontmatter(docs_vault: Path) -> No
     assert view["aliases"] == ["Support and Help/Breaking Changes", "What is New?/Breaking Changes"]
     assert view["title"] == "Breaking changes"  # its first H1, not the file name
     assert view["frontmatter_error"] is None
-    quick_add = run_json(docs_vault, "note", "read", "Other Plugins/QuickAdd")
+    quick_add = run_json(kept_vault, "note", "read", "Other Plugins/QuickAdd")
     assert quick_add["aliases"] == ["Advanced/Quickadd"]  # a list indented by four spaces
 
 
-def test_links_with_headings_and_aliases_resolve_to_the_right_files(docs_vault: Path) -> None:
-    changes = links_of(docs_vault, "What is New/Breaking Changes")
+def test_links_with_headings_and_aliases_resolve_to_the_right_files(kept_vault: Path) -> None:
+    changes = links_of(kept_vault, "What is New/Breaking Changes")
     assert (
         52,
         "Combining Filters",
@@ -327,7 +346,7 @@ def test_links_with_headings_and_aliases_resolve_to_the_right_files(docs_vault: 
     assert (66, "urgency", None, None, False, "Advanced/Urgency.md") in changes  # any case
     assert (63, "Filters", "Happens", "happens", False, None) in changes  # not in the subset
 
-    edit = links_of(docs_vault, "Editing/Create or edit Task")
+    edit = links_of(kept_vault, "Editing/Create or edit Task")
     assert (
         232,
         "Status Types",
@@ -340,10 +359,10 @@ def test_links_with_headings_and_aliases_resolve_to_the_right_files(docs_vault: 
     assert same_note  # [[#Heading]] links to the note itself
     assert {link[5] for link in same_note} == {"Editing/Create or edit Task.md"}
 
-    backlinks_page = links_of(docs_vault, "How To/How to style backlinks")
+    backlinks_page = links_of(kept_vault, "How To/How to style backlinks")
     assert (13, "Backlinks", None, "Backlink", False, "Queries/Backlinks.md") in backlinks_page
 
-    limitations = links_of(docs_vault, "Support and Help/Known Limitations")
+    limitations = links_of(kept_vault, "Support and Help/Known Limitations")
     assert (
         52,
         "Dataview Format",
@@ -353,7 +372,7 @@ def test_links_with_headings_and_aliases_resolve_to_the_right_files(docs_vault: 
         "Reference/Task Formats/Dataview Format.md",
     ) in limitations
 
-    completion = links_of(docs_vault, "Getting Started/On Completion")
+    completion = links_of(kept_vault, "Getting Started/On Completion")
     embeds = [(t, r) for line, t, _, _, embed, r in completion if embed and line == 98]
     assert embeds == [
         ("on-completion-before.png", "images/on-completion-before.png"),
@@ -361,14 +380,14 @@ def test_links_with_headings_and_aliases_resolve_to_the_right_files(docs_vault: 
     ]
 
 
-def test_backlinks_in_the_existing_vault(docs_vault: Path) -> None:
-    combining = run_json(docs_vault, "note", "links", "Queries/Combining Filters")["backlinks"]
+def test_backlinks_in_the_existing_vault(kept_vault: Path) -> None:
+    combining = run_json(kept_vault, "note", "links", "Queries/Combining Filters")["backlinks"]
     assert [(b["source"], b["line"]) for b in combining] == [
         ("What is New/Breaking Changes.md", 51),
         ("What is New/Breaking Changes.md", 52),
     ]
 
-    edit = run_json(docs_vault, "note", "links", "Editing/Create or edit Task")["backlinks"]
+    edit = run_json(kept_vault, "note", "links", "Editing/Create or edit Task")["backlinks"]
     sources = {b["source"] for b in edit}
     assert "Editing/Create or edit Task.md" not in sources  # its own [[#Heading]] links
     assert {"Getting Started/Priority.md", "Other Plugins/QuickAdd.md"} <= sources
@@ -378,9 +397,9 @@ def test_backlinks_in_the_existing_vault(docs_vault: Path) -> None:
     ]
 
 
-def test_tags_come_from_the_text_not_from_code_or_urls(docs_vault: Path) -> None:
+def test_tags_come_from_the_text_not_from_code_or_urls(kept_vault: Path) -> None:
     def tags(note: str) -> list[str]:
-        return list(run_json(docs_vault, "note", "read", note)["tags"])
+        return list(run_json(kept_vault, "note", "read", note)["tags"])
 
     assert "plugin/periodic-notes" in tags("Advanced/Daily Agenda")
     assert tags("Reference/Task Formats/Dataview Format") == [
@@ -399,9 +418,9 @@ def test_tags_come_from_the_text_not_from_code_or_urls(docs_vault: Path) -> None
     assert not [t for t in tags("How To/Style custom statuses") if "Use" in t]
 
 
-def test_tags_inside_inline_html_are_found_as_obsidian_does(docs_vault: Path) -> None:
+def test_tags_inside_inline_html_are_found_as_obsidian_does(kept_vault: Path) -> None:
     def tags(note: str) -> list[str]:
-        return list(run_json(docs_vault, "note", "read", note)["tags"])
+        return list(run_json(kept_vault, "note", "read", note)["tags"])
 
     assert tags("How To/Style custom statuses") == ["css", "feature/statuses"]
     assert tags("Advanced/Daily Agenda") == ["plugin/calendar", "plugin/periodic-notes"]

@@ -7,7 +7,7 @@ from textwrap import dedent
 
 import pytest
 
-from memvault.errors import InvalidInputError, NotFoundError
+from memvault.errors import ConflictError, InvalidInputError, NotFoundError
 from memvault.runtime import Runtime
 from memvault.vault.note import Note
 from support import TZ, MovableClock
@@ -36,11 +36,23 @@ def test_create_writes_frontmatter_and_sections(runtime: Runtime) -> None:
     assert task.description == "Users get logged out after 5 minutes."
 
 
-def test_titles_become_safe_unique_file_names(runtime: Runtime) -> None:
+def test_titles_become_safe_file_names_and_a_duplicate_is_a_conflict(runtime: Runtime) -> None:
     first = runtime.tasks.create("Call: Bob / Alice?")
-    second = runtime.tasks.create("Call: Bob / Alice?")
     assert first.path == "Tasks/active/Call - Bob - Alice.md"
-    assert second.path == "Tasks/active/Call - Bob - Alice 2.md"
+    before = sorted(p.name for p in (runtime.vault.root / "Tasks/active").iterdir())
+    with pytest.raises(
+        ConflictError, match=r"already exists \(Tasks/active/Call - Bob - Alice.md\)"
+    ):
+        runtime.tasks.create("call: bob / alice?")
+    assert sorted(p.name for p in (runtime.vault.root / "Tasks/active").iterdir()) == before
+
+
+def test_a_closed_task_does_not_block_the_same_title_again(runtime: Runtime) -> None:
+    runtime.tasks.create("Renew the certificate")
+    runtime.tasks.complete("Renew the certificate")
+    again = runtime.tasks.create("Renew the certificate")
+    assert again.path == "Tasks/active/Renew the certificate.md"
+    assert runtime.tasks.complete(again.path).path == "Tasks/completed/Renew the certificate 2.md"
 
 
 def test_find_by_title_file_name_slug_link_or_unique_part(runtime: Runtime) -> None:

@@ -23,6 +23,8 @@ from memvault.cli.common import (
     stderr,
     stdout,
 )
+from memvault.errors import EXIT_FAILED, EXIT_INTERRUPTED
+from memvault.vocabulary import counted
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -180,12 +182,12 @@ def _footer(result: RunResult) -> None:
     tokens = result.usage.input_tokens + result.usage.output_tokens
     parts = [
         result.status,
-        f"{result.iterations} model call{'s' if result.iterations != 1 else ''}",
+        counted(result.iterations, "model call"),
     ]
     if calls:
-        parts.append(f"{calls} tool call{'s' if calls != 1 else ''}")
+        parts.append(counted(calls, "tool call"))
     if tokens:
-        parts.append(f"{tokens} tokens")
+        parts.append(counted(tokens, "token"))
     if result.status == "failed":
         stderr.print(Text.assemble(("Failed:", "bold red"), " ", _sentence(result.summary)))
     elif result.status == "cancelled":
@@ -229,7 +231,7 @@ def ask(
     runtime.close()
     _show_warnings(None)
     if result.status != "done":
-        raise typer.Exit(130 if result.status == "cancelled" else 1)
+        raise typer.Exit(EXIT_INTERRUPTED if result.status == "cancelled" else EXIT_FAILED)
 
 
 def chat(
@@ -241,8 +243,9 @@ def chat(
     """Talk with the agent in the terminal; the session is summarised when it ends."""
     from rich.text import Text
 
-    from memvault.errors import MemvaultError
+    from memvault.errors import InvalidInputError, MemvaultError
     from memvault.memory.sessions import check_key
+    from memvault.text import check_text
 
     session = check_key(session)  # a bad key fails now, not at every message
     runtime = open_runtime(ctx, vault)
@@ -263,9 +266,13 @@ def chat(
             except (EOFError, KeyboardInterrupt):
                 console.print()  # the shell's prompt starts on a line of its own
                 break
+            except UnicodeDecodeError:
+                report_error(InvalidInputError("That line is not UTF-8 text; type it again."))
+                continue
             if not line:
                 continue
             try:
+                check_text(line, "The line")
                 if line.startswith("/"):
                     if not _slash(line, agent, runtime, session):
                         break

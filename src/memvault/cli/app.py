@@ -98,12 +98,16 @@ def init(
     as_json: JsonOption = False,
 ) -> None:
     """Create the vault layout; existing files are never changed."""
+    from memvault.clock import Clock, load_timezone
     from memvault.config import load_settings
     from memvault.runtime import Runtime
     from memvault.vault.layout import init_vault
 
-    loaded = load_settings(path or vault or root_vault(ctx))
-    runtime = Runtime.open(loaded.settings)
+    settings = load_settings(path or vault or root_vault(ctx)).settings
+    # The one place a folder becomes a vault: wired without Runtime.open's check, so
+    # the notes made here are indexed as they are written.
+    runtime = Runtime(settings, Clock(load_timezone(settings.timezone)))
+    ctx.call_on_close(runtime.close)
     report = init_vault(runtime.vault)
     if as_json:
         emit_json(report.to_dict())

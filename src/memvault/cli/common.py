@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -13,7 +14,13 @@ import typer
 from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
-from memvault.errors import InvalidInputError, MemvaultError
+from memvault.errors import (
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    InvalidInputError,
+    MemvaultError,
+    VaultError,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -61,8 +68,20 @@ VaultOption = Annotated[
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Print JSON for scripts instead of a table.")
 ]
-
-EXIT_INTERNAL = 70
+# Also accepted before the command name (memvault --direct remember ...); either place works.
+DirectOption = Annotated[
+    bool,
+    typer.Option(
+        "--direct", help="Work on the vault files even when a daemon serves the vault; start none."
+    ),
+]
+NoAutostartOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-autostart",
+        help="Never start a daemon in the background; search in this process instead.",
+    ),
+]
 
 
 def report_error(exc: MemvaultError) -> None:
@@ -72,6 +91,26 @@ def report_error(exc: MemvaultError) -> None:
     stderr.print(Text.assemble(("Error:", "bold red"), " ", exc.message))
     if exc.hint:
         stderr.print(exc.hint)
+
+
+def read_only_error(exc: BaseException) -> VaultError | None:
+    """A write refused by the system (a read-only vault, folder or disk) as a VaultError.
+
+    Where memvault writes, it says so itself; this catches the rest at the edge,
+    so a read-only vault reads as exit 5 and one sentence, never as a bug.
+    """
+    if isinstance(exc, OSError) and exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        where = f" {exc.filename}" if exc.filename else ""
+        return VaultError(
+            f"memvault cannot write{where}: {exc.strerror}; the vault is read-only for "
+            "this user (commands that only read still work)."
+        )
+    if type(exc).__name__ == "OperationalError" and "readonly" in str(exc):  # sqlite3's
+        return VaultError(
+            "memvault cannot write its database in .memvault: the vault is read-only for "
+            "this user (commands that only read still work)."
+        )
+    return None
 
 
 class ErrorBoundaryGroup(TyperGroup):
@@ -102,18 +141,25 @@ class ErrorBoundaryGroup(TyperGroup):
 
     def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
         try:
+            from memvault.cli.arguments import refuse_bad_text
+
+            refuse_bad_text(ctx, [*ctx._protected_args, *ctx.args])
             return super().invoke(ctx)
         except MemvaultError as exc:
             report_error(exc)
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
             stderr.print("Interrupted.")
-            raise typer.Exit(130) from None
+            raise typer.Exit(EXIT_INTERRUPTED) from None
         except (typer.Exit, typer.Abort, TyperException):
             raise
         except Exception as exc:  # a bug, not a user mistake: say so briefly
             if os.environ.get("MEMVAULT_DEBUG"):
                 raise
+            unwritable = read_only_error(exc)
+            if unwritable is not None:
+                report_error(unwritable)
+                raise typer.Exit(unwritable.exit_code) from None
             stderr.print(
                 f"Internal error: {type(exc).__name__}: {exc}. "
                 "Re-run with MEMVAULT_DEBUG=1 for the traceback, and please report it."
@@ -141,17 +187,30 @@ def root_vault(ctx: typer.Context) -> Path | None:
 
 
 def open_runtime(ctx: typer.Context, vault: Path | None, *, require: bool = True) -> Runtime:
-    """Settings and services for the chosen vault; a missing vault is a clear error."""
+    """Settings and services for the chosen vault.
+
+    A folder that is not a vault (missing, or never initialised) is a clear
+    error; ``require=False`` (doctor) wires the services without that check.
+    """
     # Imported here: commands served by a running daemon never load them.
+    from memvault.clock import Clock, load_timezone
     from memvault.config import load_settings
     from memvault.runtime import Runtime
 
-    loaded = load_settings(vault or root_vault(ctx))
-    runtime = Runtime.open(loaded.settings)
-    ctx.call_on_close(runtime.close)
+    settings = load_settings(vault or root_vault(ctx)).settings
     if require:
-        runtime.vault.require()
+        runtime = Runtime.open(settings)
+    else:
+        runtime = Runtime(settings, Clock(load_timezone(settings.timezone)))
+    ctx.call_on_close(runtime.close)
     return runtime
+
+
+def flag(ctx: typer.Context, name: str) -> bool:
+    """A flag given before the command name or after it (``direct``, ``no_autostart``)."""
+    root = ctx.find_root()
+    obj = root.obj if isinstance(root.obj, dict) else {}
+    return bool(obj.get(name) or ctx.params.get(name))
 
 
 def daemon_client(ctx: typer.Context, vault: Path | None) -> DaemonClient | None:
@@ -159,9 +218,7 @@ def daemon_client(ctx: typer.Context, vault: Path | None) -> DaemonClient | None
     from memvault.gateway.client import DaemonClient
     from memvault.locations import choose_vault
 
-    root = ctx.find_root()
-    obj = root.obj if isinstance(root.obj, dict) else {}
-    if obj.get("direct") or os.environ.get("MEMVAULT_DIRECT"):
+    if flag(ctx, "direct") or os.environ.get("MEMVAULT_DIRECT"):
         return None
     return DaemonClient.discover(choose_vault(vault or root_vault(ctx)))
 
@@ -170,20 +227,20 @@ def autostarted_client(ctx: typer.Context, vault: Path | None) -> DaemonClient |
     """A daemon started now for a command that would load the local model, when allowed.
 
     Not with --direct or --no-autostart, nor when ``cli.autostart`` is off,
-    the embedder loads no model in this process, or the vault does not exist
-    (the command then says so itself). A daemon that cannot be started is
-    explained in one sentence, and the command runs here.
+    the embedder loads no model in this process, or the folder is not a vault
+    (the command then says so itself, having written nothing). A daemon that
+    cannot be started is explained in one sentence, and the command runs here.
     """
-    root = ctx.find_root()
-    obj = root.obj if isinstance(root.obj, dict) else {}
-    if obj.get("direct") or obj.get("no_autostart") or os.environ.get("MEMVAULT_DIRECT"):
+    if flag(ctx, "direct") or flag(ctx, "no_autostart") or os.environ.get("MEMVAULT_DIRECT"):
         return None
     from memvault.config import load_settings
 
     settings = load_settings(vault or root_vault(ctx)).settings
     if not settings.cli.autostart or settings.embedder.provider != "local":
         return None
-    if not settings.vault.is_dir():
+    from memvault.locations import is_vault
+
+    if not is_vault(settings.vault):
         return None
     from memvault.gateway.autostart import AutostartError, ensure_daemon
 
@@ -292,4 +349,10 @@ def read_content(content: str | None) -> str:
         return content
     if sys.stdin is None or sys.stdin.isatty():
         raise InvalidInputError("Give the text with --content or pipe it on stdin.")
-    return sys.stdin.read()
+    from memvault.text import check_text
+
+    try:
+        text = sys.stdin.read()
+    except UnicodeDecodeError:
+        raise InvalidInputError("The text on stdin is not UTF-8.") from None
+    return check_text(text, "The text on stdin")

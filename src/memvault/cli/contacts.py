@@ -18,7 +18,7 @@ from memvault.cli.common import (
     table,
 )
 from memvault.errors import InvalidInputError
-from memvault.vocabulary import KNOWN_CHANNELS
+from memvault.vocabulary import KNOWN_CHANNELS, counted
 
 app = group("Contacts: people the agent knows, one note each in Contacts/.")
 
@@ -149,5 +149,5 @@ def list_contacts(
         for c in found
     ]
     stdout.print(
-        table(f"{len(found)} contacts", ["Name", "Relationship", "Email", "Channels"], rows)
+        table(counted(len(found), "contact"), ["Name", "Relationship", "Email", "Channels"], rows)
     )

@@ -9,6 +9,7 @@ import typer
 
 from memvault.cli.common import VaultOption, open_runtime
 from memvault.errors import InvalidInputError
+from memvault.shutdown import leave_cleanly
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -37,6 +38,8 @@ def mcp(
         import anyio
 
         anyio.run(serve_stdio, server)
+        runtime.close()
+        leave_cleanly("memvault MCP server stopped")  # the model may still be loading
         return
     if host not in LOOPBACK:
         raise InvalidInputError(
@@ -45,5 +48,15 @@ def mcp(
         )
     import uvicorn
 
-    print(f"memvault MCP at http://{host}:{port}/mcp (Ctrl-C to stop)", file=sys.stderr)
-    uvicorn.run(http_app(server, host=host), host=host, port=port, log_level="warning")
+    from memvault.gateway.server import bind, run_until_stopped
+
+    sock = bind(host, port)  # a busy port is one sentence (exit 4), as for `memvault serve`
+    address = f"[{host}]" if ":" in host else host
+    print(
+        f"memvault MCP at http://{address}:{sock.getsockname()[1]}/mcp (Ctrl-C to stop)",
+        file=sys.stderr,
+    )
+    config = uvicorn.Config(http_app(server, host=host), log_level="warning", lifespan="on")
+    run_until_stopped(uvicorn.Server(config), sock)
+    runtime.close()
+    leave_cleanly("memvault MCP server stopped")

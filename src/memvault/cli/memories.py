@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from memvault.cli.common import (
+    DirectOption,
     JsonOption,
     VaultOption,
     emit_json,
@@ -22,7 +23,7 @@ from memvault.cli.common import (
     table,
     via_daemon,
 )
-from memvault.vocabulary import CATEGORIES
+from memvault.vocabulary import CATEGORIES, counted
 
 CategoryOption = Annotated[
     str | None,
@@ -60,6 +61,7 @@ def remember(
         list[str] | None, typer.Option("--tags", "-t", help="Tags, comma-separated or repeated.")
     ] = None,
     source: Annotated[str | None, typer.Option("--source", help="Where this came from.")] = "cli",
+    direct: DirectOption = False,
     vault: VaultOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -73,13 +75,13 @@ def remember(
         "source": source,
     }
 
-    def direct() -> dict[str, Any]:
+    def here() -> dict[str, Any]:
         result = open_runtime(ctx, vault).memories.remember(
             text, category=category, importance=importance, tags=tag_list, source=source
         )
         return {**result.memory.to_dict(), "created_new": result.created}
 
-    data = via_daemon(ctx, vault, "POST", "/v1/memories", body=body) or direct()
+    data = via_daemon(ctx, vault, "POST", "/v1/memories", body=body) or here()
     if as_json:
         emit_json(data)
     elif data["created_new"]:
@@ -91,6 +93,7 @@ def remember(
 def get(
     ctx: typer.Context,
     memory_id: Annotated[str, typer.Argument(metavar="ID", help="Memory id, e.g. m-3f9a1c2b.")],
+    direct: DirectOption = False,
     vault: VaultOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -114,6 +117,7 @@ def get(
 def forget(
     ctx: typer.Context,
     memory_id: Annotated[str, typer.Argument(metavar="ID", help="Memory id, e.g. m-3f9a1c2b.")],
+    direct: DirectOption = False,
     vault: VaultOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -138,20 +142,21 @@ def memories(
     limit: Annotated[
         int | None, typer.Option("--limit", "-n", min=1, help="Show at most N (newest).")
     ] = None,
+    direct: DirectOption = False,
     vault: VaultOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """List memories, oldest first."""
     query = {"category": category, "tag": tag, "archived": archived, "limit": limit}
 
-    def direct() -> list[dict[str, Any]]:
+    def here() -> list[dict[str, Any]]:
         found = open_runtime(ctx, vault).memories.list(
             category=category, tag=tag, include_archived=archived
         )
         return [m.to_dict() for m in (found[-limit:] if limit is not None else found)]
 
     listed = via_daemon(ctx, vault, "GET", "/v1/memories", query=query)
-    found: list[dict[str, Any]] = listed if listed is not None else direct()
+    found: list[dict[str, Any]] = listed if listed is not None else here()
     if as_json:
         emit_json(found)
         return
@@ -160,7 +165,7 @@ def memories(
         return
     stdout.print(
         table(
-            f"{len(found)} memories",
+            counted(len(found), "memory"),
             ["ID", "Category", "Imp.", "Text", "Tags", "Created"],
             _memory_rows(found),
         )

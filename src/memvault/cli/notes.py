@@ -18,6 +18,8 @@ from memvault.cli.common import (
     stdout,
     table,
 )
+from memvault.errors import EXIT_FAILED
+from memvault.vocabulary import counted
 
 app = group("Any note in the vault, by vault-relative path.")
 
@@ -112,7 +114,7 @@ def list_notes(
     rows = [
         [e.path, f"{e.size:,}", e.modified.astimezone().strftime("%Y-%m-%d %H:%M")] for e in entries
     ]
-    stdout.print(table(f"{len(entries)} notes", ["Path", "Bytes", "Modified"], rows))
+    stdout.print(table(counted(len(entries), "note"), ["Path", "Bytes", "Modified"], rows))
 
 
 @app.command("links")
@@ -143,10 +145,14 @@ def links(
         ]
         for r in outgoing
     ]
-    stdout.print(table(f"{len(outgoing)} outgoing links", ["Link", "Resolves to", "Line"], rows))
+    stdout.print(
+        table(counted(len(outgoing), "outgoing link"), ["Link", "Resolves to", "Line"], rows)
+    )
     stdout.print(
         table(
-            f"{len(incoming)} backlinks", ["From", "Line"], [[b.source, b.line] for b in incoming]
+            counted(len(incoming), "backlink"),
+            ["From", "Line"],
+            [[b.source, b.line] for b in incoming],
         )
     )
 
@@ -181,7 +187,7 @@ def delete(
     notes = open_runtime(ctx, vault).notes
     target = notes.locate(path)
     if not yes and not typer.confirm(f"Delete {target}?", default=False):
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FAILED)
     notes.delete(target)
     if as_json:
         emit_json({"path": target, "deleted": True})

@@ -17,6 +17,7 @@ from memvault.cli.common import (
     stdout,
     table,
 )
+from memvault.vocabulary import counted
 
 app = group("Projects: one note each in Projects/, listing their tasks.")
 
@@ -64,7 +65,7 @@ def link(
     if as_json:
         emit_json(updated.to_dict())
     else:
-        say(f"{updated.name} now lists {len(updated.tasks)} task(s).")
+        say(f"{updated.name} now lists {counted(len(updated.tasks), 'task')}.")
 
 
 @app.command("list")
@@ -85,7 +86,9 @@ def list_projects(
         say("No projects yet. Add one with `memvault project add NAME`.")
         return
     rows = [[p.name, p.status, len(p.tasks), " ".join(f"#{t}" for t in p.tags)] for p in found]
-    stdout.print(table(f"{len(found)} projects", ["Project", "Status", "Tasks", "Tags"], rows))
+    stdout.print(
+        table(counted(len(found), "project"), ["Project", "Status", "Tasks", "Tags"], rows)
+    )
 
 
 @app.command("show")

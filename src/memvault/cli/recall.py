@@ -9,6 +9,7 @@ local model would have to load here, they start one in the background first
 from __future__ import annotations
 
 import contextlib
+import logging
 import sys
 import threading
 from collections.abc import Iterator
@@ -17,7 +18,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from memvault.cli.common import (
+    DirectOption,
     JsonOption,
+    NoAutostartOption,
     VaultOption,
     emit_json,
     emit_raw,
@@ -29,7 +32,8 @@ from memvault.cli.common import (
     table,
     via_daemon,
 )
-from memvault.vocabulary import KINDS
+from memvault.errors import VaultError
+from memvault.vocabulary import KINDS, counted
 
 if TYPE_CHECKING:
     from memvault.index.filters import SearchFilters
@@ -39,6 +43,10 @@ if TYPE_CHECKING:
 
 # A search fills at most this many pending embeddings, so it stays quick.
 _EMBED_ON_SEARCH = 256
+READ_ONLY_INDEX = (
+    "The index at {path} cannot be updated (the vault is read-only for this user); "
+    "searching a copy in memory."
+)
 _PROGRESS_AFTER = 50
 
 
@@ -81,8 +89,16 @@ def _sync(runtime: Runtime, *, quiet: bool) -> SyncReport:
     """Bring the index up to date, with a progress bar when there is a lot to do."""
     pending = len(runtime.vault.list()) if not runtime.index.exists() else 0
     show = not quiet and (pending > _PROGRESS_AFTER or sys.stderr.isatty())
+    if runtime.index.in_memory:
+        stderr.print(READ_ONLY_INDEX.format(path=runtime.index.path))
     with progress_bar(show) as update:
         return runtime.index.sync(progress=update)
+
+
+def _loading_model(runtime: Runtime) -> None:
+    """Say why nothing moves while the embedding model loads (seconds, the first time)."""
+    if not runtime.embedder.loaded:
+        stderr.print(f"Loading the embedding model ({runtime.embedder.model}) ...")
 
 
 def _summary(report: SyncReport) -> str:
@@ -97,7 +113,8 @@ def _summary(report: SyncReport) -> str:
     ]
     text = ", ".join(parts) + f" in {report.seconds:.2f}s"
     if report.skipped:
-        text += f"; skipped {len(report.skipped)} unreadable: {', '.join(report.skipped[:3])}"
+        skipped = counted(len(report.skipped), "unreadable file")
+        text += f"; skipped {skipped}: {', '.join(report.skipped[:3])}"
     return text
 
 
@@ -119,13 +136,21 @@ def index(
     from memvault.index.embedders import EmbeddingError
 
     runtime = open_runtime(ctx, vault)
+    if runtime.index.in_memory:
+        raise VaultError(
+            f"Cannot update the index at {runtime.index.path}: the vault is read-only for this "
+            "user (search, recall and context still work, from a copy in memory)."
+        )
     show = not as_json
     with progress_bar(show and (rebuild or sys.stderr.isatty())) as update:
         report = runtime.index.rebuild(update) if rebuild else runtime.index.sync(update)
     embedded = 0
     problem = runtime.index.mismatch()
     if not no_embed and runtime.embedder.enabled and (reembed or problem is None):
-        long_run = reembed or runtime.index.pending() > _PROGRESS_AFTER
+        pending = runtime.index.pending()
+        if reembed or pending:
+            _loading_model(runtime)
+        long_run = reembed or pending > _PROGRESS_AFTER
         try:
             with progress_bar(show and long_run) as update:
                 embedded = (
@@ -143,11 +168,14 @@ def index(
     if as_json:
         emit_json({"sync": report.to_dict(), "embedded": embedded, "status": status.to_dict()})
     else:
-        say(f"Indexed {status.notes} notes ({_summary(report)}).")
+        say(f"Indexed {counted(status.notes, 'note')} ({_summary(report)}).")
         if embedded:
-            say(f"Embedded {embedded} chunks with {runtime.embedder.identity}.")
+            say(f"Embedded {counted(embedded, 'chunk')} with {runtime.embedder.identity}.")
         if status.pending and runtime.embedder.enabled and not status.mismatch:
-            say(f"{status.pending} chunks wait for embeddings; run `memvault index` to fill them.")
+            say(
+                f"{counted(status.pending, 'chunk')} still without a vector; "
+                "run `memvault index` to embed."
+            )
     if status.mismatch and not reembed:
         stderr.print(status.mismatch)
 
@@ -200,6 +228,8 @@ def _search(
     quiet: bool,
 ) -> list[dict[str, Any]]:
     _sync(runtime, quiet=quiet)
+    if not keyword_only and not quiet and sys.stderr.isatty() and runtime.index.vectors.exists():
+        _loading_model(runtime)  # the query is embedded next
     hits = runtime.searcher.search(
         query,
         limit=limit,
@@ -272,6 +302,8 @@ def search(
         typer.Option("--mmr", min=0.0, max=1.0, help="Diversify results (0..1; 0.7 is mild)."),
     ] = None,
     min_score: MinScoreOption = None,
+    direct: DirectOption = False,
+    no_autostart: NoAutostartOption = False,
     vault: VaultOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -310,7 +342,7 @@ def search(
     if as_json:
         emit_json(hits)
     else:
-        _show_hits(hits, f"{len(hits)} results for {query!r}", query)
+        _show_hits(hits, f"{counted(len(hits), 'result')} for {query!r}", query)
 
 
 def recall(
@@ -324,6 +356,8 @@ def recall(
         bool, typer.Option("--keyword", help="Keywords only; no model is loaded.")
     ] = False,
     min_score: MinScoreOption = None,
+    direct: DirectOption = False,
+    no_autostart: NoAutostartOption = False,
     vault: VaultOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -371,6 +405,8 @@ def context(
     budget: Annotated[
         int | None, typer.Option("--budget", "-b", help="Token budget, at least 50 (default 2000).")
     ] = None,
+    direct: DirectOption = False,
+    no_autostart: NoAutostartOption = False,
     vault: VaultOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -424,7 +460,11 @@ def tag(
         return
     rows = [[i.kind, i.path + (f" ^{i.id}" if i.id else ""), i.title] for i in items]
     stdout.print(
-        table(f"{len(items)} items tagged #{name.lstrip('#')}", ["Kind", "Where", "Title"], rows)
+        table(
+            f"{counted(len(items), 'item')} tagged #{name.lstrip('#')}",
+            ["Kind", "Where", "Title"],
+            rows,
+        )
     )
 
 
@@ -472,6 +512,8 @@ def watch(
         say(_summary(batch))
 
     say(f"Watching {runtime.vault.root} (Ctrl-C to stop)...")
+    # watchfiles logs "KeyboardInterrupt caught, stopping watch" on Ctrl-C; we say it ourselves.
+    logging.getLogger("watchfiles").setLevel(logging.ERROR)
     try:
         follow(runtime.index, stop=stop, debounce_ms=debounce, on_batch=report, ready=ready)
     except KeyboardInterrupt:

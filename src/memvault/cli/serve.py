@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -11,6 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from memvault.cli.common import (
+    DirectOption,
     JsonOption,
     VaultOption,
     daemon_client,
@@ -23,6 +25,7 @@ from memvault.cli.common import (
     table,
 )
 from memvault.errors import MemvaultError
+from memvault.vocabulary import counted
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 _STOP_WAIT = 30.0
@@ -113,20 +116,31 @@ def _duration(seconds: float) -> str:
 
 
 def _stop(vault: Path, as_json: bool) -> None:
-    from memvault.gateway.client import process_alive, read_info
+    from memvault.gateway.client import find_daemon, is_process
 
-    info = read_info(vault)
-    if info is None or not process_alive(info.pid):
+    # Only a process that holds the vault's daemon lock, under the pid and start time
+    # daemon.json names, is signalled: never whatever reuses a crashed daemon's pid.
+    sighting = find_daemon(vault)
+    info = sighting.running
+    if info is None:
+        stale = sighting.stale
         if as_json:
-            emit_json({"stopped": False, "running": False})
+            emit_json(
+                {"stopped": False, "running": False, "stale_pid": stale.pid if stale else None}
+            )
+        elif stale is not None:
+            say(
+                f"No daemon serves {vault}; its daemon.json was stale (left by a daemon that "
+                f"ended without cleaning up; pid {stale.pid} is not it) and is removed."
+            )
         else:
             say(f"No daemon serves {vault}.")
         return
     os.kill(info.pid, signal.SIGTERM)
     deadline = time.monotonic() + _STOP_WAIT
-    while process_alive(info.pid) and time.monotonic() < deadline:
+    while is_process(info) and time.monotonic() < deadline:
         time.sleep(0.1)
-    if process_alive(info.pid):
+    if is_process(info):
         raise MemvaultError(
             f"The daemon (pid {info.pid}) is still running after {_STOP_WAIT:.0f}s; "
             f"it may be finishing requests. Check again, or `kill {info.pid}`."
@@ -144,10 +158,10 @@ def _run(
     port: int | None,
     log_format: str | None,
 ) -> None:
-    from memvault.errors import ConflictError, InvalidInputError
-    from memvault.gateway.client import process_alive, read_info
+    from memvault.errors import InvalidInputError
+    from memvault.gateway.client import already_served, find_daemon
     from memvault.gateway.daemon import Daemon
-    from memvault.gateway.server import bind, configure_logging, limit_malloc_arenas, serve
+    from memvault.gateway.server import configure_logging, limit_malloc_arenas, serve
 
     limit_malloc_arenas()  # before any thread starts
     runtime = open_runtime(ctx, vault)
@@ -157,13 +171,10 @@ def _run(
     fmt = log_format or server.log_format
     if fmt not in ("json", "text"):
         raise InvalidInputError(f"--log-format is json or text, not {fmt!r}.")
-    other = read_info(runtime.vault.root)
-    if other is not None and other.pid != os.getpid() and process_alive(other.pid):
-        raise ConflictError(
-            f"A daemon already serves {runtime.vault.root} at {other.url} (pid {other.pid}); "
-            "stop it with `memvault serve --stop`."
-        )
-    sock = bind(host, port)
+    other = find_daemon(runtime.vault.root).running  # a stale daemon.json is removed
+    if other is not None:
+        raise already_served(runtime.vault.root, other)
+    sock = _bind(host, port)
     try:
         daemon = Daemon(runtime, host=host, port=sock.getsockname()[1])
     except BaseException:
@@ -183,11 +194,34 @@ def _run(
     serve(daemon, sock)
 
 
+def _bind(host: str, port: int) -> socket.socket:
+    """The listening socket; a port another memvault daemon holds is named as such."""
+    from memvault.errors import ConflictError
+    from memvault.gateway.client import daemon_version_at
+    from memvault.gateway.server import bind
+
+    try:
+        return bind(host, port)
+    except ConflictError:
+        version = daemon_version_at(host, port)
+        if version is None:
+            raise
+        raise ConflictError(
+            f"Port {port} on {host} is in use by the memvault daemon of another vault "
+            f"(version {version}); choose another with --port."
+        ) from None
+
+
 def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def doctor(ctx: typer.Context, vault: VaultOption = None, as_json: JsonOption = False) -> None:
+def doctor(
+    ctx: typer.Context,
+    direct: DirectOption = False,
+    vault: VaultOption = None,
+    as_json: JsonOption = False,
+) -> None:
     """Check the vault, index, embedder, disk (and the daemon, when one runs)."""
     from memvault.gateway.client import DaemonUnavailableError, RemoteError
 
@@ -217,6 +251,9 @@ def doctor(ctx: typer.Context, vault: VaultOption = None, as_json: JsonOption = 
         rows = [[marks[c["status"]], c["name"], c["message"]] for c in report["checks"]]
         title = "Checked by the daemon" if where == "daemon" else "Checked locally (no daemon)"
         stdout.print(table(title, ["", "Check", "Result"], rows))
-        say(f"{summary['passed']} ok, {summary['warnings']} warnings, {summary['errors']} errors.")
+        say(
+            f"{summary['passed']} ok, {counted(summary['warnings'], 'warning')}, "
+            f"{counted(summary['errors'], 'error')}."
+        )
     if summary["errors"]:
         raise typer.Exit(1)

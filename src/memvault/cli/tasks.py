@@ -17,7 +17,7 @@ from memvault.cli.common import (
     stdout,
     table,
 )
-from memvault.vocabulary import PRIORITIES, STATUSES
+from memvault.vocabulary import PRIORITIES, STATUSES, counted
 
 if TYPE_CHECKING:
     from memvault.vault.tasks import Task
@@ -138,7 +138,11 @@ def list_tasks(
         for t in found
     ]
     stdout.print(
-        table(f"{len(found)} tasks", ["Task", "Status", "Priority", "Due", "Project", "Tags"], rows)
+        table(
+            counted(len(found), "task"),
+            ["Task", "Status", "Priority", "Due", "Project", "Tags"],
+            rows,
+        )
     )
 
 

@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from memvault.cli.common import (
+    DirectOption,
     JsonOption,
+    NoAutostartOption,
     VaultOption,
     emit_json,
     group,
@@ -20,8 +22,9 @@ from memvault.cli.common import (
     table,
     via_daemon,
 )
-from memvault.errors import InvalidInputError
+from memvault.errors import InvalidInputError, exit_code_for
 from memvault.vocabulary import TOOL_FORMATS as FORMATS
+from memvault.vocabulary import counted
 
 if TYPE_CHECKING:
     from memvault.tools.registry import ToolRegistry, ToolResult
@@ -29,7 +32,6 @@ if TYPE_CHECKING:
 app = group("The tools agents call: list, export as schemas, call one.")
 
 # Exit codes of a failed call, by the tool error's code.
-_EXIT = {"validation_failed": 2, "unsafe_path": 2, "not_found": 3, "conflict": 4, "not_approved": 8}
 
 
 @app.command("list")
@@ -67,7 +69,9 @@ def list_tools(as_json: JsonOption = False) -> None:
         for t in registry
     ]
     stdout.print(
-        table(f"{len(rows)} tools", ["Tool", "Tier", "Category", "Effect", "What it does"], rows)
+        table(
+            counted(len(rows), "tool"), ["Tool", "Tier", "Category", "Effect", "What it does"], rows
+        )
     )
     say(
         "Tier 1 runs freely; tier 2 needs approval once per category per session; "
@@ -110,6 +114,8 @@ def call(
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Approve tier 2 and 3 calls without asking.")
     ] = False,
+    direct: DirectOption = False,
+    no_autostart: NoAutostartOption = False,
     vault: VaultOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -150,7 +156,7 @@ def call(
         if result.code == "not_approved" and tool.tier > Tier.READ:
             stderr.print("Run it again with --yes to approve it yourself.")
     if not result.ok:
-        raise typer.Exit(_EXIT.get(result.code or "", 1))
+        raise typer.Exit(exit_code_for(result.code))
 
 
 def _through_daemon(

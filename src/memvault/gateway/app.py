@@ -13,18 +13,19 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from memvault import __version__
 from memvault.gateway import errors
 from memvault.gateway.daemon import Daemon
-from memvault.gateway.middleware import AccessLog, Guard
+from memvault.gateway.middleware import AccessLog, Guard, HostCheck
 from memvault.gateway.routes import (
     agent,
     events,
     memory,
     notes,
+    plain_text,
     sessions,
     system,
     tasks,
@@ -64,6 +65,8 @@ def create_app(daemon: Daemon) -> FastAPI:
         lifespan=lifespan,
         docs_url=None,
         redoc_url=None,
+        # Text no file, index or answer can hold is refused before any route runs.
+        dependencies=[Depends(plain_text)],
     )
     app.state.daemon = daemon
     errors.install(app)
@@ -73,6 +76,8 @@ def create_app(daemon: Daemon) -> FastAPI:
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     max_body = int(daemon.runtime.settings.server.max_body_mb * 1024 * 1024)
     app.add_middleware(Guard, token=daemon.token, max_body=max_body)
+    # DNS rebinding: every route, /v1 and /mcp alike, answers only to this daemon's names.
+    app.add_middleware(HostCheck, host=daemon.host, port=lambda: daemon.port)
     app.add_middleware(AccessLog)
     return app
 

@@ -6,12 +6,13 @@ own process: seconds each time. The first such command instead starts
 ``.memvault/daemon.log``), waits until it answers, and sends its request
 there; later commands find it through ``daemon.json`` and answer at once.
 
-A lock file (``.memvault/daemon.lock``) is held from "is one running?" to
-"it answers", so two commands racing to start one end with one daemon: the
-second waits, then finds the first one's. The daemon listens on loopback at
-the configured port, or on a free one when that is taken; it announces the
-port it got. Standard library and filelock only: this runs before anything
-heavy is imported.
+A lock file (``.memvault/autostart.lock``) is held from "is one running?"
+to "it answers", so two commands racing to start one end with one daemon:
+the second waits, then finds the first one's. (The daemon itself holds
+``daemon.lock`` for its whole life; see :mod:`memvault.gateway.client`.)
+The daemon listens on loopback at the configured port, or on a free one
+when that is taken; it announces the port it got. Standard library and
+filelock only: this runs before anything heavy is imported.
 """
 
 from __future__ import annotations
@@ -32,7 +33,15 @@ from filelock import FileLock, Timeout
 from memvault.errors import MemvaultError
 from memvault.gateway.client import DaemonClient, read_info
 from memvault.gateway.security import read_secret
-from memvault.locations import DAEMON_LOCK, DAEMON_LOG, TOKEN_FILE, state_dir
+from memvault.locations import (
+    AUTOSTART_LOCK,
+    DAEMON_LOG,
+    PRIVATE_FILE,
+    TOKEN_FILE,
+    is_vault,
+    private_state_dir,
+    state_dir,
+)
 
 START_TIMEOUT = 20.0
 HOST = "127.0.0.1"  # a daemon nobody asked for explicitly is never reachable from elsewhere
@@ -66,11 +75,13 @@ def ensure_daemon(vault: Path, *, port: int, timeout: float = START_TIMEOUT) -> 
     Raises AutostartError, in one sentence, when none could be started in
     ``timeout`` seconds (a daemon that did not answer in time is stopped).
     """
+    if not is_vault(vault):
+        raise AutostartError(f"{vault} is not a memvault vault")
     state = state_dir(vault)
     log = log_path(vault)
-    lock = FileLock(str(state / DAEMON_LOCK))
+    lock = FileLock(str(state / AUTOSTART_LOCK), mode=PRIVATE_FILE)
     try:
-        state.mkdir(parents=True, exist_ok=True)
+        private_state_dir(state)
         lock.acquire(timeout=timeout)
     except Timeout:
         raise AutostartError(
@@ -127,7 +138,8 @@ def _spawn(vault: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
     try:
         if log.exists():
             os.replace(log, log.with_name(log.name + ".1"))  # the previous daemon's, kept once
-        with log.open("ab") as output:
+        descriptor = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
+        with os.fdopen(descriptor, "ab") as output:
             process = subprocess.Popen(
                 command,
                 stdin=subprocess.DEVNULL,

@@ -1,25 +1,39 @@
 """Finding a running daemon, and talking to it: what the CLI uses for client mode.
 
-The daemon announces itself in ``<vault>/.memvault/daemon.json`` (pid,
-host, port). A CLI command that finds a live daemon there sends its request
-over loopback with the vault's token instead of loading the index and the
-model itself. Standard library only, so a client-mode command starts fast.
+The daemon announces itself in ``<vault>/.memvault/daemon.json`` (pid, the
+pid's start time, host, port) and holds an exclusive lock on
+``.memvault/daemon.lock`` for as long as it runs. A crash leaves the file
+behind but not the lock (the kernel drops it with the process), and by then
+the pid may belong to any other program: a ``daemon.json`` whose lock is free
+is stale and removed, and one whose pid started at another time is not
+believed. A CLI command that finds a live daemon sends its request over
+loopback with the vault's token instead of loading the index and the model
+itself. Standard library only, so a client-mode command starts fast.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import socket
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import quote, urlencode
 
-from memvault.errors import MemvaultError
+from memvault.errors import ConflictError, MemvaultError, VaultError
 from memvault.gateway.security import read_secret
-from memvault.locations import DAEMON_FILE, TOKEN_FILE, state_dir
+from memvault.locations import (
+    DAEMON_FILE,
+    DAEMON_LOCK,
+    PRIVATE_FILE,
+    TOKEN_FILE,
+    private_state_dir,
+    state_dir,
+)
 
 # Where a client connects when the daemon listens on every address.
 _CONNECT_TO = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
@@ -34,6 +48,8 @@ class DaemonInfo:
     port: int
     version: str
     started_at: str
+    # The pid's start time (clock ticks after boot, from /proc), when the system says.
+    process_start: int | None = None
 
     @property
     def connect_host(self) -> str:
@@ -43,8 +59,13 @@ class DaemonInfo:
     @property
     def url(self) -> str:
         """Base URL of the API."""
+        return f"http://{self.authority}"
+
+    @property
+    def authority(self) -> str:
+        """``host:port`` as a URL and a ``Host`` header write it (IPv6 in brackets)."""
         host = self.connect_host
-        return f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
+        return f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
 
 
 def info_path(vault: Path) -> Path:
@@ -62,16 +83,23 @@ def read_info(vault: Path) -> DaemonInfo | None:
             port=int(data["port"]),
             version=str(data.get("version", "")),
             started_at=str(data.get("started_at", "")),
+            process_start=_optional_int(data.get("process_start")),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
 def write_info(vault: Path, info: DaemonInfo) -> None:
-    """Announce a daemon (atomically: a reader never sees half a file)."""
+    """Announce a daemon (atomically: a reader never sees half a file; owner-only)."""
     path = info_path(vault)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(asdict(info), indent=2) + "\n", encoding="utf-8")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps(asdict(info), indent=2) + "\n")
     os.replace(temporary, path)
 
 
@@ -96,6 +124,149 @@ def process_alive(pid: int) -> bool:
     except OSError:
         return True  # no /proc (macOS): the signal test is all there is
     return stat.rpartition(")")[2].split()[:1] != ["Z"]
+
+
+def process_start(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks after boot), or None where /proc cannot say.
+
+    Together with the pid it names one process: a pid reused after a crash
+    has another start time.
+    """
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        return int(fields[19])  # field 22 of proc(5); fields[0] is field 3
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def is_process(info: DaemonInfo) -> bool:
+    """Whether the process ``info`` names still runs (the same one, not a reused pid)."""
+    if not process_alive(info.pid):
+        return False
+    if info.process_start is None:
+        return True
+    now = process_start(info.pid)
+    return now is None or now == info.process_start
+
+
+# -- the daemon's lock ---------------------------------------------------------------------
+
+_CLAIM_WAIT = 2.0  # a command checking the lock holds it for microseconds
+
+
+def lock_path(vault: Path) -> Path:
+    """``<vault>/.memvault/daemon.lock``: held by the running daemon, and only by it."""
+    return state_dir(vault) / DAEMON_LOCK
+
+
+class DaemonLock:
+    """The lock a daemon holds for its whole life; released by the kernel when it dies."""
+
+    def __init__(self, vault: Path, descriptor: int) -> None:
+        self.vault = vault
+        self._descriptor: int | None = descriptor
+
+    @classmethod
+    def claim(cls, vault: Path, *, wait: float = _CLAIM_WAIT) -> DaemonLock:
+        """Take the lock for ``vault``; ConflictError when another daemon holds it."""
+        try:
+            private_state_dir(state_dir(vault))
+            descriptor = os.open(lock_path(vault), os.O_RDWR | os.O_CREAT, PRIVATE_FILE)
+        except OSError as exc:
+            raise VaultError(f"Cannot create {lock_path(vault)}: {exc.strerror or exc}.") from exc
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return cls(vault, descriptor)
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(descriptor)
+                    raise already_served(vault, read_info(vault)) from None
+                time.sleep(0.02)
+
+    @property
+    def held(self) -> bool:
+        """Whether this process still holds it."""
+        return self._descriptor is not None
+
+    def announce(self, info: DaemonInfo) -> None:
+        """Write ``daemon.json`` for the daemon holding the lock."""
+        write_info(self.vault, info)
+
+    def release(self) -> None:
+        """Withdraw the announcement (if it is still this process's), then let go."""
+        if self._descriptor is None:
+            return
+        remove_info(self.vault, os.getpid())
+        os.close(self._descriptor)  # closing the descriptor releases the lock
+        self._descriptor = None
+
+
+def already_served(vault: Path, info: DaemonInfo | None) -> ConflictError:
+    """The sentence for a second daemon on one vault."""
+    where = f" at {info.url} (pid {info.pid})" if info is not None else ""
+    return ConflictError(
+        f"A daemon already serves {vault}{where}; stop it with `memvault serve --stop`."
+    )
+
+
+@dataclass(frozen=True)
+class Sighting:
+    """What ``daemon.json`` turned out to be: a running daemon, or a stale file (removed)."""
+
+    running: DaemonInfo | None = None
+    stale: DaemonInfo | None = None
+
+
+def find_daemon(vault: Path) -> Sighting:
+    """The daemon serving ``vault``, judged by its lock and its process, not by a pid alone.
+
+    A ``daemon.json`` whose lock no process holds is left from a daemon that
+    died: it is removed (while this process holds the lock, so a daemon
+    starting meanwhile cannot lose its fresh announcement) and reported as
+    stale. One whose pid now names another process is not believed either.
+    """
+    info = read_info(vault)
+    if info is None:
+        return Sighting()
+    descriptor = _open_lock(lock_path(vault), os.O_RDONLY)
+    if descriptor is None:  # missing (no daemon holds it): made here, so it can be held
+        descriptor = _open_lock(lock_path(vault), os.O_RDWR | os.O_CREAT)
+    if descriptor is None:  # unreadable: the process is all there is to go by
+        return Sighting(running=info) if is_process(info) else Sighting()
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # a daemon holds it: is it the one announced?
+            return Sighting(running=info) if is_process(info) else Sighting()
+        current = read_info(vault)
+        if current is not None:
+            with contextlib.suppress(OSError):
+                info_path(vault).unlink()
+        return Sighting(stale=current or info)
+    finally:
+        os.close(descriptor)
+
+
+def _open_lock(path: Path, flags: int) -> int | None:
+    """A descriptor on the lock file; None when it cannot be opened."""
+    try:
+        return os.open(path, flags, PRIVATE_FILE)
+    except OSError:
+        return None
+
+
+def daemon_version_at(host: str, port: int, *, timeout: float = 2.0) -> str | None:
+    """The version of the memvault daemon answering at ``host:port``, if one does."""
+    info = DaemonInfo(pid=0, host=host, port=port, version="", started_at="")
+    try:
+        health = DaemonClient(info, "", timeout=timeout).request("GET", "/v1/health")
+    except (DaemonUnavailableError, MemvaultError):
+        return None
+    if isinstance(health, dict) and health.get("status") == "ok" and "version" in health:
+        return str(health["version"])
+    return None
 
 
 @dataclass(frozen=True)
@@ -141,9 +312,10 @@ class DaemonClient:
 
     @classmethod
     def discover(cls, vault: Path) -> DaemonClient | None:
-        """A client for the daemon serving ``vault``, when one is announced and alive."""
-        info = read_info(vault)
-        if info is None or not process_alive(info.pid):
+        """A client for the daemon serving ``vault``, when one runs (a stale
+        ``daemon.json`` is removed on the way)."""
+        info = find_daemon(vault).running
+        if info is None:
             return None
         token = read_secret(state_dir(vault) / TOKEN_FILE)
         return cls(info, token) if token else None
@@ -188,7 +360,7 @@ class DaemonClient:
             if pairs:
                 target += "?" + urlencode(pairs)
         headers_out = {
-            "Host": f"{self.info.connect_host}:{self.info.port}",
+            "Host": self.info.authority,
             "Authorization": f"Bearer {self.token}",
             "Accept": "application/json",
             "Connection": "close",
@@ -196,7 +368,9 @@ class DaemonClient:
         }
         payload = b""
         if body is not None:
-            payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
+            # ASCII with \u escapes: text UTF-8 cannot carry (a lone surrogate) still
+            # reaches the daemon, which refuses it in the same words as direct mode.
+            payload = json.dumps(body).encode("ascii")
             headers_out["Content-Type"] = "application/json"
         headers_out["Content-Length"] = str(len(payload))
         head = f"{method} {target} HTTP/1.1\r\n" + "".join(

@@ -20,6 +20,7 @@ from typing import Any
 from memvault.agent.loop import Agent, RunResult, StepSink
 from memvault.agent.sessions import SessionCloser
 from memvault.errors import MemvaultError
+from memvault.gateway.client import DaemonLock
 from memvault.gateway.doctor import DaemonFacts, Report, diagnose
 from memvault.gateway.events import EventBus, IdStore
 from memvault.gateway.security import ensure_secret, loose_permissions, tighten
@@ -60,6 +61,8 @@ class Daemon:
         background: bool = True,
     ) -> None:
         settings = runtime.settings
+        # First: a second daemon for the vault stops here, before it touches anything.
+        self.lock = DaemonLock.claim(runtime.vault.root)
         self.runtime = runtime
         self.host = host or settings.server.host
         self.port = settings.server.port if port is None else port
@@ -130,13 +133,20 @@ class Daemon:
         self.bus.close()
 
     def stop(self) -> None:
-        """Stop the background threads and close the databases (after requests drained)."""
+        """Stop the background threads (waiting ``server.shutdown_grace_seconds`` in all:
+        the model loading, a batch of embeddings), close the databases, withdraw
+        ``daemon.json`` and release the vault (after requests drained)."""
         self.begin_shutdown()
+        grace = self.runtime.settings.server.shutdown_grace_seconds
+        deadline = time.monotonic() + grace
         if self._backfill is not None:
-            self._backfill.stop()
+            self._backfill.stop(timeout=grace)
         for thread in self._threads:
-            thread.join(10)
-        self.runtime.close()
+            thread.join(max(deadline - time.monotonic(), 0.0))
+        try:
+            self.runtime.close()
+        finally:
+            self.lock.release()
 
     def _spawn(self, name: str, target: Any) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)

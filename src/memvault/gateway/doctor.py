@@ -21,8 +21,10 @@ from memvault.gateway.security import loose_permissions
 from memvault.index.embedders import LocalEmbedder
 from memvault.index.local_model import PREPARE_COMMAND
 from memvault.llm.base import Health
+from memvault.locations import is_vault, loose_modes
 from memvault.memory.state import StateDB
 from memvault.runtime import Runtime
+from memvault.vocabulary import counted
 
 LOW_DISK_ERROR = 200 * 1024 * 1024
 LOW_DISK_WARNING = 1024 * 1024 * 1024
@@ -93,6 +95,12 @@ def _vault_writable(runtime: Runtime) -> Check:
     root = runtime.vault.root
     if not root.is_dir():
         return Check("vault_writable", "error", f"The vault {root} does not exist.")
+    if not is_vault(root):  # checked, never created here
+        return Check(
+            "vault_writable",
+            "error",
+            f"{root} is not a memvault vault; run `memvault init {root}` to make it one.",
+        )
     try:
         runtime.vault.state_dir.mkdir(exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=runtime.vault.state_dir, prefix=".doctor-"):
@@ -125,7 +133,7 @@ def _index_healthy(runtime: Runtime) -> Check:
     return Check(
         "index_healthy",
         "ok",
-        f"The index holds {status.notes} notes in {status.chunks} chunks.",
+        f"The index holds {counted(status.notes, 'note')} in {counted(status.chunks, 'chunk')}.",
         {"notes": status.notes, "chunks": status.chunks, "memories": status.memories},
     )
 
@@ -145,6 +153,25 @@ def _index_current(runtime: Runtime, daemon: DaemonFacts | None) -> Check:
             + ("; the vault watcher is not running." if daemon is not None else "."),
         )
     return Check("index_current", "ok", "The index matches the vault.")
+
+
+def _unreadable(runtime: Runtime) -> Check:
+    """Files named .md the index leaves out (not text, binary, too large): each breaks
+    only itself, but the person should know."""
+    left_out = dict(sorted(runtime.index.unreadable.items()))
+    if not left_out:
+        return Check("unreadable_notes", "ok", "Every note can be read.")
+    count = len(left_out)
+    shown = "; ".join(f"{path} ({why})" for path, why in list(left_out.items())[:3])
+    more = f"; and {count - 3} more" if count > 3 else ""
+    files = counted(count, "file")
+    return Check(
+        "unreadable_notes",
+        "warning",
+        f"{files} named .md cannot be read as notes and {'is' if count == 1 else 'are'} "
+        f"left out of the index and the listings: {shown}{more}.",
+        {"files": left_out},
+    )
 
 
 def _embedder(runtime: Runtime, daemon: DaemonFacts | None) -> Check:
@@ -210,12 +237,16 @@ def _pending(runtime: Runtime, daemon: DaemonFacts | None) -> Check:
         return Check(
             "pending_embeddings",
             "warning",
-            f"{pending} chunks wait for vectors; filling them failed: {daemon.backfill_error}",
+            f"{counted(pending, 'chunk')} without a vector; filling them failed: "
+            f"{daemon.backfill_error}",
             details,
         )
     filler = "the daemon is filling them" if daemon else "run `memvault index` to fill them"
     return Check(
-        "pending_embeddings", "ok", f"{pending} chunks wait for vectors; {filler}.", details
+        "pending_embeddings",
+        "ok",
+        f"{counted(pending, 'chunk')} without a vector; {filler}.",
+        details,
     )
 
 
@@ -233,6 +264,26 @@ def _disk(runtime: Runtime) -> Check:
     if usage.free < LOW_DISK_WARNING:
         return Check("disk_space", "warning", f"Only {free_mb} MB are free.", details)
     return Check("disk_space", "ok", f"{free_mb} MB free.", details)
+
+
+def _private(state: Path) -> Check | None:
+    """``.memvault`` (tokens, index, conversation logs) is its owner's alone."""
+    if not state.is_dir():
+        return None
+    loose = loose_modes(state)
+    if not loose:
+        return Check("state_private", "ok", f"{state} is readable by its owner only.")
+    listed = ", ".join(
+        f"{path.relative_to(state.parent)} ({mode:o})" for path, mode in loose[:5]
+    ) + (f" and {len(loose) - 5} more" if len(loose) > 5 else "")
+    # A private folder keeps loose files out of reach; a loose folder does not.
+    status = "error" if loose[0][0] == state else "warning"
+    return Check(
+        "state_private",
+        status,
+        f"Other users may read {listed}; run `chmod -R go-rwx {state}`.",
+        {"loose": [{"path": str(path), "mode": f"{mode:o}"} for path, mode in loose]},
+    )
 
 
 def _token(path: Path) -> Check:
@@ -308,11 +359,13 @@ def diagnose(runtime: Runtime, daemon: DaemonFacts | None = None) -> Report:
         steps += [
             ("index_healthy", lambda: _index_healthy(runtime)),
             ("index_current", lambda: _index_current(runtime, daemon)),
+            ("unreadable_notes", lambda: _unreadable(runtime)),
             ("embedder", lambda: _embedder(runtime, daemon)),
             ("pending_embeddings", lambda: _pending(runtime, daemon)),
         ]
     steps.append(("local_model", lambda: _local_model(runtime)))
     steps.append(("disk_space", lambda: _disk(runtime)))
+    steps.append(("state_private", lambda: _private(runtime.vault.state_dir)))
     steps.append(("llm", lambda: _llm(runtime, daemon)))
     if daemon is not None:
         steps += [

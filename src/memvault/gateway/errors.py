@@ -37,6 +37,8 @@ _HTTP_MESSAGES = {
     404: "There is no such route; see /openapi.json for the API.",
     405: "This route does not take that method.",
 }
+# FastAPI's words for a body it could not even decode (bytes that are not UTF-8).
+_UNPARSED_BODY = "There was an error parsing the body"
 
 
 class ApiError(Exception):
@@ -102,18 +104,78 @@ def _field(loc: tuple[Any, ...]) -> str:
     return ".".join(parts) or "body"
 
 
+# Parameters whose HTTP name is not the one the CLI and the docs use for the value.
+_NAMES = {"q": "the query (q)", "body": "the request body"}
+# What a value of the wrong type should have been, by pydantic's error type.
+_KINDS = {
+    "int": "a whole number",
+    "float": "a number",
+    "bool": "true or false",
+    "string": "text",
+    "list": "a list",
+    "dict": "an object",
+    "model": "an object",
+    "model_attributes": "an object",
+    "datetime": "a date and time (ISO 8601) or a Unix time",
+    "date": "a date (YYYY-MM-DD)",
+}
+# A number out of range, by pydantic's error type: the words and the bound's key.
+_BOUNDS = {
+    "greater_than_equal": ("at least", "ge"),
+    "less_than_equal": ("at most", "le"),
+    "greater_than": ("above", "gt"),
+    "less_than": ("below", "lt"),
+}
+
+
+def _problem(field: str, error: Any) -> str:
+    """One pydantic error as words: what the field takes, named as people know it."""
+    name = _NAMES.get(field, field)
+    kind = str(error.get("type", ""))
+    ctx = error.get("ctx") or {}
+    if kind == "missing":
+        return f"{name} is required"
+    if kind == "extra_forbidden":
+        return f"{name} is not a field this route takes"
+    if kind == "string_too_short":
+        if ctx.get("min_length") == 1:
+            return f"{name} is empty"
+        return f"{name} must be at least {ctx.get('min_length')} characters"
+    if kind == "string_too_long":
+        return f"{name} must be at most {ctx.get('max_length')} characters"
+    if kind in ("too_short", "too_long"):
+        bound = "at least" if kind == "too_short" else "at most"
+        limit = ctx.get("min_length", ctx.get("max_length"))
+        return f"{name} must have {bound} {limit} item{'s' if limit != 1 else ''}"
+    if kind in _BOUNDS:
+        words, key = _BOUNDS[kind]
+        return f"{name} must be {words} {ctx.get(key)}"
+    if kind in ("literal_error", "enum"):
+        return f"{name} must be {ctx.get('expected')}"
+    if kind == "string_pattern_mismatch":
+        return f"{name} is not in the expected form ({ctx.get('pattern')})"
+    base = kind.removesuffix("_type").removesuffix("_parsing").removesuffix("_from_datetime")
+    if base in _KINDS:
+        return f"{name} must be {_KINDS[base]}"
+    message = str(error.get("msg", "is invalid")).removeprefix("Value error, ").rstrip(".")
+    return f"{name}: {message[:1].lower()}{message[1:]}"
+
+
 def from_validation(exc: RequestValidationError) -> ApiError:
-    """Invalid JSON becomes ``invalid_json``; invalid fields ``validation_failed``."""
+    """Invalid JSON becomes ``invalid_json``; invalid fields ``validation_failed``, in one
+    sentence naming each field (the details list them one by one)."""
     errors = list(exc.errors())
     if any(e.get("type") == "json_invalid" for e in errors):
         return ApiError(400, "invalid_json", "The request body is not valid JSON.")
-    problems = [
-        {"field": _field(tuple(e.get("loc", ()))), "message": str(e.get("msg", "invalid"))}
-        for e in errors
-    ]
-    shown = "; ".join(f"{p['field']}: {p['message'].rstrip('.')}" for p in problems[:3])
+    problems = []
+    for error in errors:
+        field = _field(tuple(error.get("loc", ())))
+        problems.append({"field": field, "message": _problem(field, error) + "."})
+    shown = "; ".join(p["message"].rstrip(".") for p in problems[:3])
     more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
-    return ApiError(400, "validation_failed", f"Invalid request: {shown}{more}.", details=problems)
+    # A field keeps its name as sent (importance, memory_id); a phrase starts a sentence.
+    sentence = f"{'T' + shown[1:] if shown.startswith('the ') else shown}{more}."
+    return ApiError(400, "validation_failed", sentence, details=problems)
 
 
 def allowed_methods(request: Request) -> list[str]:
@@ -145,6 +207,8 @@ def install(app: FastAPI) -> None:
         assert isinstance(exc, HTTPException)
         code = _HTTP_CODES.get(exc.status_code, "error")
         message = _HTTP_MESSAGES.get(exc.status_code) or str(exc.detail)
+        if exc.status_code == 400 and exc.detail == _UNPARSED_BODY:
+            code, message = "invalid_json", "The request body is not valid JSON (UTF-8 text)."
         headers = dict(exc.headers) if exc.headers else None
         if exc.status_code == 405:
             # Starlette names the methods of one route; a path may have several.

@@ -1,5 +1,5 @@
-"""What every request passes before a route sees it: the origin rule, the token, the size limit,
-and the access log.
+"""What every request passes before a route sees it: the host rule, the origin rule, the token,
+the size limit, and the access log.
 
 Plain ASGI middleware, so event streams and the MCP endpoint pass through
 unbuffered.
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -20,6 +20,58 @@ from memvault.gateway.security import bearer, matches
 log = logging.getLogger("memvault.gateway.access")
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
+# Bound to every address, the daemon cannot know all the names it is reached by.
+_EVERY_ADDRESS = frozenset({"0.0.0.0", "::", ""})
+
+
+class HostCheck:
+    """Answers 421 ``misdirected_request`` when the ``Host`` header names another server.
+
+    A web page whose domain is re-pointed at 127.0.0.1 (DNS rebinding) sends its
+    own name as the Host; local programs send the address they dialled. Accepted:
+    the bound host, 127.0.0.1, localhost and ::1, each with the daemon's port (read
+    per request: a daemon asked for port 0 learns its port once bound). A daemon
+    bound to every address (0.0.0.0, ::) checks nothing here; the token guards it.
+    """
+
+    def __init__(self, app: ASGIApp, *, host: str, port: Callable[[], int]) -> None:
+        self.app = app
+        self.names = None if host in _EVERY_ADDRESS else LOOPBACK_NAMES | {host.lower()}
+        self.port = port
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not self.allowed(Headers(scope=scope).get("host", "")):
+            error = ApiError(
+                421,
+                "misdirected_request",
+                "The Host header names another server; "
+                f"send Host: 127.0.0.1:{self.port()} (or localhost, ::1, the bound address).",
+            )
+            await error.response()(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    def allowed(self, header: str) -> bool:
+        """Whether a ``Host`` header value names this daemon."""
+        if self.names is None:
+            return True
+        name, port = split_host(header.strip().lower())
+        return name in self.names and (port or 80) == self.port()
+
+
+def split_host(value: str) -> tuple[str, int | None]:
+    """``host[:port]`` (IPv6 in brackets) as the name and the port (None when absent or bad)."""
+    if value.startswith("["):
+        name, _, rest = value[1:].partition("]")
+        port = rest.removeprefix(":") if rest.startswith(":") else ""
+    elif value.count(":") == 1:
+        name, _, port = value.partition(":")
+    else:
+        name, port = value, ""
+    if not port:
+        return name, None
+    return (name, int(port)) if port.isdigit() else ("", None)
 
 
 class Guard:

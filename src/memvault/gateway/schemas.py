@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, Strict
 
 from memvault.errors import InvalidInputError
 from memvault.memory.sessions import CHANNEL_PATTERN, DIRECTIONS, MAX_TEXT, ROLES
+from memvault.vault.memories import MAX_TEXT_CHARS
 from memvault.vocabulary import CATEGORIES, PRIORITIES, STATUSES
 
 T = TypeVar("T")
@@ -122,17 +123,22 @@ class Doctor(Result):
 # -- memory ------------------------------------------------------------------------------
 
 
+# Values are checked where they are used, by the same code `memvault --direct` runs, so a
+# mistake reads the same with and without the daemon; these models check types only.
+
+
 class RememberBody(Body):
     text: str = Field(
-        min_length=1, max_length=10_000, description="The memory, one self-contained sentence."
+        description=f"The memory, one self-contained sentence (at most {MAX_TEXT_CHARS} "
+        "characters)."
     )
     category: str | None = Field(
         None, description=f"One of: {', '.join(CATEGORIES)} (default: the vault's default)."
     )
-    importance: float | None = Field(None, ge=0, le=1, description="0 (trivia) to 1 (essential).")
-    tags: list[str] = Field(default_factory=list, max_length=50, description="Tags, without '#'.")
+    importance: float | None = Field(None, description="0 (trivia) to 1 (essential).")
+    tags: list[str] = Field(default_factory=list, description="Tags, without '#'.")
     source: str | None = Field(
-        None, max_length=200, description="Where it came from, e.g. telegram:42."
+        None, description="Where it came from, e.g. telegram:42 (cut at 200 characters)."
     )
 
 

@@ -14,6 +14,8 @@ import os
 import stat
 from pathlib import Path
 
+from memvault.locations import private_state_dir
+
 TOKEN_BYTES = 32
 OWNER_ONLY = 0o600
 
@@ -34,7 +36,7 @@ def ensure_secret(path: Path) -> str:
         return existing
     import secrets  # here, not at the top: the CLI's client mode only reads secrets
 
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_state_dir(path.parent)
     value = secrets.token_urlsafe(TOKEN_BYTES)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, OWNER_ONLY)

@@ -5,6 +5,10 @@ end, in-flight requests finish (up to ``server.shutdown_grace_seconds``),
 the background threads stop and the databases close; then the process exits
 0. Every write a client saw acknowledged is on disk by then, because writes
 are acknowledged only after the vault file is written.
+
+A thread still busy after that (the model still loading, a request stuck on
+a silent model) neither holds the exit up nor meets the interpreter's
+finalisation: see :mod:`memvault.shutdown`.
 """
 
 from __future__ import annotations
@@ -25,8 +29,9 @@ from pythonjsonlogger.json import JsonFormatter
 from memvault import __version__
 from memvault.errors import ConflictError, VaultError
 from memvault.gateway.app import create_app
-from memvault.gateway.client import DaemonInfo, remove_info, write_info
+from memvault.gateway.client import DaemonInfo, process_start
 from memvault.gateway.daemon import Daemon
+from memvault.shutdown import EXIT_GRACE, leave_cleanly
 
 log = logging.getLogger("memvault.gateway")
 
@@ -132,15 +137,15 @@ class DaemonServer(uvicorn.Server):
             return
         host, port = sockets[0].getsockname()[:2]
         self.daemon.port = int(port)
-        write_info(
-            self.daemon.runtime.vault.root,
+        self.daemon.lock.announce(
             DaemonInfo(
                 pid=os.getpid(),
                 host=self.daemon.host,
                 port=int(port),
                 version=__version__,
                 started_at=datetime.now(UTC).isoformat(timespec="seconds"),
-            ),
+                process_start=process_start(os.getpid()),
+            )
         )
         log.info(
             "memvault daemon listening",
@@ -153,7 +158,8 @@ class DaemonServer(uvicorn.Server):
 
 
 def serve(daemon: Daemon, sock: socket.socket) -> None:
-    """Serve until a signal asks to stop; returns after a clean shutdown."""
+    """Serve until a signal asks to stop; returns after a clean shutdown (or ends the
+    process, status 0, when a thread is still busy: see :func:`leave_cleanly`)."""
     settings = daemon.runtime.settings.server
     config = uvicorn.Config(
         create_app(daemon),
@@ -164,7 +170,16 @@ def serve(daemon: Daemon, sock: socket.socket) -> None:
         timeout_keep_alive=5,
         server_header=False,
     )
-    server = DaemonServer(config, daemon)
+    try:
+        run_until_stopped(DaemonServer(config, daemon), sock)
+    finally:
+        daemon.lock.release()  # when the app never started, its shutdown did not either
+    leave_cleanly("memvault daemon stopped", grace=min(settings.shutdown_grace_seconds, EXIT_GRACE))
+    log.info("memvault daemon stopped")
+
+
+def run_until_stopped(server: uvicorn.Server, sock: socket.socket) -> None:
+    """Run ``server`` on the bound ``sock`` until SIGTERM or SIGINT, which end it cleanly."""
     # uvicorn re-raises the stop signal once it is done; these handlers take it then,
     # so the process exits normally (status 0) instead of dying of the signal.
     previous = {sig: signal.signal(sig, _absorb) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -173,9 +188,7 @@ def serve(daemon: Daemon, sock: socket.socket) -> None:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        remove_info(daemon.runtime.vault.root, os.getpid())
         sock.close()
-    log.info("memvault daemon stopped")
 
 
 def _absorb(_signum: int, _frame: FrameType | None) -> None:

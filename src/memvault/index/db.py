@@ -18,6 +18,7 @@ import sqlite_vec
 
 from memvault import sqlite as sql
 from memvault.errors import VaultError
+from memvault.locations import private_file, private_state_dir
 
 
 def _driver() -> ModuleType:
@@ -135,9 +136,16 @@ SCHEMA_VERSION = max(_MIGRATIONS)
 
 
 def connect(path: Path) -> Connection:
-    """Open (creating if needed) the index database and bring its schema up to date."""
+    """Open (creating if needed) the index database and bring its schema up to date.
+
+    Where it cannot be written (a read-only vault) the index is a copy in
+    memory: searches still answer, and nothing is saved.
+    """
+    if not sql.can_write(path):
+        return _copy_in_memory(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_state_dir(path.parent)
+        private_file(path)  # before SQLite creates it 0644; its -wal and -shm follow its mode
         # Autocommit mode: transactions are explicit (see transaction()).
         conn = sqlite3.connect(
             str(path), timeout=30.0, check_same_thread=False, isolation_level=None
@@ -152,6 +160,28 @@ def connect(path: Path) -> Connection:
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = ON")
     conn.execute("PRAGMA busy_timeout = 30000")
+    migrate(conn)
+    return conn
+
+
+def _copy_in_memory(path: Path) -> Connection:
+    """The index at ``path`` copied into memory (empty when it is missing or unreadable)."""
+    conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+    if path.exists():
+        try:
+            source = sqlite3.connect(sql.read_only_uri(path), uri=True)
+            try:
+                source.backup(conn)
+            finally:
+                source.close()
+        except sqlite3.Error:
+            conn.close()  # damaged or unreadable: the sync fills an empty one instead
+            conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    conn.enable_load_extension(True)
+    sqlite_vec.load(conn)
+    conn.enable_load_extension(False)
+    conn.execute("PRAGMA foreign_keys = ON")
     migrate(conn)
     return conn
 

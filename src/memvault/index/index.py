@@ -37,14 +37,21 @@ from memvault.index.chunking import ChunkDraft, kind_of, memory_chunks, note_chu
 from memvault.index.db import Connection
 from memvault.index.embedders import Embedder, EmbeddingError, normalize_rows
 from memvault.index.vectors import VectorStore
-from memvault.sqlite import get_meta, quick_check, set_meta, transaction
+from memvault.sqlite import get_meta, in_memory, quick_check, set_meta, transaction
 from memvault.vault.links import LinkResolver, link_key
-from memvault.vault.markdown import aliases, extract_links, note_tags, title_of
+from memvault.vault.markdown import Link, aliases, extract_links, note_tags, title_of
 from memvault.vault.memories import MEMORY_DIR, Memories, normalize_text
 from memvault.vault.note import Note, plain
 from memvault.vault.store import Change, FileEntry, Vault
 
 log = logging.getLogger(__name__)
+
+# A larger file named .md is not indexed: it would hold up every sync and fill memory.
+MAX_INDEXED_BYTES = 16 * 1024 * 1024
+# What a file's content can provoke while it is parsed and stored (a value no
+# UTF-8 can encode, say); the index then leaves that one file out and goes on.
+# Failures of the database itself still stop the run.
+_NOTE_FAULTS = (ValueError, TypeError, OverflowError, RecursionError, LookupError)
 
 INDEX_FILE = "index.db"
 # Up to this many notes appearing or vanishing at once, only the links they can affect
@@ -167,6 +174,10 @@ class MemoryIndex:
         self.lock = threading.RLock()
         self._warm_lock = threading.Lock()
         self._warming: threading.Thread | None = None
+        # The memory files last indexed by appending, their bytes kept (_append_memories).
+        self._appended: dict[str, _Appended] = {}
+        # Files named .md the last syncs could not index, and why (doctor reports them).
+        self.unreadable: dict[str, str] = {}
 
     # -- connection ----------------------------------------------------------------
 
@@ -190,6 +201,12 @@ class MemoryIndex:
     def exists(self) -> bool:
         """Whether an index database is on disk."""
         return self.path.exists()
+
+    @property
+    def in_memory(self) -> bool:
+        """True when the index could not be written (a read-only vault): a copy in memory
+        answers, and nothing it learns is saved."""
+        return in_memory(self.conn)
 
     def close(self) -> None:
         """Close the database connection."""
@@ -252,6 +269,8 @@ class MemoryIndex:
         ]
         report = SyncReport(unchanged=len(entries) - len(candidates))
         gone = {p: rows[p] for p in rows if p not in entries}
+        for path in [p for p in self.unreadable if p not in entries]:
+            del self.unreadable[path]
         return self._reconcile(sorted(candidates), entries, rows, gone, report, started, progress)
 
     @locked
@@ -282,6 +301,9 @@ class MemoryIndex:
             )
         }
         gone = {p: rows[p] for p in wanted if p not in entries and p in rows}
+        for path in wanted:
+            if path not in entries:
+                self.unreadable.pop(path, None)
         return self._reconcile(sorted(entries), entries, rows, gone, SyncReport(), started)
 
     def _reconcile(
@@ -303,15 +325,17 @@ class MemoryIndex:
         for n, path in enumerate(candidates, start=1):
             if progress is not None:
                 progress(n, len(candidates), path)
+            entry = entries[path]
+            row = rows.get(path)
+            if entry.size > MAX_INDEXED_BYTES:
+                self._skip(report, path, row, f"larger than {MAX_INDEXED_BYTES >> 20} MB")
+                continue
             try:
                 data = self.vault.read_bytes(path)
             except (NotFoundError, UnsafePathError, InvalidInputError, OSError) as exc:
-                report.skipped.append(path)
-                log.warning("skipping unreadable note", extra={"path": path, "error": str(exc)})
+                self._skip(report, path, None, f"cannot be read ({exc})")
                 continue
             digest = _hash(data)
-            entry = entries[path]
-            row = rows.get(path)
             if row is not None and row["hash"] == digest:
                 with transaction(self.conn):
                     self.conn.execute(
@@ -319,6 +343,9 @@ class MemoryIndex:
                         (entry.mtime_ns, entry.size, row["id"]),
                     )
                 report.unchanged += 1
+                continue
+            if row is not None and kind_of(path) == "memory" and self._append_memories(path):
+                report.changed.append(path)  # lines were appended: only they were indexed
                 continue
             if row is None and gone_by_hash.get(digest):
                 old = gone_by_hash[digest].pop(0)
@@ -329,9 +356,19 @@ class MemoryIndex:
             try:
                 text = data.decode("utf-8")
             except UnicodeDecodeError:
-                report.skipped.append(path)
+                self._skip(report, path, row, "not UTF-8 text")
                 continue
-            if self._index_note(path, text, entry, digest) or row is None:
+            if "\x00" in text:
+                self._skip(report, path, row, "binary (it holds NUL bytes)")
+                continue
+            try:
+                aliases_changed = self._index_note(path, text, entry, digest)
+            except _NOTE_FAULTS as exc:  # rolled back: this file alone is left out
+                log.warning("cannot index a note", extra={"path": path}, exc_info=exc)
+                self._skip(report, path, row, f"cannot be indexed ({type(exc).__name__}: {exc})")
+                continue
+            self.unreadable.pop(path, None)
+            if aliases_changed or row is None:
                 appeared.append(path)  # new, or its aliases changed
             (report.changed if row is not None else report.added).append(path)
         for path in gone:
@@ -342,6 +379,15 @@ class MemoryIndex:
         self._restructure([*appeared, *moved_to], [*report.deleted, *moved_from])
         report.seconds = time.perf_counter() - started
         return report
+
+    def _skip(self, report: SyncReport, path: str, row: Any, why: str) -> None:
+        """Leave one file out of the index (and its rows from an earlier, readable version)."""
+        report.skipped.append(path)
+        if path not in self.unreadable:
+            log.warning("skipping a note the index cannot read", extra={"path": path, "why": why})
+        self.unreadable[path] = why
+        if row is not None:
+            self._remove(path)
 
     def _is_note(self, path: str) -> bool:
         try:
@@ -516,38 +562,63 @@ class MemoryIndex:
         self.vectors.delete(ids)
 
     def _append_memories(self, path: str) -> bool:
-        """Fast path for memories appended to a memory file: index only the new tail.
+        """Fast path for lines appended to a memory file: index only the new memories.
 
-        Returns False when the file changed in another way (then it is re-indexed).
+        It applies when what was indexed is, byte for byte, how the file
+        starts now (its hash says so) and ends with a whole line, whoever
+        appended (memvault or a person). Returns False otherwise; the file is
+        then re-indexed whole.
         """
-        row = self.conn.execute("SELECT id FROM notes WHERE path = ?", (path,)).fetchone()
-        if row is None:
+        row = self.conn.execute(
+            "SELECT id, size, hash, tags FROM notes WHERE path = ?", (path,)
+        ).fetchone()
+        if row is None or not row["hash"]:
             return False
-        note_id = int(row["id"])
+        note_id, indexed = int(row["id"]), int(row["size"])
+        before = self.vault.stat(path)  # taken before the read: a later edit shows a newer mtime
+        try:
+            appended = self.memories.read(path)
+        except InvalidInputError:  # not UTF-8 now: the whole file is looked at
+            return False
+        data = memoryview(appended.data)
+        # Under 400 bytes the appended lines could change the category read from the head.
+        if len(data) <= indexed or indexed < 400 or data[indexed - 1] != ord("\n"):
+            return False
+        last = self._appended.get(path)
+        if (
+            last is not None
+            and last.hexdigest() == row["hash"]
+            and len(last.data) == indexed
+            and appended.data.startswith(last.data)
+        ):
+            # The bytes indexed last time are kept: no need to hash or count them again.
+            digest, above = last.hasher.copy(), last.lines
+        else:
+            digest = hashlib.sha1(data[:indexed])
+            if digest.hexdigest() != row["hash"]:
+                return False
+            above = appended.data.count(b"\n", 0, indexed)
+        tail = bytes(data[indexed:]).decode("utf-8")
+        digest.update(data[indexed:])
+        parsed = appended.memories
         known = self.conn.execute(
             "SELECT count(*) AS n, max(ordinal) AS last FROM chunks WHERE note_id = ?", (note_id,)
         ).fetchone()
         count = int(known["n"])
-        before = self.vault.stat(path)
-        parsed = self.memories.read_file(path)
-        if count == 0 or len(parsed) <= count or known["last"] != count - 1:
+        if len(parsed) < count or (count and known["last"] != count - 1):
             return False
-        tail_row = self.conn.execute(
-            "SELECT memory_id FROM chunks WHERE note_id = ? AND ordinal = ?", (note_id, count - 1)
-        ).fetchone()
-        if tail_row is None or tail_row["memory_id"] != parsed[count - 1].id:
-            return False
+        if count:
+            tail_row = self.conn.execute(
+                "SELECT memory_id FROM chunks WHERE note_id = ? AND ordinal = ?",
+                (note_id, count - 1),
+            ).fetchone()
+            if tail_row is None or tail_row["memory_id"] != parsed[count - 1].id:
+                return False
         window = self.settings.neighbour_window
         start = max(0, count - 2 * window)
         drafts = memory_chunks(
             parsed[start:], window=window, max_gap_hours=self.settings.neighbour_hours
         )
-        # The content hash lets a later sync (the watcher reporting this very write) see
-        # that nothing changed; if the file moved on meanwhile, leave it for that sync.
-        digest = _hash(self.vault.read_bytes(path))
-        entry = self.vault.stat(path)
-        if (entry.mtime_ns, entry.size) != (before.mtime_ns, before.size):
-            digest = ""
         with transaction(self.conn):
             for offset, draft in enumerate(drafts):
                 ordinal = start + offset
@@ -572,10 +643,31 @@ class MemoryIndex:
                 else:
                     chunk_id = self._insert_chunk(note_id, draft, "", tags_text)
                     self._insert_memory(note_id, chunk_id, draft)
-            self.conn.execute(
-                "UPDATE notes SET mtime_ns = ?, size = ?, hash = ?, indexed_at = ? WHERE id = ?",
-                (entry.mtime_ns, entry.size, digest, time.time(), note_id),
+            # The appended lines' links and tags join the note's.
+            self._insert_links(
+                path,
+                [
+                    (
+                        note_id,
+                        link.target,
+                        link.subpath,
+                        link.alias,
+                        _link_kind(link),
+                        link.line + above,
+                    )
+                    for link in extract_links(tail)
+                ],
             )
+            tags = note_tags({"tags": json.loads(row["tags"])}, tail)
+            # The hash and size of exactly what was parsed; the mtime only if the file was
+            # that size before the read (else 0: the next sync looks at the file again).
+            mtime_ns = before.mtime_ns if before.size == len(data) else 0
+            self.conn.execute(
+                "UPDATE notes SET mtime_ns = ?, size = ?, hash = ?, tags = ?, indexed_at = ?"
+                " WHERE id = ?",
+                (mtime_ns, len(data), digest.hexdigest(), _json(tags), time.time(), note_id),
+            )
+        self._appended[path] = _Appended(appended.data, digest, above + tail.count("\n"))
         return True
 
     def _store_links(self, note_id: int, path: str, note: Note) -> None:
@@ -585,10 +677,20 @@ class MemoryIndex:
         for link in extract_links(note.frontmatter_text):
             rows.append((note_id, link.target, link.subpath, link.alias, "relation", link.line + 1))
         for link in extract_links(note.body):
-            kind = (
-                "embed" if link.embed else ("markdown" if link.kind == "markdown" else "wikilink")
+            rows.append(
+                (
+                    note_id,
+                    link.target,
+                    link.subpath,
+                    link.alias,
+                    _link_kind(link),
+                    link.line + offset,
+                )
             )
-            rows.append((note_id, link.target, link.subpath, link.alias, kind, link.line + offset))
+        self._insert_links(path, rows)
+
+    def _insert_links(self, path: str, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Store link rows ``(note_id, target, subpath, alias, kind, line)``, resolved."""
         resolver = self._resolver()
         self.conn.executemany(
             "INSERT INTO links(note_id, target, subpath, alias, kind, line, target_key, resolved)"
@@ -843,6 +945,22 @@ class MemoryIndex:
 
 def _is_markdown(path: str) -> bool:
     return path.lower().endswith(".md")
+
+
+@dataclass
+class _Appended:
+    """A memory file as the append fast path last indexed it: bytes, running hash, lines."""
+
+    data: bytes
+    hasher: Any
+    lines: int
+
+    def hexdigest(self) -> str:
+        return str(self.hasher.hexdigest())
+
+
+def _link_kind(link: Link) -> str:
+    return "embed" if link.embed else ("markdown" if link.kind == "markdown" else "wikilink")
 
 
 def _hash(data: bytes) -> str:

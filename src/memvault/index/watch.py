@@ -17,17 +17,25 @@ from pathlib import Path
 
 from watchfiles import Change, DefaultFilter, watch
 
+from memvault.errors import UnsafePathError
 from memvault.index.index import MemoryIndex, SyncReport
+from memvault.vault.store import Vault
 
 log = logging.getLogger(__name__)
 
 
 class VaultFilter(DefaultFilter):
-    """Everything outside hidden folders (``.memvault``, ``.obsidian``, ``.git`` ...)."""
+    """Everything outside hidden folders (``.memvault``, ``.obsidian``, ``.git`` ...).
 
-    def __init__(self, root: Path) -> None:
+    The watcher follows symlinked folders, so a change is also dropped when
+    its real place is one the vault refuses (``.memvault`` through a link,
+    outside the vault, a loop): the index's own writes never wake it.
+    """
+
+    def __init__(self, vault: Vault) -> None:
         super().__init__()
-        self.root = root
+        self.vault = vault
+        self.root = vault.root
 
     def __call__(self, change: Change, path: str) -> bool:
         try:
@@ -35,6 +43,10 @@ class VaultFilter(DefaultFilter):
         except ValueError:
             return False
         if any(part.startswith(".") for part in relative.parts):
+            return False
+        try:
+            self.vault.check_target(Path(path), relative.as_posix())
+        except UnsafePathError:
             return False
         return super().__call__(change, path)
 
@@ -58,7 +70,7 @@ def follow(
         on_batch(report)
     for changes in watch(
         root,
-        watch_filter=VaultFilter(root),
+        watch_filter=VaultFilter(index.vault),
         debounce=debounce_ms,
         step=50,
         stop_event=stop,

@@ -32,6 +32,7 @@ from memvault.llm.base import (
     TextSink,
     ToolSpec,
 )
+from memvault.vocabulary import counted
 
 log = logging.getLogger(__name__)
 
@@ -217,7 +218,7 @@ class RetryPolicy:
                     self.sleep(wait)
                     continue
                 if failure.retriable:
-                    tries = f"{attempts} attempt" + ("s" if attempts != 1 else "")
+                    tries = counted(attempts, "attempt")
                     message = f"The {what} did not answer after {tries}; the last one: "
                     message += failure.reason
                 else:

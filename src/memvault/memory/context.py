@@ -27,17 +27,19 @@ from datetime import timedelta
 
 from memvault.clock import Clock
 from memvault.config import ContextSettings
-from memvault.errors import InvalidInputError, NotFoundError
+from memvault.errors import InvalidInputError, NotFoundError, NotTextError
 from memvault.index.chunking import CHARS_PER_TOKEN, estimate_tokens
 from memvault.index.index import MemoryIndex
 from memvault.index.search import Searcher
 from memvault.memory.sessions import Session
+from memvault.text import check_text
 from memvault.vault.journal import Journal
 from memvault.vault.layout import CORE_NOTES
 from memvault.vault.memories import Memories, Memory
 from memvault.vault.note import Note
 from memvault.vault.notes import Notes
 from memvault.vault.tasks import Tasks
+from memvault.vocabulary import counted
 
 _HEADING = re.compile(r"^#{1,6}\s")
 # A template field nobody filled in, e.g. "- **Last command:**" or "- Email:".
@@ -50,6 +52,9 @@ _RELEVANT_SHARE = 0.5  # keep hits scoring at least half the best one
 _RELEVANT_COSINE = 0.35  # a hit without keywords must be this close in meaning
 _CORE_NOTES = frozenset({"User Profile.md", "Current Status.md"})
 _JOURNAL_TAIL = 8
+# The token budgets a context can be built for (the HTTP API and the tools check the same).
+MIN_BUDGET = 50
+MAX_BUDGET = 200_000
 _KNOWN_ISSUES = 5
 _RECENT_DAYS = 3
 
@@ -144,9 +149,14 @@ class ContextBuilder:
         Without ``wait_for_model``, what is relevant to ``query`` is found by
         keywords while the embedding model loads, and the result says so.
         """
+        if query:
+            check_text(query, "query")  # a channel's text may hold what no answer can carry
         budget = self.settings.budget_tokens if budget_tokens is None else budget_tokens
-        if budget < 50:
-            raise InvalidInputError("The context budget must be at least 50 tokens.")
+        if not MIN_BUDGET <= budget <= MAX_BUDGET:
+            raise InvalidInputError(
+                f"The context budget must be between {MIN_BUDGET} and {MAX_BUDGET} tokens, "
+                f"not {budget}."
+            )
         used: set[str] = set()
         sections = [
             Section("Owner", self._note_lines("User Profile.md")),
@@ -177,7 +187,7 @@ class ContextBuilder:
         """A core note's lines: its own title dropped, its headings demoted, blanks skipped."""
         try:
             view = self.notes.read(path)
-        except NotFoundError:
+        except (NotFoundError, NotTextError):  # a note that is not text tells nothing
             return []
         if view.text == CORE_NOTES.get(path):
             return []  # still the template memvault installed: nothing to tell
@@ -194,7 +204,7 @@ class ContextBuilder:
         """The latest entries of Known Issues.md, newest first."""
         try:
             text = self.notes.read("Known Issues.md").text
-        except NotFoundError:
+        except (NotFoundError, NotTextError):
             return []
         entries = [
             line.rstrip()
@@ -209,7 +219,7 @@ class ContextBuilder:
             return []
         ended = self.clock.localize(session.ended_at).strftime("%Y-%m-%d %H:%M")
         count = session.message_count
-        line = f"- {session.key} ({session.channel}), {count} message{'s' if count != 1 else ''}"
+        line = f"- {session.key} ({session.channel}), {counted(count, 'message')}"
         line += f", ended {ended}"
         if session.summary:
             line += f": {_one_line(session.summary)}"
@@ -233,7 +243,7 @@ class ContextBuilder:
     def _journal_tail(self) -> list[str]:
         try:
             sections = self.journal.sections(self.clock.today())
-        except NotFoundError:
+        except (NotFoundError, NotTextError):
             return []
         entries = [
             f"- {_one_line(item)} ({heading})"
@@ -314,7 +324,7 @@ class ContextBuilder:
         for day in reversed(days[-_RECENT_DAYS:]):
             try:
                 sections = self.journal.sections(day)
-            except NotFoundError:
+            except (NotFoundError, NotTextError):
                 continue
             for heading, items in sections.items():
                 for item in items[-5:]:

@@ -22,6 +22,7 @@ from memvault.clock import Clock
 from memvault.vault.journal import Journal
 from memvault.vault.layout import CURRENT_STATUS, KNOWN_ISSUES
 from memvault.vault.store import Vault
+from memvault.vocabulary import counted
 
 STATUS_NOTE = "Current Status.md"
 ISSUES_NOTE = "Known Issues.md"
@@ -65,7 +66,7 @@ class Outcomes:
         when = outcome.finished_at or self.clock.now()
         command = one_line(outcome.command, _COMMAND_CHARS)
         summary = one_line(outcome.summary, _SUMMARY_CHARS) if outcome.summary.strip() else ""
-        calls = f"{outcome.iterations} iteration{'s' if outcome.iterations != 1 else ''}"
+        calls = counted(outcome.iterations, "iteration")
         entry = f'{outcome.status}: "{command}"'
         if summary:
             entry += f" - {summary}"

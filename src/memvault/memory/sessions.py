@@ -20,6 +20,7 @@ from memvault.clock import Clock
 from memvault.errors import InvalidInputError, NotFoundError
 from memvault.memory.state import StateDB
 from memvault.vault.journal import Journal
+from memvault.vocabulary import counted
 
 ROLES = ("user", "assistant", "system", "tool")
 DIRECTIONS = ("inbound", "outbound")
@@ -227,8 +228,8 @@ class Sessions:
         if self.journal is not None:
             started = session.started_at.astimezone(self.clock.tz).strftime("%H:%M")
             line = (
-                f"Session {session.key} ({session.channel}): {session.message_count} "
-                f"message{'s' if session.message_count != 1 else ''} since {started}"
+                f"Session {session.key} ({session.channel}): "
+                f"{counted(session.message_count, 'message')} since {started}"
             )
             if session.summary:
                 line += f". {session.summary}"

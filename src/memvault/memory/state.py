@@ -18,7 +18,7 @@ from typing import Any
 
 from memvault import sqlite as sql
 from memvault.errors import VaultError
-from memvault.locations import STATE_DB
+from memvault.locations import STATE_DB, private_file, private_state_dir
 
 _MIGRATIONS: dict[int, str] = {
     1: sql.META_TABLE
@@ -67,15 +67,19 @@ class StateDB:
 
     def __init__(self, state_dir: Path) -> None:
         self.path = state_dir / STATE_DB
+        self._lock = threading.RLock()
+        if self.path.exists() and not sql.can_write(self.path):
+            self._open_read_only()  # a read-only vault: reads answer, a write says why it failed
+            return
         try:
-            state_dir.mkdir(parents=True, exist_ok=True)
+            private_state_dir(state_dir)
+            private_file(self.path)  # conversation logs: the owner's only, -wal and -shm too
             self._conn = sqlite3.connect(
                 self.path, check_same_thread=False, isolation_level=None, timeout=10.0
             )
         except (OSError, sqlite3.Error) as exc:
             raise VaultError(f"Cannot open {self.path}: {exc}.") from exc
         self._conn.row_factory = sqlite3.Row
-        self._lock = threading.RLock()
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute("PRAGMA foreign_keys=ON")
@@ -89,6 +93,25 @@ class StateDB:
         except BaseException:
             self._conn.close()
             raise
+
+    def _open_read_only(self) -> None:
+        try:
+            self._conn = sqlite3.connect(
+                sql.read_only_uri(self.path),
+                uri=True,
+                check_same_thread=False,
+                isolation_level=None,
+            )
+            version = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+        except sqlite3.Error as exc:
+            raise VaultError(f"Cannot read {self.path}: {exc}.") from exc
+        if version != SCHEMA_VERSION:
+            self._conn.close()
+            raise VaultError(
+                f"{self.path} needs an upgrade to schema {SCHEMA_VERSION}, and the vault is "
+                "read-only; make it writable and run memvault once."
+            )
+        self._conn.row_factory = sqlite3.Row
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from memvault.errors import MemvaultError, NotFoundError
+from memvault.errors import InvalidInputError, MemvaultError, NotFoundError
+from memvault.text import check_fields
 from memvault.tools.policy import ApprovalRequest, Policy, Tier
 
 if TYPE_CHECKING:
@@ -253,7 +254,10 @@ class ToolRegistry:
                 False, error=f"{name} takes a JSON object of arguments.", code="validation_failed"
             )
         try:
+            check_fields(arguments or {})  # text no file or index can hold: refused here
             parsed = tool.input_model.model_validate(arguments or {})
+        except InvalidInputError as exc:
+            return ToolResult(False, error=exc.message, code=exc.code)
         except ValidationError as exc:
             return ToolResult(False, error=explain_validation(tool, exc), code="validation_failed")
         request = ApprovalRequest(

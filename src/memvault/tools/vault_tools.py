@@ -113,11 +113,9 @@ def _search(ctx: ToolContext, args: VaultSearch) -> dict[str, Any]:
 def _list(ctx: ToolContext, args: VaultList) -> dict[str, Any]:
     notes = ctx.runtime.notes
     entries = notes.list(args.folder, recursive=args.recursive)
-    base = ctx.runtime.vault.resolve(args.folder, allow_root=True)
-    folders = sorted(p.name for p in base.iterdir() if p.is_dir() and not p.name.startswith("."))
     return {
         "folder": args.folder,
-        "folders": folders,
+        "folders": ctx.runtime.vault.list_folders(args.folder),
         "notes": [entry.to_dict() for entry in entries],
     }
 

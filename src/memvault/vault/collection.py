@@ -8,15 +8,24 @@ missing reference instead of guessing.
 
 from __future__ import annotations
 
+import logging
 import posixpath
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
-from memvault.errors import ConflictError, InvalidInputError, NotFoundError, UnsafePathError
+from memvault.errors import (
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+    NotTextError,
+    UnsafePathError,
+)
 from memvault.vault.markdown import aliases
 from memvault.vault.note import Note
 from memvault.vault.paths import ensure_note_suffix, normalize_relpath, safe_filename
 from memvault.vault.store import Vault
+
+log = logging.getLogger(__name__)
 
 
 def slug(text: str) -> str:
@@ -61,6 +70,23 @@ class Collection:
         """Parse one note of the collection."""
         return Note.parse(self.vault.read_text(path))
 
+    def each(self, folders: Iterable[str] | None = None) -> Iterator[tuple[str, Note]]:
+        """Every note of the collection, parsed; one that is not text (or went away
+        meanwhile) is left out, so a bad file breaks only itself."""
+        for path in self.paths(folders):
+            try:
+                yield path, self.load(path)
+            except NotTextError:
+                log.warning("skipping a note that is not text", extra={"path": path})
+            except NotFoundError:
+                continue
+
+    def _aliases(self, path: str) -> list[str]:
+        try:
+            return [a.casefold() for a in aliases(self.load(path).frontmatter)]
+        except (NotTextError, NotFoundError):
+            return []
+
     def find(self, ref: str) -> str:
         """The path of the note ``ref`` names; NotFoundError or a list of candidates."""
         wanted = strip_link(ref)
@@ -81,9 +107,7 @@ class Collection:
             lambda p: bool(slug(key)) and slug(stem(p)) == slug(key),
         ]
         if self.by_alias:
-            stages.append(
-                lambda p: key in (a.casefold() for a in aliases(self.load(p).frontmatter))
-            )
+            stages.append(lambda p: key in self._aliases(p))
         for stage in stages:
             matches = [p for p in paths if stage(p)]
             if len(matches) == 1:

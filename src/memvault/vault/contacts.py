@@ -15,7 +15,7 @@ from datetime import date, datetime
 from typing import Any
 
 from memvault.clock import Clock
-from memvault.errors import InvalidInputError, NotFoundError
+from memvault.errors import ConflictError, InvalidInputError, NotFoundError
 from memvault.vault import templates
 from memvault.vault.collection import Collection, stem
 from memvault.vault.markdown import (
@@ -123,6 +123,14 @@ def check_channel(channel: str) -> str:
     return key
 
 
+def _identity_taken(channel: str, value: str, owner: Contact) -> ConflictError:
+    """One person per identity: a second contact with it is a conflict."""
+    return ConflictError(
+        f"{channel} {value} already belongs to {owner.name} ({owner.path}); "
+        f"use that contact, or give this one another {channel} id."
+    )
+
+
 class Contacts:
     """Create, log, find and list contact notes."""
 
@@ -157,13 +165,16 @@ class Contacts:
                 raise InvalidInputError(f"The {channel} identity is empty.")
             owner = self.find_by_identity(channel, value)
             if owner is not None:
-                raise InvalidInputError(f"{channel} {value} already belongs to {owner.name}.")
+                raise _identity_taken(channel, value, owner)
         try:
             existing = self.notes.find(name)
         except (NotFoundError, InvalidInputError):
             existing = None
         if existing is not None and stem(existing).casefold() == name.casefold():
-            raise InvalidInputError(f"A contact named {name!r} already exists; log to it instead.")
+            raise ConflictError(
+                f"A contact named {name!r} already exists ({existing}); "
+                "add to it with `memvault contact log` or choose another name."
+            )
         path = self.notes.new_path(name)
         now = self.clock.now()
         note = Note.parse(
@@ -206,15 +217,14 @@ class Contacts:
         wanted = str(value).strip().casefold()
         if key == "email":
             return next((c for c in self.list() if (c.email or "").casefold() == wanted), None)
-        for path in self.notes.paths():
-            note = self.notes.load(path)
+        for path, note in self.notes.each():
             if wanted in (v.casefold() for v in _identity_values(note.get(key))):
                 return contact_from_note(path, note)
         return None
 
     def list(self) -> list[Contact]:
         """Every contact, by name."""
-        contacts = [contact_from_note(p, self.notes.load(p)) for p in self.notes.paths()]
+        contacts = [contact_from_note(p, note) for p, note in self.notes.each()]
         return sorted(contacts, key=lambda c: c.name.casefold())
 
     def log(self, ref: str, interaction: str, *, when: datetime | None = None) -> Contact:
@@ -239,7 +249,7 @@ class Contacts:
         if clean:
             owner = self.find_by_identity(key, clean)
             if owner is not None and owner.path != path:
-                raise InvalidInputError(f"{key} {clean} already belongs to {owner.name}.")
+                raise _identity_taken(key, clean, owner)
 
         def apply(note: Note) -> None:
             if clean:

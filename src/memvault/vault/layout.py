@@ -8,10 +8,11 @@ kept in Obsidian for years, leaves every existing byte where it was.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from memvault.errors import VaultError
-from memvault.locations import STATE_DIR
+from memvault.locations import PRIVATE_FILE, STATE_DIR, private_state_dir
 from memvault.vault import templates
 from memvault.vault.memories import MEMORY_DIR, category_note
 from memvault.vault.store import Vault
@@ -185,11 +186,11 @@ def init_vault(vault: Vault) -> InitReport:
         else:
             target.mkdir(parents=True, exist_ok=True)
             report.created.append(folder + "/")
-    state = vault.state_dir
-    state.mkdir(exist_ok=True)
+    state = private_state_dir(vault.state_dir)  # the owner's alone: tokens, logs, index
     for name, text in ((".gitignore", STATE_GITIGNORE), ("config.toml", CONFIG_TOML)):
         try:
-            with open(state / name, "x", encoding="utf-8") as handle:
+            descriptor = os.open(state / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE)
+            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
                 handle.write(text)
             report.created.append(f"{STATE_DIR}/{name}")
         except FileExistsError:

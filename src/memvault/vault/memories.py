@@ -19,7 +19,6 @@ from __future__ import annotations
 import builtins
 import hashlib
 import logging
-import os
 import re
 import secrets
 import threading
@@ -29,7 +28,8 @@ from datetime import datetime
 from typing import Any
 
 from memvault.clock import Clock
-from memvault.errors import ConfigError, InvalidInputError, NotFoundError
+from memvault.errors import ConfigError, InvalidInputError, NotFoundError, NotTextError
+from memvault.text import check_values
 from memvault.vault.markdown import normalize_tag
 from memvault.vault.store import Change, Vault
 from memvault.vocabulary import CATEGORIES
@@ -87,23 +87,39 @@ class Memory:
         }
 
 
-class _Parsed:
-    """One memory file as parsed: its memories and the tables duplicates are checked in."""
+class MemoryFile:
+    """One memory file as read: its bytes, its memories and the tables duplicates are checked in.
 
-    def __init__(self, key: tuple[int, int, int], memories: list[Memory], line_count: int) -> None:
-        self.key = key
-        self.memories = memories
-        self.line_count = line_count
-        self.by_norm = {normalize_text(m.text): m for m in memories}
-        self.ids = {m.id for m in memories}
+    The bytes are kept so that the parse is validated by content, never by a
+    file's stat: an edit that keeps the size and puts the mtime back (rsync
+    -t, sync tools) is still seen. Lines appended after ``data`` are parsed
+    on their own (:meth:`Memories.read`), so a growing file is never re-read
+    from the top.
+    """
 
-    def extend(self, key: tuple[int, int, int], appended: list[Memory]) -> None:
-        """Take in lines appended to the file (in place: no re-parse, no rebuilt tables)."""
-        self.key = key
-        self.memories.extend(appended)
-        self.line_count += len(appended)
-        self.by_norm.update((normalize_text(m.text), m) for m in appended)
-        self.ids.update(m.id for m in appended)
+    def __init__(self, path: str, data: bytes, category: str) -> None:
+        self.path = path
+        self.data = data
+        self.category = category
+        self.memories: list[Memory] = []
+        self.line_count = 0
+        self.in_frontmatter = data.startswith(b"---")
+        self.in_fence = False
+        self.by_norm: dict[str, Memory] = {}
+        self.ids: set[str] = set()
+
+    def take(self, memories: Iterable[Memory]) -> None:
+        """Add parsed memories to the lists and lookup tables."""
+        for memory in memories:
+            self.memories.append(memory)
+            self.by_norm.setdefault(normalize_text(memory.text), memory)
+            self.ids.add(memory.id)
+
+    def find(self, memory_id: str) -> Memory | None:
+        """The memory with this id, looked for from the end (where new lines are)."""
+        if memory_id not in self.ids:
+            return None
+        return next(m for m in reversed(self.memories) if m.id == memory_id)
 
 
 @dataclass(frozen=True)
@@ -150,9 +166,8 @@ def _format_importance(value: float) -> str:
 def render_line(memory: Memory) -> str:
     """The bullet for a memory, metadata in a fixed order."""
     parts = [f"- {memory.text}"]
-    parts.extend(
-        f"#{tag}" for tag in memory.tags if f"#{tag}".casefold() not in memory.text.casefold()
-    )
+    inline = {m.group(1).casefold() for m in _INLINE_TAG.finditer(memory.text)}
+    parts.extend(f"#{tag}" for tag in memory.tags if tag.casefold() not in inline)
     parts.append(f"[importance:: {_format_importance(memory.importance)}]")
     if memory.created is not None:
         parts.append(f"[created:: {_format_created(memory.created)}]")
@@ -181,8 +196,9 @@ class Memories:
         except InvalidInputError as exc:
             raise ConfigError(f"Setting memory.default_category: {exc.message}") from None
         self.default_importance = default_importance
-        self._cache: dict[str, _Parsed] = {}
+        self._cache: dict[str, MemoryFile] = {}
         self._cache_guard = threading.Lock()
+        self._not_text: set[str] = set()  # files already logged as not text
         self._observers: builtins.list[MemoryObserver] = []
 
     def observe(self, observer: MemoryObserver) -> None:
@@ -262,34 +278,59 @@ class Memories:
         return _TITLE_TO_CATEGORY.get(stem.casefold(), stem.casefold())
 
     def read_file(self, path: str) -> list[Memory]:
-        """Every memory in one file, cached until the file changes on disk."""
-        return self._read(path).memories
+        """Every memory in one file, as the file reads now."""
+        return self.read(path).memories
 
-    def _read(self, path: str) -> _Parsed:
-        """A file's memories and lookup tables, re-parsed only when its stat changes."""
-        target = self.vault.resolve(path)
+    def read(self, path: str) -> MemoryFile:
+        """A file's memories and lookup tables, checked against the file's current bytes.
+
+        The cached parse is used when the bytes are the same; when the file
+        only grew (lines appended, by memvault or by hand), just the new lines
+        are parsed; anything else is parsed afresh.
+        """
         try:
-            st = os.stat(target)
-        except FileNotFoundError:
-            return _Parsed((0, 0, 0), [], 0)
-        key = (st.st_mtime_ns, st.st_size, st.st_ino)
+            data = self.vault.read_bytes(path)
+        except NotFoundError:
+            data = b""
         with self._cache_guard:
             cached = self._cache.get(path)
-            if cached is not None and cached.key == key:
+            if cached is not None and cached.data == data:
                 return cached
-        text = self.vault.read_text(path)
-        parsed = _Parsed(key, self.parse_text(path, text), len(text.splitlines()))
+            if cached is not None and self._extend(cached, data):
+                return cached
+        text = _decode(data, path)
+        parsed = MemoryFile(path, data, self._category_of(path, text))
+        self._parse_into(parsed, text, first=1)
         with self._cache_guard:
             self._cache[path] = parsed
         return parsed
 
+    def _extend(self, cached: MemoryFile, data: bytes) -> bool:
+        """Parse only what was appended to ``cached``; False when the file changed otherwise."""
+        old = cached.data
+        if not old.endswith(b"\n") or len(data) <= len(old) or not data.startswith(old):
+            return False
+        head = data[:400].decode("utf-8", errors="ignore")
+        if len(old) < 400 and self._category_of(cached.path, head) != cached.category:
+            return False  # the head the category is read from changed
+        tail = _decode(data[len(old) :], cached.path)
+        cached.data = data
+        self._parse_into(cached, tail, first=cached.line_count + 1)
+        return True
+
     def parse_text(self, path: str, text: str) -> list[Memory]:
         """Every memory bullet of a memory file's text (frontmatter and code skipped)."""
-        category = self._category_of(path, text)
-        in_frontmatter = text.startswith("---")
-        memories: list[Memory] = []
-        fence = False
-        for number, line in enumerate(text.splitlines(), start=1):
+        parsed = MemoryFile(path, b"", self._category_of(path, text))
+        parsed.in_frontmatter = text.startswith("---")
+        self._parse_into(parsed, text, first=1)
+        return parsed.memories
+
+    def _parse_into(self, parsed: MemoryFile, text: str, *, first: int) -> None:
+        """Parse ``text``, the lines of ``parsed`` from line ``first`` on, into ``parsed``."""
+        found: list[Memory] = []
+        in_frontmatter, fence = parsed.in_frontmatter, parsed.in_fence
+        lines = text.splitlines()
+        for number, line in enumerate(lines, start=first):
             stripped = line.strip()
             if in_frontmatter:
                 if number > 1 and stripped in ("---", "..."):
@@ -299,10 +340,14 @@ class Memories:
                 fence = not fence
             if fence:
                 continue
-            memory = self.parse_line(line, category=category, path=path, number=number)
+            memory = self.parse_line(
+                line, category=parsed.category, path=parsed.path, number=number
+            )
             if memory is not None:
-                memories.append(memory)
-        return memories
+                found.append(memory)
+        parsed.in_frontmatter, parsed.in_fence = in_frontmatter, fence
+        parsed.line_count = first - 1 + len(lines)
+        parsed.take(found)
 
     def files(self) -> list[str]:
         """Paths of the memory files, category files first."""
@@ -313,8 +358,23 @@ class Memories:
     def all(self, *, include_archived: bool = True) -> list[Memory]:
         """Every memory in the vault, file by file, in file order."""
         out: list[Memory] = []
+        for read in self.readable():
+            out.extend(m for m in read.memories if include_archived or not m.archived)
+        return out
+
+    def readable(self) -> builtins.list[MemoryFile]:
+        """Every memory file that reads as text; one that does not is left out (logged),
+        so one bad file breaks only itself."""
+        out: builtins.list[MemoryFile] = []
         for path in self.files():
-            out.extend(m for m in self.read_file(path) if include_archived or not m.archived)
+            try:
+                out.append(self.read(path))
+            except NotTextError:
+                if path not in self._not_text:
+                    log.warning("skipping a memory file that is not text", extra={"path": path})
+                    self._not_text.add(path)
+                continue
+            self._not_text.discard(path)
         return out
 
     # -- queries ---------------------------------------------------------------
@@ -379,7 +439,8 @@ class Memories:
     ) -> Memory:
         clean = " ".join(str(text).split())
         clean = _BLOCK_ID.sub("", clean).strip()
-        clean = _FIELD.sub(lambda m: m.group(0).replace("::", ":"), clean)
+        while _FIELD.search(clean):  # "[a::: b]" made "[a:: b]" once: until none is left
+            clean = _FIELD.sub(lambda m: m.group(0).replace("::", ":"), clean)
         all_tags = [normalize_tag(t) for t in tags]
         trailing = _TRAILING_TAGS.search(clean)
         if trailing is not None:
@@ -387,6 +448,9 @@ class Memories:
             clean = clean[: trailing.start()].strip()
         if not clean:
             raise InvalidInputError("A memory needs some text.")
+        # The last guard (the edges check first): a line no file or index can keep.
+        for name, given in (("text", clean), ("source", source), ("tags", all_tags)):
+            check_values(given, name)
         # Inline #tags stay in the text and count as tags, as they will when read back.
         all_tags = [m.group(1) for m in _INLINE_TAG.finditer(clean)] + all_tags
         if len(clean) > MAX_TEXT_CHARS:
@@ -397,20 +461,28 @@ class Memories:
         if not 0.0 <= float(value) <= 1.0:
             raise InvalidInputError(f"Importance must be between 0 and 1, not {value}.")
         cat = self.check_category(category) if category else self.default_category
-        src = (
-            " ".join(source.split()).replace("]", ")").replace("::", ":")[:200] if source else None
-        )
-        return Memory(
+        moment = self.clock.localize(created) if created else self.clock.now()
+        memory = Memory(
             id="",
             text=clean,
             category=cat,
             importance=round(float(value), 2),
             tags=_unique(all_tags),
-            created=self.clock.localize(created) if created else self.clock.now(),
-            source=src or None,
+            created=moment.replace(microsecond=0),  # the line keeps seconds
+            source=_clean_value(source, 200) if source else None,
             path=category_path(cat),
             line=0,
         )
+        # What is returned and cached must be what the line reads back as, field for field.
+        back = self.parse_line(
+            render_line(replace(memory, id="m-0")), category=cat, path=memory.path, number=0
+        )
+        if back is None or back.text != memory.text:
+            raise InvalidInputError(
+                f"{clean[:60]!r} would not read back as the same memory "
+                "(a leading checkbox such as '[ ]' makes a line a task); reword it."
+            )
+        return replace(back, id="", line=0)
 
     def remember(
         self,
@@ -437,9 +509,9 @@ class Memories:
         single ``remember`` costs the same with ten memories or a hundred thousand.
         """
         prepared = [self._prepare(*item) for item in items]
-        results: list[Remembered] = []
+        chosen: list[tuple[Memory, bool]] = []
         with self.vault.lock(_LOCK):
-            files = [self._read(path) for path in self.files()]
+            files = self.readable()
             added: dict[str, Memory] = {}
             added_ids: set[str] = set()
 
@@ -456,35 +528,54 @@ class Memories:
                 norm = normalize_text(memory.text)
                 duplicate = known(norm)
                 if duplicate is not None:
-                    results.append(Remembered(duplicate, created=False))
+                    chosen.append((duplicate, False))
                     continue
                 memory.id = _new_id(taken)
                 added[norm] = memory
                 added_ids.add(memory.id)
                 pending.setdefault(memory.path, []).append(memory)
-                results.append(Remembered(memory, created=True))
+                chosen.append((memory, True))
+            for path in pending:
+                self.read(path)  # a file that is not text is refused before anything is added
+            stored: dict[str, Memory] = {}
             for path, memories in pending.items():
-                self._append(path, memories)
+                stored.update(self._append(path, memories))
+        results = [Remembered(stored.get(m.id, m) if new else m, new) for m, new in chosen]
         for result in results:
             if result.created:
                 self._announce("stored", result.memory)
         return results
 
-    def _append(self, path: str, memories: builtins.list[Memory]) -> None:
+    def _append(self, path: str, memories: builtins.list[Memory]) -> dict[str, Memory]:
+        """Append bullets to a memory file; returns each memory as its line reads back."""
         if not self.vault.is_file(path):
             self.vault.create_text(path, category_note(memories[0].category))
-        parsed = self._read(path)
-        line_count = parsed.line_count
         self.vault.append_text(path, "\n".join(render_line(m) for m in memories), notify=False)
-        # Appended lines follow the existing ones, so the parse can be extended, not redone.
-        for offset, memory in enumerate(memories, start=1):
-            memory.line = line_count + offset
-        st = os.stat(self.vault.resolve(path))
-        with self._cache_guard:
-            parsed.extend((st.st_mtime_ns, st.st_size, st.st_ino), memories)
-            self._cache[path] = parsed
-        # Announced only now, so observers (the index) read the extended cache.
+        # Read back by content: a line typed by hand meanwhile (before or after ours) is
+        # parsed too, and our lines get their real numbers. Only the new bytes are parsed.
+        parsed = self.read(path)
+        stored = {m.id: found for m in memories if (found := parsed.find(m.id)) is not None}
+        # Announced only now, so observers (the index) read the current parse.
         self.vault.notify(Change(path, "append"))
+        return stored
+
+    def _locate(self, memory: Memory, text: str, lines: builtins.list[str]) -> int | None:
+        """The index in ``lines`` of the line that holds ``memory`` now, found by its id.
+
+        The line it was read from is tried first; if the file changed (a line
+        typed or removed above it), the whole text is searched.
+        """
+        index = memory.line - 1
+        if 0 <= index < len(lines):
+            there = self.parse_line(
+                lines[index], category=memory.category, path=memory.path, number=memory.line
+            )
+            if there is not None and there.id == memory.id:
+                return index
+        for current in self.parse_text(memory.path, text):
+            if current.id == memory.id:
+                return current.line - 1
+        return None
 
     def forget(self, memory_id: str) -> Memory:
         """Remove a memory's bullet from its file; returns what was removed."""
@@ -492,18 +583,11 @@ class Memories:
             memory = self.get(memory_id)
 
             def drop(text: str | None) -> str | None:
-                assert text is not None
-                lines = text.splitlines(keepends=True)
-                index = memory.line - 1
-                if (
-                    index >= len(lines)
-                    or self.parse_line(
-                        lines[index], category=memory.category, path=memory.path, number=memory.line
-                    )
-                    != memory
-                ):
+                lines = (text or "").splitlines(keepends=True)
+                index = self._locate(memory, text or "", lines)
+                if index is None:
                     raise NotFoundError(
-                        f"Memory {memory.id} changed while it was being removed; try again."
+                        f"No memory with id {memory.id!r}: it was removed meanwhile."
                     )
                 del lines[index]
                 return "".join(lines)
@@ -516,32 +600,55 @@ class Memories:
         """Set (or, with None, remove) extra inline fields such as ``archived``."""
         with self.vault.lock(_LOCK):
             found = self.get(memory_id)
-            memory = replace(found, fields=dict(found.fields), tags=list(found.tags))
-            for key, value in fields.items():
-                if value is None:
-                    memory.fields.pop(key, None)
-                else:
-                    memory.fields[key] = value.replace("]", ")")
-            if not memory.explicit_id:
-                memory.id = _new_id({m.id for m in self.all()}.__contains__)
-                memory.explicit_id = True
+            new_id = None if found.explicit_id else _new_id({m.id for m in self.all()}.__contains__)
+            updated: list[Memory] = []
 
             def rewrite(text: str | None) -> str | None:
-                assert text is not None
-                lines = text.splitlines(keepends=True)
-                index = memory.line - 1
-                missing = index >= len(lines)
-                if missing or (found.explicit_id and f"^{found.id}" not in lines[index]):
-                    raise NotFoundError(
-                        f"Memory {found.id} changed while it was being updated; try again."
+                lines = (text or "").splitlines(keepends=True)
+                index = self._locate(found, text or "", lines)
+                current = (
+                    None
+                    if index is None
+                    else self.parse_line(
+                        lines[index], category=found.category, path=found.path, number=index + 1
                     )
+                )
+                if index is None or current is None:
+                    raise NotFoundError(
+                        f"No memory with id {found.id!r}: it was removed meanwhile."
+                    )
+                # The line as it reads now (edited by hand, perhaps), with the fields changed.
+                memory = replace(current, fields=dict(current.fields), tags=list(current.tags))
+                for key, value in fields.items():
+                    if value is None:
+                        memory.fields.pop(key, None)
+                    else:
+                        memory.fields[key] = _clean_value(value, 200) or ""
+                if new_id is not None:
+                    memory.id, memory.explicit_id = new_id, True
                 ending = "\r\n" if lines[index].endswith("\r\n") else "\n"
                 indent = re.match(r"^[ \t]*", lines[index])
                 lines[index] = (indent.group(0) if indent else "") + render_line(memory) + ending
+                updated[:] = [memory]
                 return "".join(lines)
 
-            self.vault.edit_text(memory.path, rewrite)
-        return memory
+            self.vault.edit_text(found.path, rewrite)
+        return updated[0]
+
+
+def _clean_value(value: str, limit: int) -> str | None:
+    """An inline field's value: one line, no ']' or '::' that would end or forge a field."""
+    clean = " ".join(value.split()).replace("]", ")")
+    while "::" in clean:
+        clean = clean.replace("::", ":")
+    return clean[:limit].strip() or None
+
+
+def _decode(data: bytes, path: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise NotTextError(f"{path} is not UTF-8 text and cannot be read as a note.") from None
 
 
 def _new_id(taken: Callable[[str], bool]) -> str:

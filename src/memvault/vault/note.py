@@ -21,6 +21,7 @@ from ruamel.yaml.error import YAMLError
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
 from memvault.errors import InvalidInputError
+from memvault.text import bad_text, first_unencodable, flaw
 from memvault.vault.store import detect_newline
 
 _BOM = "\ufeff"
@@ -98,6 +99,7 @@ class Note:
     ) -> None:
         self._fm: CommentedMap = CommentedMap()
         for key, value in (frontmatter or {}).items():
+            _check_storable(key, value)
             self._fm[key] = yaml_value(value)
         self._body = body.replace("\r\n", "\n")
         self.newline = newline
@@ -145,6 +147,11 @@ class Note:
         if not isinstance(loaded, CommentedMap):
             note._frontmatter_error = "the frontmatter is not a list of key: value pairs"
             return note
+        if ("\\u" in raw or "\\U" in raw) and first_unencodable(loaded) is not None:
+            # A "\uD800" escape: text no file, index or answer can hold. The note
+            # reads as if it had no fields, like one whose YAML does not parse.
+            note._frontmatter_error = "the frontmatter holds a lone surrogate (a \\uD800 escape)"
+            return note
         note._fm = loaded
         return note
 
@@ -191,6 +198,7 @@ class Note:
         A new key is appended after the existing ones.
         """
         self._check_writable()
+        _check_storable(key, value)
         current = self._fm.get(key, _MISSING)
         if current is not _MISSING and _same(current, value):
             return
@@ -274,6 +282,14 @@ class Note:
 
 
 _MISSING = object()
+
+
+def _check_storable(key: str, value: Any) -> None:
+    """Refuse a field value YAML would keep only as a ``\\uD800`` escape that no later
+    reader can use (the edges refuse such text first; this is the last guard)."""
+    found = first_unencodable(value)
+    if found is not None:
+        raise bad_text(str(key), flaw(found) or "a lone surrogate")
 
 
 def _kind(value: Any) -> type:

@@ -133,6 +133,8 @@ class Notes:
             raise InvalidInputError(
                 f"{clean} is a folder; list it with `memvault note list {clean}`."
             )
+        self.vault.check_regular(clean)  # a named pipe or socket: say so, never open it
+        self.vault.check_regular(with_suffix)
         raise NotFoundError(f"No note at {clean}.", hint="List notes with `memvault note list`.")
 
     def read(self, raw: str) -> NoteView:

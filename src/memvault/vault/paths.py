@@ -13,6 +13,7 @@ import re
 import unicodedata
 
 from memvault.errors import UnsafePathError
+from memvault.text import unencodable
 
 # Characters Windows refuses in file names; '/' is the separator itself.
 _FORBIDDEN_CHARS = set('<>:"|?*\\')
@@ -67,6 +68,8 @@ def normalize_relpath(raw: str, *, allow_root: bool = False) -> str:
     path = raw.strip()
     if "\x00" in path:
         raise UnsafePathError("Path contains a NUL character.")
+    if unencodable(path):  # no file system, index or answer can hold it
+        raise UnsafePathError("Path contains a lone surrogate, which is not valid text.")
     if len(path) > _MAX_PATH_CHARS:
         raise UnsafePathError(f"Path is longer than {_MAX_PATH_CHARS} characters.")
     home = path == "~" or path.startswith("~/")

@@ -9,7 +9,7 @@ from datetime import date
 from typing import Any
 
 from memvault.clock import Clock
-from memvault.errors import InvalidInputError, NotFoundError
+from memvault.errors import ConflictError, InvalidInputError, NotFoundError
 from memvault.vault import templates
 from memvault.vault.collection import Collection, stem
 from memvault.vault.markdown import (
@@ -103,7 +103,10 @@ class Projects:
         except (NotFoundError, InvalidInputError):
             existing = None
         if existing is not None and stem(existing).casefold() == name.casefold():
-            raise InvalidInputError(f"A project named {name!r} already exists.")
+            raise ConflictError(
+                f"A project named {name!r} already exists ({existing}); "
+                "add tasks to it with `memvault project link` or choose another name."
+            )
         path = self.notes.new_path(name)
         now = self.clock.now()
         note = Note.parse(
@@ -127,7 +130,7 @@ class Projects:
 
     def list(self, *, status: str | None = None) -> list[Project]:
         """Projects by name, optionally only those with ``status``."""
-        projects = [project_from_note(p, self.notes.load(p)) for p in self.notes.paths()]
+        projects = [project_from_note(p, note) for p, note in self.notes.each()]
         if status:
             projects = [p for p in projects if p.status == status.strip().lower()]
         return sorted(projects, key=lambda p: p.name.casefold())

@@ -15,7 +15,7 @@ from datetime import date
 from typing import Any
 
 from memvault.clock import Clock, parse_date
-from memvault.errors import InvalidInputError, NotFoundError
+from memvault.errors import ConflictError, InvalidInputError, NotFoundError
 from memvault.vault import templates
 from memvault.vault.collection import Collection, stem, strip_link
 from memvault.vault.markdown import (
@@ -179,6 +179,14 @@ def task_from_note(path: str, note: Note) -> Task:
 _PRIORITY_RANK = {p: i for i, p in enumerate(reversed(PRIORITIES))}
 
 
+def _exists(title: str, path: str) -> ConflictError:
+    """The duplicate rule: a second task with a title an open task has is a conflict."""
+    return ConflictError(
+        f"A task named {title!r} already exists ({path}); "
+        "change it with `memvault task update` or choose another title."
+    )
+
+
 class Tasks:
     """Create, update, complete and list task notes."""
 
@@ -224,7 +232,8 @@ class Tasks:
         """Create a task note in ``Tasks/active/`` from the task template.
 
         With a project whose note exists, the task is also listed under the
-        project's Tasks section.
+        project's Tasks section. An open task with the same title is a
+        ConflictError (a closed one is not: a task may recur).
         """
         title = " ".join(title.split())
         if not title:
@@ -236,7 +245,10 @@ class Tasks:
         due_value = self._date(due, "due date")
         tag_values = [normalize_tag(t) for t in tags]
         project_name, project_path = self._project_name(project) if project else (None, None)
-        path = self.notes.new_path(title, ACTIVE_DIR)
+        path = f"{ACTIVE_DIR}/{safe_filename(title)}.md"
+        for existing in self.notes.paths((ACTIVE_DIR,)):
+            if stem(existing).casefold() == stem(path).casefold():
+                raise _exists(title, existing)
         now = self.clock.now()
         note = Note.parse(
             templates.render(templates.load(self.vault, "task"), title=title, moment=now)
@@ -433,7 +445,7 @@ class Tasks:
         folder = path.rsplit("/", 1)[0]
         target = f"{folder}/{safe_filename(new_title)}.md"
         if target.casefold() != path.casefold() and self.vault.exists(target):
-            raise InvalidInputError(f"A task named {new_title!r} already exists.")
+            raise _exists(new_title, target)
         old_title, new_stem = stem(path), stem(target)
 
         def retitle(note: Note) -> None:
@@ -476,8 +488,8 @@ class Tasks:
         wanted_tag = tag.lstrip("#").casefold() if tag else None
         limit = self._date(due_before, "due-before date") if due_before is not None else None
         tasks: list[Task] = []
-        for path in self.notes.paths(folders):
-            task = task_from_note(path, self.notes.load(path))
+        for path, note in self.notes.each(folders):
+            task = task_from_note(path, note)
             if statuses is not None and task.status not in statuses:
                 continue
             if statuses is None and not include_closed and not task.is_open:

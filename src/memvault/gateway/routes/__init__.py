@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
 from memvault.gateway.daemon import Daemon
 from memvault.gateway.schemas import ErrorEnvelope
+from memvault.text import check_fields, check_text, check_values
 
 
 def daemon_of(request: Request) -> Daemon:
@@ -17,6 +19,31 @@ def daemon_of(request: Request) -> Daemon:
 
 
 DaemonDep = Annotated[Daemon, Depends(daemon_of)]
+
+
+async def plain_text(request: Request) -> None:
+    """Refuse text memvault cannot keep (:mod:`memvault.text`) before any route runs:
+    in the path, the query and a JSON body, naming the field (400 validation_failed)."""
+    for name, value in request.path_params.items():
+        if isinstance(value, str):
+            check_text(value, name)
+    for name, value in request.query_params.multi_items():
+        check_text(name, "A parameter name")
+        check_text(value, name)
+    if request.method in ("GET", "HEAD", "OPTIONS"):
+        return
+    body = await request.body()
+    # JSON carries a surrogate or a control character only as a \u escape.
+    if b"\\u" not in body:
+        return
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return  # not JSON: the route answers invalid_json itself
+    if isinstance(data, dict):
+        check_fields(data)
+    else:
+        check_values(data, "The request body")
 
 
 def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:

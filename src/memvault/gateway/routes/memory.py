@@ -22,13 +22,11 @@ from memvault.index.filters import SearchFilters, parse_day
 
 router = APIRouter(prefix="/v1", tags=["memory"])
 
-MemoryId = Annotated[
-    str, Path(min_length=1, max_length=100, description="A memory id, e.g. m-3f9a1c2b.")
-]
-Limit = Annotated[int, Query(ge=1, le=1000, description="How many results.")]
-QueryText = Annotated[
-    str, Query(min_length=1, max_length=2000, description="What to look for, in your own words.")
-]
+# Values are checked by the services themselves, the code `memvault --direct` runs, so
+# a mistake reads the same through the daemon; the parameters here check types only.
+MemoryId = Annotated[str, Path(description="A memory id, e.g. m-3f9a1c2b.")]
+Limit = Annotated[int, Query(description="How many results (1 to 1000).")]
+QueryText = Annotated[str, Query(description="What to look for, in your own words.")]
 Keyword = Annotated[bool, Query(description="Keywords only: no embedding model is used.")]
 Mmr = Annotated[
     float | None, Query(ge=0, le=1, description="Diversify results (0..1; 0.7 is mild).")
@@ -119,7 +117,7 @@ def recall(
 
 
 @router.get(
-    "/memories/{memory_id}",
+    "/memories/{memory_id:path}",
     response_model=Envelope[MemoryOut],
     responses=errors(*COMMON_ERRORS, 404),
 )
@@ -129,7 +127,7 @@ def get_memory(memory_id: MemoryId, daemon: DaemonDep) -> dict[str, Any]:
 
 
 @router.delete(
-    "/memories/{memory_id}",
+    "/memories/{memory_id:path}",
     response_model=Envelope[Forgotten],
     responses=errors(*COMMON_ERRORS, 404),
 )
@@ -174,11 +172,9 @@ def search(
 @router.get("/context", response_model=NoticedEnvelope[Context], responses=errors(*COMMON_ERRORS))
 def context(
     daemon: DaemonDep,
-    query: Annotated[
-        str | None, Query(max_length=2000, description="The request about to be handled.")
-    ] = None,
+    query: Annotated[str | None, Query(description="The request about to be handled.")] = None,
     budget: Annotated[
-        int | None, Query(ge=50, le=200_000, description="Token budget (default 2000).")
+        int | None, Query(description="Token budget, 50 to 200000 (default 2000).")
     ] = None,
 ) -> dict[str, Any]:
     """The Markdown an agent gets at the start of a run, within a token budget.

@@ -10,6 +10,7 @@ from memvault import __version__
 from memvault.gateway.errors import ApiError
 from memvault.gateway.routes import COMMON_ERRORS, DaemonDep, errors
 from memvault.gateway.schemas import Doctor, Envelope, Health
+from memvault.vocabulary import counted
 
 router = APIRouter(prefix="/v1", tags=["system"])
 
@@ -40,7 +41,7 @@ def doctor(daemon: DaemonDep) -> dict[str, Any]:
         raise ApiError(
             503,
             "unhealthy",
-            f"{len(failed)} check{'s' if len(failed) != 1 else ''} failed: {', '.join(failed)}.",
+            f"{counted(len(failed), 'check')} failed: {', '.join(failed)}.",
             retriable=True,
             failed_step=failed[0],
             details=data,
