@@ -63,16 +63,39 @@ def test_first_sync_indexes_every_note(runtime: Runtime, write: Callable[[str, s
 
 
 def test_noop_sync_reads_no_file(runtime: Runtime, write: Callable[[str, str], Path]) -> None:
+    write("Projects/Apollo.md", NOTE)
+    runtime.index.sync()
+    report = runtime.index.sync()
+    assert report.touched == 0 and report.unchanged == len(_paths(runtime.index))
+
+
+def test_an_edit_whose_mtime_was_put_back_is_seen(
+    runtime: Runtime, write: Callable[[str, str], Path]
+) -> None:
+    """Same size, mtime put back (rsync -t, sync tools): the inode's ctime still moved."""
     target = write("Projects/Apollo.md", NOTE)
     runtime.index.sync()
-    # Same size, same mtime, different bytes: only a sync that reads files would notice.
     stat = target.stat()
     target.write_text(NOTE.replace("Armstrong", "Armstrunk"))
     os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert target.stat().st_size == stat.st_size and target.stat().st_mtime_ns == stat.st_mtime_ns
     report = runtime.index.sync()
-    assert report.touched == 0 and report.unchanged == len(_paths(runtime.index))
-    assert _keyword(runtime, "Armstrong") == ["Projects/Apollo.md"]
-    assert _keyword(runtime, "Armstrunk") == []
+    assert report.changed == ["Projects/Apollo.md"]
+    assert _keyword(runtime, "Armstrunk") == ["Projects/Apollo.md"]
+    assert _keyword(runtime, "Armstrong") == []
+
+
+def test_an_index_from_before_ctimes_looks_at_each_file_once(
+    runtime: Runtime, write: Callable[[str, str], Path]
+) -> None:
+    """Rows an older memvault wrote have no ctime: one sync hashes them, the next reads none."""
+    write("Projects/Apollo.md", NOTE)
+    runtime.index.sync()
+    runtime.index.conn.execute("UPDATE notes SET ctime_ns = 0")
+    first = runtime.index.sync()
+    assert first.touched == 0 and first.unchanged == len(_paths(runtime.index))
+    assert runtime.index.conn.execute("SELECT min(ctime_ns) FROM notes").fetchone()[0] > 0
+    assert runtime.index.sync().unchanged == len(_paths(runtime.index))
 
 
 def test_edit_is_reindexed_and_unchanged_chunks_keep_their_vectors(

@@ -131,6 +131,8 @@ _MIGRATIONS: dict[int, str] = {
     + """'
     );
     """,
+    # The inode change time: an edit whose mtime was put back (rsync -t) still changes it.
+    2: "ALTER TABLE notes ADD COLUMN ctime_ns INTEGER NOT NULL DEFAULT 0",
 }
 SCHEMA_VERSION = max(_MIGRATIONS)
 

@@ -260,13 +260,9 @@ class MemoryIndex:
         entries = self._scan()
         rows = {
             str(r["path"]): r
-            for r in self.conn.execute("SELECT id, path, mtime_ns, size, hash FROM notes")
+            for r in self.conn.execute("SELECT id, path, mtime_ns, ctime_ns, size, hash FROM notes")
         }
-        candidates = [
-            p
-            for p, e in entries.items()
-            if p not in rows or rows[p]["mtime_ns"] != e.mtime_ns or rows[p]["size"] != e.size
-        ]
+        candidates = [p for p, e in entries.items() if p not in rows or _stale(rows[p], e)]
         report = SyncReport(unchanged=len(entries) - len(candidates))
         gone = {p: rows[p] for p in rows if p not in entries}
         for path in [p for p in self.unreadable if p not in entries]:
@@ -339,8 +335,8 @@ class MemoryIndex:
             if row is not None and row["hash"] == digest:
                 with transaction(self.conn):
                     self.conn.execute(
-                        "UPDATE notes SET mtime_ns = ?, size = ? WHERE id = ?",
-                        (entry.mtime_ns, entry.size, row["id"]),
+                        "UPDATE notes SET mtime_ns = ?, ctime_ns = ?, size = ? WHERE id = ?",
+                        (entry.mtime_ns, entry.ctime_ns, entry.size, row["id"]),
                     )
                 report.unchanged += 1
                 continue
@@ -451,6 +447,7 @@ class MemoryIndex:
                 _json(tags),
                 alias_json,
                 entry.mtime_ns,
+                entry.ctime_ns,
                 entry.size,
                 digest,
                 note_created(path, note.frontmatter, mtime),
@@ -459,8 +456,9 @@ class MemoryIndex:
             if row is None:
                 note_id = int(
                     self.conn.execute(
-                        "INSERT INTO notes(title, kind, frontmatter, tags, aliases, mtime_ns, size,"
-                        " hash, created, indexed_at, path) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                        "INSERT INTO notes(title, kind, frontmatter, tags, aliases, mtime_ns,"
+                        " ctime_ns, size, hash, created, indexed_at, path)"
+                        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                         (*values, path),
                     ).lastrowid
                 )
@@ -468,7 +466,7 @@ class MemoryIndex:
                 note_id = int(row["id"])
                 self.conn.execute(
                     "UPDATE notes SET title=?, kind=?, frontmatter=?, tags=?, aliases=?,"
-                    " mtime_ns=?, size=?, hash=?, created=?, indexed_at=? WHERE id=?",
+                    " mtime_ns=?, ctime_ns=?, size=?, hash=?, created=?, indexed_at=? WHERE id=?",
                     (*values, note_id),
                 )
             self._store_chunks(note_id, title, drafts)
@@ -659,13 +657,21 @@ class MemoryIndex:
                 ],
             )
             tags = note_tags({"tags": json.loads(row["tags"])}, tail)
-            # The hash and size of exactly what was parsed; the mtime only if the file was
+            # The hash and size of exactly what was parsed; the times only if the file was
             # that size before the read (else 0: the next sync looks at the file again).
-            mtime_ns = before.mtime_ns if before.size == len(data) else 0
+            same = before.size == len(data)
             self.conn.execute(
-                "UPDATE notes SET mtime_ns = ?, size = ?, hash = ?, tags = ?, indexed_at = ?"
-                " WHERE id = ?",
-                (mtime_ns, len(data), digest.hexdigest(), _json(tags), time.time(), note_id),
+                "UPDATE notes SET mtime_ns = ?, ctime_ns = ?, size = ?, hash = ?, tags = ?,"
+                " indexed_at = ? WHERE id = ?",
+                (
+                    before.mtime_ns if same else 0,
+                    before.ctime_ns if same else 0,
+                    len(data),
+                    digest.hexdigest(),
+                    _json(tags),
+                    time.time(),
+                    note_id,
+                ),
             )
         self._appended[path] = _Appended(appended.data, digest, above + tail.count("\n"))
         return True
@@ -757,8 +763,9 @@ class MemoryIndex:
     def _move(self, old: str, new: str, entry: FileEntry) -> None:
         with transaction(self.conn):
             self.conn.execute(
-                "UPDATE notes SET path = ?, kind = ?, mtime_ns = ?, size = ? WHERE path = ?",
-                (new, kind_of(new), entry.mtime_ns, entry.size, old),
+                "UPDATE notes SET path = ?, kind = ?, mtime_ns = ?, ctime_ns = ?, size = ?"
+                " WHERE path = ?",
+                (new, kind_of(new), entry.mtime_ns, entry.ctime_ns, entry.size, old),
             )
 
     def _remove(self, path: str) -> None:
@@ -961,6 +968,16 @@ class _Appended:
 
 def _link_kind(link: Link) -> str:
     return "embed" if link.embed else ("markdown" if link.kind == "markdown" else "wikilink")
+
+
+def _stale(row: Any, entry: FileEntry) -> bool:
+    """Whether a note may have changed since it was indexed (read it again if so).
+
+    The ctime is compared too: a same-size edit whose mtime a sync tool put
+    back (rsync -t) still changes it.
+    """
+    indexed = (int(row["mtime_ns"]), int(row["size"]), int(row["ctime_ns"]))
+    return indexed != (entry.mtime_ns, entry.size, entry.ctime_ns)
 
 
 def _hash(data: bytes) -> str:

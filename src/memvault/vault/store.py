@@ -74,6 +74,8 @@ class FileEntry:
     size: int
     mtime_ns: int
     is_dir: bool = False
+    # When the inode last changed: unlike the mtime, no sync tool can put it back.
+    ctime_ns: int = 0
 
     @property
     def modified(self) -> datetime:
@@ -329,7 +331,9 @@ class Vault:
         clean = normalize_relpath(relpath)
         with self._explained(clean, "look at"):
             st = path.stat()
-        return FileEntry(clean, st.st_size, st.st_mtime_ns, stat_mode.S_ISDIR(st.st_mode))
+        return FileEntry(
+            clean, st.st_size, st.st_mtime_ns, stat_mode.S_ISDIR(st.st_mode), st.st_ctime_ns
+        )
 
     def list(
         self,
@@ -393,7 +397,9 @@ class Vault:
                     except (OSError, UnsafePathError):  # gone meanwhile, a loop, unsafe
                         continue
                     if stat_mode.S_ISREG(st.st_mode):
-                        entries.append(FileEntry(rel, st.st_size, st.st_mtime_ns))
+                        entries.append(
+                            FileEntry(rel, st.st_size, st.st_mtime_ns, ctime_ns=st.st_ctime_ns)
+                        )
         entries.sort(key=lambda e: e.path)
         return entries
 
