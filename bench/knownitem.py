@@ -72,7 +72,6 @@ from memvault.config import SearchSettings, Settings
 from memvault.index.embedders import BaseEmbedder, Embedder, LocalEmbedder, Vectors
 from memvault.index.query import STOPWORDS
 from memvault.runtime import Runtime
-from memvault.vault.layout import init_vault
 from memvault.vault.markdown import headings, title_of
 from memvault.vault.note import Note
 
@@ -571,8 +570,7 @@ def build(
     notes = corpus_notes(corpus, quick=quick)
     known = corpus_notes(corpus) if quick and corpus == "docstrings" else notes
     settings = Settings(vault=root, timezone="UTC", search=search or SearchSettings())
-    runtime = Runtime.open(settings, clock=Clock(UTC), embedder=embedder)
-    init_vault(runtime.vault)
+    runtime = Runtime.open(settings, clock=Clock(UTC), embedder=embedder, create=True)
     for path, text in notes.items():
         file = root / path
         file.parent.mkdir(parents=True, exist_ok=True)

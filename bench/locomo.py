@@ -35,7 +35,6 @@ from memvault.config import Settings
 from memvault.index.embedders import LocalEmbedder
 from memvault.index.query import terms_of
 from memvault.runtime import Runtime
-from memvault.vault.layout import init_vault
 
 DEFAULT_FILE = Path(__file__).resolve().parents[1].parent / "shared/data/locomo/locomo_dev.json"
 KS = (5, 10)
@@ -141,8 +140,7 @@ def _one_conversation(
 ) -> None:
     settings = Settings(vault=root / "vault", timezone="UTC")
     clock = Clock(UTC)
-    runtime = Runtime.open(settings, clock=clock, embedder=embedder)
-    init_vault(runtime.vault)
+    runtime = Runtime.open(settings, clock=clock, embedder=embedder, create=True)
     started = time.perf_counter()
     results = runtime.memories.remember_many(
         [

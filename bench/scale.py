@@ -45,6 +45,7 @@ from memvault.index.embedders import BaseEmbedder
 from memvault.index.filters import SearchFilters
 from memvault.runtime import Runtime
 from memvault.vault.layout import init_vault
+from memvault.vault.store import Vault
 
 UTC = ZoneInfo("UTC")
 # Real words first (the most frequent ranks), then pseudo-words: a 20,000-word vocabulary
@@ -121,9 +122,7 @@ def _sentence(rng: random.Random, n: int) -> str:
 def build_vault(root: Path, size: int, seed: int = 7) -> tuple[Runtime, float, dict[str, int]]:
     """A vault with size/2 notes and size/2 memories; returns the runtime and ingest seconds."""
     rng = random.Random(seed)
-    init_vault(
-        Runtime.open(Settings(vault=root), clock=Clock(UTC), embedder=HashingEmbedder()).vault
-    )
+    init_vault(Vault(root))
     notes = size // 2
     folders = ["Projects", "Notes", "Notes/Archive", "Contacts", "Journal"]
     for n in range(notes):

@@ -1,0 +1,37 @@
+"""The benchmarks stay runnable: the cheap ones run at a tiny size, as `make bench` would run them.
+
+Figures are not checked here (speed is measured in bench/, not asserted in tests); only that
+each script runs to the end over the current code and reports what it measured.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+@pytest.mark.parametrize(
+    ("script", "args", "key"),
+    [
+        ("remember.py", ["--sizes", "10", "--writes", "5"], "sizes"),
+        ("scale.py", ["--sizes", "200", "--queries", "5", "--no-model"], "sizes"),
+    ],
+)
+def test_a_benchmark_runs_on_a_small_vault(script: str, args: list[str], key: str) -> None:
+    done = subprocess.run(
+        [sys.executable, script, *args, "--json"],
+        cwd=BENCH,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout)
+    assert result[key] and all(entry["size"] for entry in result[key])
