@@ -10,6 +10,8 @@ value came from, for ``memvault config show``.
 
 from __future__ import annotations
 
+import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -356,6 +358,28 @@ def _env_name(key: str) -> str:
     return ENV_PREFIX + key.upper().replace(".", "__")
 
 
+def _origin(key: str, sources: Mapping[str, str]) -> str:
+    """Where ``key`` was set; for a whole section (a check across its fields, an
+    unknown section), where its fields were set."""
+    if key in sources:
+        return sources[key]
+    within = sorted({origin for name, origin in sources.items() if name.startswith(key + ".")})
+    return " and ".join(within) or "default"
+
+
+def _env_problem(exc: Exception) -> str:
+    """One sentence for an environment variable pydantic-settings could not parse
+    (a list or table setting that is not JSON), naming the variable."""
+    found = re.search(r'field "([^"]+)"', str(exc))
+    prefix = ENV_PREFIX + (found.group(1).upper() if found else "")
+    names = sorted(name for name in os.environ if name.upper().startswith(prefix))
+    given = " or ".join(names) or f"A {ENV_PREFIX}* environment variable"
+    return (
+        f"{given} is not a valid setting: a list or table is written as JSON, "
+        'e.g. MEMVAULT_CONTEXT__PINNED_TAGS=\'["core", "preference"]\'.'
+    )
+
+
 def load_settings(
     vault: Path | str | None = None, overrides: Mapping[str, Any] | None = None
 ) -> LoadedSettings:
@@ -370,7 +394,7 @@ def load_settings(
     try:
         env = EnvSettingsSource(Settings)()
     except (ValueError, ValidationError) as exc:
-        raise ConfigError(f"An MEMVAULT_* environment variable is invalid: {exc}.") from exc
+        raise ConfigError(_env_problem(exc)) from exc
     vault_path = choose_vault(flags.get("vault") or env.get("vault"))
     if vault_path.exists() and not vault_path.is_dir():
         raise VaultError(f"{vault_path} is a file, not a vault folder; choose another path.")
@@ -392,7 +416,7 @@ def load_settings(
     except ValidationError as exc:
         first = exc.errors()[0]
         key = ".".join(str(part) for part in first["loc"])
-        origin = sources.get(key, "default")
+        origin = _origin(key, sources)
         reason = str(first["msg"]).removeprefix("Value error, ").rstrip(".")
         if first["type"] == "extra_forbidden":
             reason = "there is no such setting"

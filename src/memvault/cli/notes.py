@@ -57,13 +57,29 @@ def write(
     allow_empty: Annotated[
         bool, typer.Option("--allow-empty", help="Allow writing an empty note.")
     ] = False,
+    expect: Annotated[
+        str | None,
+        typer.Option(
+            "--expect",
+            metavar="HASH",
+            help="Only replace the note if its hash (from `note read --json`) is still HASH.",
+            show_default=False,
+        ),
+    ] = None,
     vault: VaultOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Write a whole note (atomically); creates folders as needed."""
+    """Write a whole note (atomically); creates folders as needed.
+
+    With --expect, a note changed since it was read is left alone (exit 4).
+    """
     runtime = open_runtime(ctx, vault)
     written = runtime.notes.write(
-        path, read_content(content), overwrite=not no_overwrite, allow_empty=allow_empty
+        path,
+        read_content(content),
+        overwrite=not no_overwrite,
+        allow_empty=allow_empty,
+        expected_hash=expect,
     )
     if as_json:
         emit_json({"path": written, "written": True})

@@ -198,6 +198,14 @@ class Context(Result):
 class NoteWriteBody(Body):
     content: str = Field(description="The whole note, Markdown with optional frontmatter.")
     overwrite: bool = Field(True, description="False refuses to replace an existing note.")
+    expected_hash: str | None = Field(
+        None,
+        max_length=200,
+        description=(
+            "The note's hash from GET: replace it only if unchanged since (else 409, "
+            "nothing written). Same as the If-Match header."
+        ),
+    )
 
 
 class NoteAppendBody(Body):
@@ -214,6 +222,7 @@ class NoteEntry(Result):
 class NoteOut(Result):
     path: str
     title: str
+    hash: str = Field(description="sha256 of the note's bytes; send it back to write safely.")
     size: int
     modified: str
     frontmatter: dict[str, Any]

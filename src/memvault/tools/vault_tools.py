@@ -33,6 +33,15 @@ class VaultWrite(ToolInput):
     content: str = Field(
         description="The full Markdown text of the note.", validation_alias=CONTENT
     )
+    expected_hash: str | None = Field(
+        None,
+        description=(
+            "When changing an existing note, pass the 'hash' vault_read returned: the note "
+            "is written only if nobody changed it since (else a conflict error; read it "
+            "again and reapply your change). Leave it out to create a new note."
+        ),
+        validation_alias=names("expected_hash", "hash", "if_match", "expectedHash"),
+    )
 
 
 class VaultAppend(ToolInput):
@@ -87,11 +96,13 @@ class VaultMove(ToolInput):
 
 def _read(ctx: ToolContext, args: VaultRead) -> dict[str, Any]:
     view = ctx.runtime.notes.read(args.path)
-    return {"path": view.path, "content": view.text}
+    return {"path": view.path, "content": view.text, "hash": view.hash}
 
 
 def _write(ctx: ToolContext, args: VaultWrite) -> dict[str, Any]:
-    path = ctx.runtime.notes.write(args.path, args.content, allow_empty=True)
+    path = ctx.runtime.notes.write(
+        args.path, args.content, allow_empty=True, expected_hash=args.expected_hash
+    )
     return {"path": path, "written": True}
 
 
@@ -147,8 +158,9 @@ TOOLS = [
         title="Write a note",
         description=(
             "Write (or overwrite) a whole note in the vault; folders are created. Use "
-            "[[wikilinks]] to connect notes. This replaces the note: read it first and "
-            "use vault_append to add to it instead."
+            "[[wikilinks]] to connect notes. This replaces the note: to change one, "
+            "vault_read it first and pass its hash as expected_hash, so an edit the owner "
+            "made meanwhile is never lost; use vault_append to add to it instead."
         ),
         input_model=VaultWrite,
         handler=_write,

@@ -129,7 +129,10 @@ class Collection:
         )
 
     def _ambiguous(self, ref: str, matches: list[str]) -> str:
-        names = ", ".join(sorted(stem(p) for p in matches)[:5])
+        stems = [stem(p) for p in matches]
+        # The same name in two folders (a recurring task, open and done) is told apart by path.
+        shown = matches if len(set(stems)) < len(stems) else stems
+        names = ", ".join(sorted(shown)[:5])
         raise InvalidInputError(
             f"{ref!r} matches several {self.kind}s ({names}); be more specific."
         )
@@ -148,7 +151,7 @@ class Collection:
     def create(self, path: str, note: Note) -> str:
         """Write a new note; never replaces an existing file."""
         if not self.vault.create_text(path, note.render()):
-            raise ConflictError(f"{path} already exists.")
+            raise ConflictError(f"{path} already exists; choose another name.")
         return path
 
     def update(self, path: str, change: Callable[[Note], None]) -> Note:

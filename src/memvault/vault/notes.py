@@ -8,11 +8,13 @@ omit ``.md``.
 from __future__ import annotations
 
 import builtins
+import hashlib
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from memvault.errors import InvalidInputError, NotFoundError
+from memvault.errors import ConflictError, InvalidInputError, NotFoundError
 from memvault.vault.links import LinkResolver
 from memvault.vault.markdown import (
     Link,
@@ -29,6 +31,26 @@ from memvault.vault.paths import ensure_note_suffix, normalize_relpath
 from memvault.vault.store import FileEntry, Vault
 
 MAX_NOTE_BYTES = 5 * 1024 * 1024
+_HASH = re.compile(r"[0-9a-f]{64}")
+
+
+def content_hash(text: str) -> str:
+    """The version of a note: sha256 (64 hex digits) of its bytes, as ``sha256sum`` prints it.
+
+    Notes are read as strict UTF-8 (BOM and CRLF kept), so encoding the
+    text gives back the file's bytes exactly.
+    """
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def parse_hash(raw: str) -> str:
+    """A hash a caller sends back (an ETag's quotes allowed), checked and lower-cased."""
+    value = raw.strip().strip('"').lower()
+    if not _HASH.fullmatch(value):
+        raise InvalidInputError(
+            f"{raw.strip()[:80]!r} is not a note hash: pass the 64 hex digits a read returned."
+        )
+    return value
 
 
 @dataclass
@@ -40,6 +62,11 @@ class NoteView:
     note: Note
     size: int
     modified: datetime
+
+    @property
+    def hash(self) -> str:
+        """The note's :func:`content_hash`: pass it back to a write to detect a change since."""
+        return content_hash(self.text)
 
     @property
     def title(self) -> str:
@@ -70,6 +97,7 @@ class NoteView:
         data: dict[str, Any] = {
             "path": self.path,
             "title": self.title,
+            "hash": self.hash,
             "size": self.size,
             "modified": self.modified.isoformat(timespec="seconds"),
             "frontmatter": self.note.to_dict()["frontmatter"],
@@ -153,12 +181,21 @@ class Notes:
             raise InvalidInputError("Note content contains a NUL character.")
 
     def write(
-        self, raw: str, content: str, *, overwrite: bool = True, allow_empty: bool = False
+        self,
+        raw: str,
+        content: str,
+        *,
+        overwrite: bool = True,
+        allow_empty: bool = False,
+        expected_hash: str | None = None,
     ) -> str:
         """Write a whole note (``.md`` added when the path has no extension).
 
         Empty content is refused unless ``allow_empty``: an empty pipe must
-        not wipe a note by accident.
+        not wipe a note by accident. With ``expected_hash`` (the ``hash`` a
+        read returned) the note is replaced only if it still holds what was
+        read: a change made since, by a person or another agent, is a
+        ConflictError and nothing is written.
         """
         self._check_content(content)
         if not content.strip() and not allow_empty:
@@ -166,7 +203,33 @@ class Notes:
         path = ensure_note_suffix(normalize_relpath(raw))
         if content and not content.endswith("\n"):
             content += "\n"
-        return self.vault.write_text(path, content, overwrite=overwrite)
+        if expected_hash is None:
+            return self.vault.write_text(path, content, overwrite=overwrite)
+        if not overwrite:
+            raise InvalidInputError(
+                "An expected hash replaces a note that exists; it cannot go with no-overwrite."
+            )
+        expected = parse_hash(expected_hash)
+
+        def replace_if_as_read(current: str | None) -> str:
+            # Runs under the note's lock, on what the file holds now; edit_text
+            # replaces it only if it still holds exactly this text.
+            if current is None:
+                raise ConflictError(
+                    f"{path} is gone since it was read; nothing was written.",
+                    hint="List notes to see where it went, or write without the hash to create it.",
+                )
+            now = content_hash(current)
+            if now != expected:
+                raise ConflictError(
+                    f"{path} changed since it was read (hash {expected[:12]}… now {now[:12]}…); "
+                    "nothing was written: read it again and reapply your change.",
+                    current_hash=now,
+                )
+            return content
+
+        self.vault.edit_text(path, replace_if_as_read, must_exist=False)
+        return path
 
     def append(self, raw: str, content: str) -> str:
         """Append lines to a note, creating it if needed."""

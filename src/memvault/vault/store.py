@@ -268,7 +268,7 @@ class Vault:
         if code == errno.ENOENT:
             return NotFoundError(f"No note at {clean}.")
         if code == errno.EEXIST:
-            return ConflictError(f"{clean} already exists.", hint="Choose another name.")
+            return ConflictError(f"{clean} already exists; choose another name.")
         if code == errno.ENOTDIR:
             return NotFoundError(f"No note at {clean}.")
         if code == errno.ELOOP:
@@ -502,8 +502,8 @@ class Vault:
                         os.link(tmp, real)  # fails instead of clobbering
                     except FileExistsError:
                         raise ConflictError(
-                            f"{clean} already exists.",
-                            hint="Choose another name or allow overwriting.",
+                            f"{clean} already exists; choose another name, "
+                            "or write it again allowing an overwrite to replace it."
                         ) from None
                     os.unlink(tmp)
                 else:
@@ -699,7 +699,9 @@ class Vault:
                 raise NotFoundError(f"No note at {src}.")
             same = os.path.realpath(src_path) == os.path.realpath(dst_path)
             if dst_path.exists() and not overwrite and not same:
-                raise ConflictError(f"{dst} already exists.", hint="Choose another destination.")
+                raise ConflictError(
+                    f"{dst} already exists; choose another destination, or delete it first."
+                )
             with self._explained(dst, "move a note to"):
                 dst_path.parent.mkdir(parents=True, exist_ok=True)
                 os.replace(src_path, dst_path)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Header, Path, Query, Response
 
+from memvault.errors import InvalidInputError
 from memvault.gateway.routes import COMMON_ERRORS, DaemonDep, errors
 from memvault.gateway.schemas import (
     Envelope,
@@ -15,6 +16,7 @@ from memvault.gateway.schemas import (
     NoteWriteBody,
     NoteWritten,
 )
+from memvault.vault.notes import parse_hash
 
 router = APIRouter(prefix="/v1", tags=["notes"])
 
@@ -46,9 +48,15 @@ def list_notes(
 @router.get(
     "/notes/{path:path}", response_model=Envelope[NoteOut], responses=errors(*COMMON_ERRORS, 404)
 )
-def read_note(path: NotePath, daemon: DaemonDep) -> dict[str, Any]:
-    """One note: its content, frontmatter, tags, headings and links."""
-    return {"ok": True, "result": daemon.runtime.notes.read(path).to_dict()}
+def read_note(path: NotePath, daemon: DaemonDep, response: Response) -> dict[str, Any]:
+    """One note: its content, hash, frontmatter, tags, headings and links.
+
+    The hash is also the ``ETag``: send it back (``expected_hash`` or
+    ``If-Match``) with a PUT to replace the note only if it is unchanged.
+    """
+    view = daemon.runtime.notes.read(path)
+    response.headers["ETag"] = f'"{view.hash}"'
+    return {"ok": True, "result": view.to_dict()}
 
 
 @router.put(
@@ -56,9 +64,28 @@ def read_note(path: NotePath, daemon: DaemonDep) -> dict[str, Any]:
     response_model=Envelope[NoteWritten],
     responses=errors(*COMMON_ERRORS, 409),
 )
-def write_note(path: NotePath, body: NoteWriteBody, daemon: DaemonDep) -> dict[str, Any]:
-    """Write a whole note (atomically); ``overwrite: false`` refuses to replace one."""
-    written = daemon.runtime.notes.write(path, body.content, overwrite=body.overwrite)
+def write_note(
+    path: NotePath,
+    body: NoteWriteBody,
+    daemon: DaemonDep,
+    if_match: Annotated[
+        str | None,
+        Header(max_length=200, description="The note's hash (ETag), as expected_hash."),
+    ] = None,
+) -> dict[str, Any]:
+    """Write a whole note (atomically); ``overwrite: false`` refuses to replace one.
+
+    With ``expected_hash`` (or ``If-Match``) the note is replaced only if it
+    still has that hash: a change since it was read is a 409, nothing written.
+    """
+    expected = body.expected_hash
+    if if_match is not None:
+        if expected is not None and parse_hash(expected) != parse_hash(if_match):
+            raise InvalidInputError("expected_hash and If-Match differ; send one hash.")
+        expected = if_match
+    written = daemon.runtime.notes.write(
+        path, body.content, overwrite=body.overwrite, expected_hash=expected
+    )
     return {"ok": True, "result": {"path": written}}
 
 
