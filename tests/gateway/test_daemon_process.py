@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import select
 import signal
 import socket
 import stat
@@ -384,11 +386,11 @@ def test_mcp_http_stops_cleanly_on_sigterm(vault: Path) -> None:
     )
     try:
         deadline = time.monotonic() + 30
-        while True:
+        while True:  # serving, not only bound (SIGTERM before uvicorn runs is the default kill)
             try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                httpx.get(f"http://127.0.0.1:{port}/mcp", timeout=2)
                 break
-            except OSError:
+            except httpx.TransportError:
                 assert process.poll() is None and time.monotonic() < deadline, "no MCP server"
                 time.sleep(0.05)
         process.send_signal(signal.SIGTERM)
@@ -397,6 +399,37 @@ def test_mcp_http_stops_cleanly_on_sigterm(vault: Path) -> None:
         process.kill()
     assert process.returncode == 0, err
     assert f"memvault MCP at http://127.0.0.1:{port}/mcp" in err and "Traceback" not in err
+
+
+def test_mcp_http_on_port_zero_announces_the_port_it_picked(vault: Path) -> None:
+    """As `serve --port 0` does: a free port is picked, and the announced address answers."""
+    process = subprocess.Popen(
+        [*MEMVAULT_VAULT, str(vault), "mcp", "--http", "--port", "0"],
+        env=_env(),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        ready, _, _ = select.select([process.stderr], [], [], 30)
+        assert ready, "mcp --http announced nothing in 30 s"
+        line = process.stderr.readline()
+        match = re.search(r"memvault MCP at http://127\.0\.0\.1:(\d+)/mcp", line)
+        assert match and int(match.group(1)) > 0, line
+        url = f"http://127.0.0.1:{match.group(1)}/mcp"
+        deadline = time.monotonic() + 30
+        while True:  # serving, not only bound: any HTTP answer will do
+            try:
+                httpx.get(url, timeout=2)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "the announced address never answered"
+                time.sleep(0.05)
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode == 0
 
 
 def test_serve_on_a_port_another_vaults_daemon_holds_names_it(vault: Path, tmp_path: Path) -> None:

@@ -22,7 +22,9 @@ def mcp(
     host: Annotated[
         str, typer.Option("--host", help="Address to bind with --http (loopback only).")
     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port with --http.")] = 8766,
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="Port with --http (0: a free one).")
+    ] = 8766,
     vault: VaultOption = None,
 ) -> None:
     """Run the MCP server (stdio by default, for Claude Desktop, Claude Code, Cursor, OpenClaw)."""
