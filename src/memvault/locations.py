@@ -61,9 +61,9 @@ def private_state_dir(state: Path) -> Path:
     mode; ``memvault doctor`` reports it.
     """
     state.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
-    if _tighten(state, PRIVATE_DIR):
+    if tighten(state, PRIVATE_DIR):
         for path, _ in loose_modes(state):
-            _tighten(path, PRIVATE_DIR if path.is_dir() else PRIVATE_FILE)
+            tighten(path, PRIVATE_DIR if path.is_dir() else PRIVATE_FILE)
     return state
 
 
@@ -77,11 +77,11 @@ def private_file(path: Path) -> Path:
     try:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE))
     except FileExistsError:
-        _tighten(path, PRIVATE_FILE)
+        tighten(path, PRIVATE_FILE)
     return path
 
 
-def _tighten(path: Path, mode: int) -> bool:
+def tighten(path: Path, mode: int = PRIVATE_FILE) -> bool:
     """Take group's and others' access away: whether that was needed and done (quietly
     not where it is not allowed).
 

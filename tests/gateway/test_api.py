@@ -431,3 +431,14 @@ def test_doctor_reports_checks_and_503_on_error(live: Live, api: httpx.Client) -
     checks = {c["name"]: c for c in error["details"]["checks"]}
     assert checks["token_file"]["status"] == "error"
     assert "chmod 600" in checks["token_file"]["message"]
+
+
+def test_a_token_left_readable_by_others_is_made_owner_only_at_start(  # type: ignore[no-untyped-def]
+    start_daemon, tmp_path
+) -> None:
+    first = start_daemon(tmp_path / "v")
+    token = first.daemon.token_path
+    first.stop()
+    os.chmod(token, 0o644)  # behind a private folder, loosened by hand
+    start_daemon(tmp_path / "v")
+    assert stat.S_IMODE(token.stat().st_mode) == 0o600

@@ -99,8 +99,10 @@ def _typist(facts: Path, note: Path, stop: Path) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
 
 
-def _writer(number: int, current: Current, ledger: Ledger, stop: threading.Event) -> None:
-    rng = random.Random(number)
+def _through_restarts(
+    current: Current, stop: threading.Event, step: Callable[[httpx.Client, int], None]
+) -> None:
+    """Call ``step(api, i)`` for i = 1, 2, ... on whichever daemon runs, until ``stop``."""
     i = 0
     while not stop.is_set():
         daemon = current.wait(stop)
@@ -110,35 +112,31 @@ def _writer(number: int, current: Current, ledger: Ledger, stop: threading.Event
             with daemon.client(timeout=15) as api:
                 while not stop.is_set():
                     i += 1
-                    _write_once(api, number, i, rng, ledger)
+                    step(api, i)
         except httpx.TransportError:
             time.sleep(0.05)  # killed: wait for the next daemon
 
 
+def _writer(number: int, current: Current, ledger: Ledger, stop: threading.Event) -> None:
+    rng = random.Random(number)
+    _through_restarts(current, stop, lambda api, i: _write_once(api, number, i, rng, ledger))
+
+
 def _task_writer(task: str, current: Current, ledger: Ledger, stop: threading.Event) -> None:
     """Updates a task (memvault rewrites its note) while the person types into that note."""
-    i = 0
-    while not stop.is_set():
-        daemon = current.wait(stop)
-        if daemon is None:
-            continue
-        try:
-            with daemon.client(timeout=15) as api:
-                while not stop.is_set():
-                    i += 1
-                    line = f"task update {i} noted as ztu{i}"
-                    priority = ("low", "high")[i % 2]
-                    response = api.patch(
-                        f"/v1/tasks/{task}", json={"priority": priority, "note": line}
-                    )
-                    with ledger.guard:
-                        if response.status_code == 200:
-                            ledger.task_notes.append(line)
-                        else:
-                            ledger.refused.append(f"PATCH {response.status_code} {response.text}")
-                    time.sleep(0.02)
-        except httpx.TransportError:
-            time.sleep(0.05)
+
+    def update(api: httpx.Client, i: int) -> None:
+        line = f"task update {i} noted as ztu{i}"
+        priority = ("low", "high")[i % 2]
+        response = api.patch(f"/v1/tasks/{task}", json={"priority": priority, "note": line})
+        with ledger.guard:
+            if response.status_code == 200:
+                ledger.task_notes.append(line)
+            else:
+                ledger.refused.append(f"PATCH {response.status_code} {response.text}")
+        time.sleep(0.02)
+
+    _through_restarts(current, stop, update)
 
 
 def _write_once(api: httpx.Client, number: int, i: int, rng: random.Random, ledger: Ledger) -> None:
@@ -240,7 +238,7 @@ def test_nothing_acknowledged_or_typed_by_hand_is_lost(
     assert [n for n in range(typed["notes"]) if noted.count(f"- hand note {n}\n") != 1] == []
     assert [line for line in ledger.task_notes if noted.count(line) != 1] == []
     assert sum(t.startswith("hand fact ") for t in listed.values()) == typed["facts"]
-    assert daemon.stop() == 0
+    assert daemon.stop()[0] == 0
 
     # The index the daemon left agrees with the files once `memvault index` has run.
     indexed = subprocess.run(

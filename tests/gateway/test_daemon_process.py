@@ -24,6 +24,7 @@ import httpx2 as httpx
 import pytest
 
 from cli_support import EXIT_CONFLICT, fail, invoke, ok, ok_json
+from daemon_process import DaemonProcess, daemon_env
 from gateway_support import Live, failed
 from memvault.gateway.client import DaemonClient, DaemonInfo, process_start, read_info, write_info
 from memvault.index.local_model import ModelFile
@@ -35,48 +36,6 @@ pytestmark = pytest.mark.timeout(120)
 
 TERMINATE = "terminate called"
 MEMVAULT_VAULT = (sys.executable, "-m", "memvault", "--vault")
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMVAULT_")}
-    env["MEMVAULT_EMBEDDER__PROVIDER"] = "none"
-    if "MEMVAULT_MODEL_CACHE" in os.environ:
-        env["MEMVAULT_MODEL_CACHE"] = os.environ["MEMVAULT_MODEL_CACHE"]
-    return {**env, **extra}
-
-
-class Serving:
-    """A ``memvault serve`` process for one vault, started and (at the end) stopped."""
-
-    def __init__(self, vault: Path, *args: str, env: dict[str, str] | None = None) -> None:
-        self.vault = vault
-        command = [sys.executable, "-m", "memvault", "--vault", str(vault), "serve", *args]
-        if "--port" not in args:
-            command += ["--port", "0"]
-        self.process = subprocess.Popen(
-            command, env=env or _env(), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
-        )
-        deadline = time.monotonic() + 60
-        while True:
-            info = read_info(vault)
-            if info is not None and info.pid == self.process.pid:
-                self.info = info
-                return
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.process.kill()
-                pytest.fail(f"memvault serve did not start: {self.process.communicate()[1]}")
-            time.sleep(0.02)
-
-    def stop(self, sig: int = signal.SIGTERM) -> tuple[int, str]:
-        if self.process.poll() is None:
-            self.process.send_signal(sig)
-        try:
-            _, err = self.process.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            _, err = self.process.communicate(timeout=10)
-            pytest.fail(f"the daemon did not exit after signal {sig}: {err[-2000:]}")
-        return self.process.returncode, err
 
 
 @pytest.fixture
@@ -145,7 +104,7 @@ def test_a_stale_daemon_json_naming_another_process_is_not_believed(
     assert stored["created_new"] is True and read_info(vault) is None
 
     _announce(vault, sleeper.pid)
-    serving = Serving(vault)
+    serving = DaemonProcess(vault)
     try:
         assert serving.info.pid == serving.process.pid
         assert ok_json(vault, "serve", "--status")["pid"] == serving.process.pid
@@ -161,12 +120,12 @@ def test_a_stale_daemon_json_naming_another_process_is_not_believed(
 
 
 def test_a_killed_daemon_leaves_nothing_that_blocks_the_next(vault: Path) -> None:
-    first = Serving(vault)
+    first = DaemonProcess(vault)
     first.stop(signal.SIGKILL)
     assert read_info(vault) is not None, "SIGKILL leaves daemon.json behind"
 
     assert invoke(vault, "serve", "--status").exit_code == 1
-    second = Serving(vault)  # starts: the dead daemon's lock went with it
+    second = DaemonProcess(vault)  # starts: the dead daemon's lock went with it
     try:
         again = fail(vault, "serve", "--port", "0", code=EXIT_CONFLICT)
         assert f"already serves {vault}" in again and f"pid {second.process.pid}" in again
@@ -201,7 +160,7 @@ def test_the_state_folder_and_its_files_are_the_owners_alone(
     assert {".memvault/index.db", ".memvault/locks"} <= set(_modes(state))
     assert _loose(state) == {}, "after remember"
 
-    serving = Serving(vault)
+    serving = DaemonProcess(vault)
     with httpx.Client(base_url=serving.info.url, timeout=30) as api:
         token = (state / "token").read_text().strip()
         api.headers["Authorization"] = f"Bearer {token}"
@@ -277,14 +236,14 @@ def test_sigterm_while_the_local_model_loads_exits_cleanly(
 ) -> None:
     for i in range(40):
         (vault / f"n{i}.md").write_text(f"# Note {i}\n\nThe harbour log, entry {i}.\n")
-    env = _env(
+    env = daemon_env(
         MEMVAULT_EMBEDDER__PROVIDER="local",
         MEMVAULT_MODEL_CACHE=str(prepared_model.cache),
         # No time for the loading thread: the process must still leave cleanly.
         MEMVAULT_SERVER__SHUTDOWN_GRACE_SECONDS="0.01",
     )
     for delay in (0.0, 0.05, 0.3):  # before, during and (mostly) after the load
-        serving = Serving(vault, env=env)
+        serving = DaemonProcess(vault, env=env)
         time.sleep(delay)
         code, err = serving.stop()
         assert code == 0 and TERMINATE not in err, (delay, err[-2000:])
@@ -306,7 +265,7 @@ def test_sigterm_ends_the_daemon_while_requests_and_threads_hang(vault: Path) ->
     hole = BlackHole()
     silent = f"http://127.0.0.1:{hole.port}/v1"
     ok_json(vault, "remember", "The boat is called Halcyon")  # work for the backfill
-    env = _env(
+    env = daemon_env(
         # The backfill thread waits on the silent embeddings API ...
         MEMVAULT_EMBEDDER__PROVIDER="openai",
         MEMVAULT_EMBEDDER__BASE_URL=silent,
@@ -322,7 +281,7 @@ def test_sigterm_ends_the_daemon_while_requests_and_threads_hang(vault: Path) ->
         SILENT_KEY="not-used",
         MEMVAULT_SERVER__SHUTDOWN_GRACE_SECONDS="1",
     )
-    serving = Serving(vault, env=env)
+    serving = DaemonProcess(vault, env=env)
     token = (vault / ".memvault/token").read_text().strip()
     answers: list[object] = []
 
@@ -365,7 +324,7 @@ def test_mcp_http_on_a_busy_port_says_so_in_one_sentence(vault: Path) -> None:
         port = taken.getsockname()[1]
         ran = subprocess.run(
             [*MEMVAULT_VAULT, str(vault), "mcp", "--http", "--port", str(port)],
-            env=_env(),
+            env=daemon_env(),
             capture_output=True,
             text=True,
             timeout=60,
@@ -380,7 +339,7 @@ def test_mcp_http_stops_cleanly_on_sigterm(vault: Path) -> None:
     port = _free_port()
     process = subprocess.Popen(
         [*MEMVAULT_VAULT, str(vault), "mcp", "--http", "--port", str(port)],
-        env=_env(),
+        env=daemon_env(),
         stderr=subprocess.PIPE,
         text=True,
     )
@@ -405,7 +364,7 @@ def test_mcp_http_on_port_zero_announces_the_port_it_picked(vault: Path) -> None
     """As `serve --port 0` does: a free port is picked, and the announced address answers."""
     process = subprocess.Popen(
         [*MEMVAULT_VAULT, str(vault), "mcp", "--http", "--port", "0"],
-        env=_env(),
+        env=daemon_env(),
         stderr=subprocess.PIPE,
         text=True,
     )
@@ -435,7 +394,7 @@ def test_mcp_http_on_port_zero_announces_the_port_it_picked(vault: Path) -> None
 def test_serve_on_a_port_another_vaults_daemon_holds_names_it(vault: Path, tmp_path: Path) -> None:
     other = tmp_path / "other"
     init_vault(Vault(other))
-    serving = Serving(other)
+    serving = DaemonProcess(other)
     try:
         port = serving.info.port
         message = fail(vault, "serve", "--port", port, code=EXIT_CONFLICT)

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -17,63 +14,11 @@ import httpx2 as httpx
 import pytest
 
 from cli_support import EXIT_CONFLICT, EXIT_NOT_FOUND, fail, invoke, ok, ok_json
-from memvault.gateway.client import read_info
+from daemon_process import DaemonProcess
 from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
 
 pytestmark = pytest.mark.timeout(180)
-
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMVAULT_")}
-    env["MEMVAULT_EMBEDDER__PROVIDER"] = "none"
-    return env
-
-
-class Served:
-    """A ``memvault serve`` process for one vault."""
-
-    def __init__(self, vault: Path, *args: str) -> None:
-        self.vault = vault
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "memvault",
-                "--vault",
-                str(vault),
-                "serve",
-                "--port",
-                "0",
-                *args,
-            ],
-            env=_env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        deadline = time.monotonic() + 60
-        while True:
-            info = read_info(vault)
-            if info is not None and info.pid == self.process.pid:
-                break
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                _, err = self.process.communicate(timeout=10)
-                pytest.fail(f"memvault serve did not start: {err[-2000:]}")
-            time.sleep(0.05)
-        self.url = info.url
-        self.token = (vault / ".memvault/token").read_text().strip()
-
-    def client(self) -> httpx.Client:
-        return httpx.Client(
-            base_url=self.url, headers={"Authorization": f"Bearer {self.token}"}, timeout=30
-        )
-
-    def stop(self, sig: int = signal.SIGTERM) -> tuple[int, str]:
-        if self.process.poll() is None:
-            self.process.send_signal(sig)
-        _, err = self.process.communicate(timeout=60)
-        return self.process.returncode, err
 
 
 @pytest.fixture
@@ -84,19 +29,19 @@ def vault(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def served(vault: Path) -> Iterator[Served]:
-    running = Served(vault)
+def served(vault: Path) -> Iterator[DaemonProcess]:
+    running = DaemonProcess(vault)
     yield running
     running.stop()
 
 
-def events(served: Served) -> list[dict[str, Any]]:
+def events(served: DaemonProcess) -> list[dict[str, Any]]:
     with served.client() as api:
         return list(api.get("/v1/poll").json()["result"]["events"])
 
 
 def test_cli_goes_through_the_daemon_and_answers_like_direct_mode(
-    vault: Path, served: Served
+    vault: Path, served: DaemonProcess
 ) -> None:
     stored = ok_json(
         vault, "remember", "The boat is called Halcyon", "--category", "fact", "-t", "boat"
@@ -137,7 +82,7 @@ def test_cli_goes_through_the_daemon_and_answers_like_direct_mode(
     assert fail(vault, "recall", "", code=2)
 
 
-def test_doctor_and_status_through_the_daemon(vault: Path, served: Served) -> None:
+def test_doctor_and_status_through_the_daemon(vault: Path, served: DaemonProcess) -> None:
     report = ok_json(vault, "doctor")
     assert report["checked_by"] == "daemon"
     assert {"token_file", "server_bind", "state_db"} <= {c["name"] for c in report["checks"]}
@@ -166,7 +111,7 @@ def test_without_a_daemon_commands_work_directly(vault: Path) -> None:
 
 
 def test_serve_stop_ends_the_daemon_cleanly(vault: Path) -> None:
-    served = Served(vault)
+    served = DaemonProcess(vault)
     result = ok(vault, "serve", "--stop")
     assert f"Stopped the daemon (pid {served.process.pid})" in result.stdout
     code, err = served.stop()
@@ -180,14 +125,14 @@ def test_serve_stop_ends_the_daemon_cleanly(vault: Path) -> None:
 
 
 def test_ctrl_c_stops_cleanly(vault: Path) -> None:
-    served = Served(vault)
+    served = DaemonProcess(vault)
     code, err = served.stop(signal.SIGINT)
     assert code == 0, err
     assert not (vault / ".memvault/daemon.json").exists()
 
 
 def test_sigterm_loses_no_accepted_write(vault: Path) -> None:
-    served = Served(vault)
+    served = DaemonProcess(vault)
     accepted: list[str] = []
     lock = threading.Lock()
     stop = threading.Event()
@@ -223,7 +168,7 @@ def test_sigterm_loses_no_accepted_write(vault: Path) -> None:
 
 
 def test_non_loopback_bind_says_the_token_is_required(vault: Path) -> None:
-    served = Served(vault, "--host", "0.0.0.0")
+    served = DaemonProcess(vault, "--host", "0.0.0.0")
     try:
         with httpx.Client(base_url=served.url, timeout=10) as anonymous:
             assert anonymous.get("/v1/poll").status_code == 401

@@ -23,14 +23,14 @@ from memvault.errors import MemvaultError
 from memvault.gateway.client import DaemonLock
 from memvault.gateway.doctor import DaemonFacts, Report, diagnose
 from memvault.gateway.events import EventBus, IdStore
-from memvault.gateway.security import ensure_secret, loose_permissions, tighten
+from memvault.gateway.security import ensure_secret
 from memvault.gateway.telemetry import LocationDiary, LocationSample, Received
 from memvault.index.backfill import Backfill
 from memvault.index.index import SyncReport
 from memvault.index.watch import follow
 from memvault.llm.base import LLMNotConfiguredError, Provider, TextSink
 from memvault.llm.factory import make_provider
-from memvault.locations import APPROVAL_FILE, TOKEN_FILE
+from memvault.locations import APPROVAL_FILE, TOKEN_FILE, tighten
 from memvault.mcp.server import MemvaultMCP
 from memvault.memory.sessions import Message, Session
 from memvault.runtime import Runtime
@@ -107,9 +107,8 @@ class Daemon:
     @staticmethod
     def _secret(path: Any) -> str:
         value = ensure_secret(path)
-        if loose_permissions(path) is not None:
+        if tighten(path):
             log.warning("token file was readable by others; now owner-only", extra={"path": path})
-            tighten(path)
         return value
 
     # -- lifecycle ---------------------------------------------------------------------

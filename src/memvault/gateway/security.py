@@ -14,10 +14,9 @@ import os
 import stat
 from pathlib import Path
 
-from memvault.locations import private_state_dir
+from memvault.locations import PRIVATE_FILE, private_state_dir
 
 TOKEN_BYTES = 32
-OWNER_ONLY = 0o600
 
 
 def read_secret(path: Path) -> str | None:
@@ -39,7 +38,7 @@ def ensure_secret(path: Path) -> str:
     private_state_dir(path.parent)
     value = secrets.token_urlsafe(TOKEN_BYTES)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, OWNER_ONLY)
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE)
     try:
         with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
             handle.write(value + "\n")
@@ -60,11 +59,6 @@ def loose_permissions(path: Path) -> int | None:
     except OSError:
         return None
     return mode if mode & 0o077 else None
-
-
-def tighten(path: Path) -> None:
-    """Make ``path`` readable by its owner only."""
-    os.chmod(path, OWNER_ONLY)
 
 
 def matches(given: str | None, secret: str) -> bool:

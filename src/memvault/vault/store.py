@@ -111,10 +111,10 @@ class Vault:
     def __init__(self, root: Path, *, lock_timeout: float = 10.0) -> None:
         self.root = root.expanduser().absolute()
         self.lock_timeout = lock_timeout
-        self._locks: dict[str, FileLock] = {}
+        # Per lock name: the file lock other processes share, and the in-process queue
+        # this process's threads wait in before it (see lock()).
+        self._locks: dict[str, tuple[FileLock, threading.RLock]] = {}
         self._locks_guard = threading.Lock()
-        # Threads of one process queue on these in front of the file locks (see lock()).
-        self._queues: dict[str, threading.RLock] = {}
         self._observers: list[Observer] = []
         self._path_max_bytes: int | None = None
 
@@ -423,11 +423,11 @@ class Vault:
 
     # -- locking -------------------------------------------------------------
 
-    def _lock_for(self, key: str) -> FileLock:
+    def _lock_for(self, key: str) -> tuple[FileLock, threading.RLock]:
         digest = hashlib.sha1(key.casefold().encode("utf-8")).hexdigest()[:16]
         with self._locks_guard:
-            lock = self._locks.get(digest)
-            if lock is None:
+            pair = self._locks.get(digest)
+            if pair is None:
                 lock_dir = self.state_dir / "locks"
                 try:
                     private_state_dir(self.state_dir)
@@ -439,8 +439,8 @@ class Vault:
                 lock = FileLock(
                     str(lock_dir / f"{digest}.lock"), timeout=self.lock_timeout, mode=PRIVATE_FILE
                 )
-                self._locks[digest] = lock
-            return lock
+                pair = self._locks[digest] = (lock, threading.RLock())
+            return pair
 
     @contextlib.contextmanager
     def lock(self, key: str) -> Iterator[None]:
@@ -451,9 +451,7 @@ class Vault:
         queue that wakes the next one at once; only the file lock, which other
         processes share, is polled.
         """
-        lock = self._lock_for(key)
-        with self._locks_guard:
-            queue = self._queues.setdefault(lock.lock_file, threading.RLock())
+        lock, queue = self._lock_for(key)
         if not queue.acquire(timeout=self.lock_timeout):
             raise VaultError(f"{key} is busy in this process; try again in a moment.")
         try:
