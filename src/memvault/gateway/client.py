@@ -111,6 +111,15 @@ def remove_info(vault: Path, pid: int) -> None:
             info_path(vault).unlink()
 
 
+def _proc_stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` from the state on (field 3 of proc(5) first),
+    or None where /proc cannot say (no such process, or no /proc: macOS)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+
+
 def process_alive(pid: int) -> bool:
     """Whether a process with this id runs (an exited one its parent has not reaped does not)."""
     try:
@@ -119,11 +128,8 @@ def process_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True  # no /proc (macOS): the signal test is all there is
-    return stat.rpartition(")")[2].split()[:1] != ["Z"]
+    fields = _proc_stat(pid)
+    return fields is None or fields[:1] != ["Z"]  # without /proc the signal test is all
 
 
 def process_start(pid: int) -> int | None:
@@ -132,10 +138,10 @@ def process_start(pid: int) -> int | None:
     Together with the pid it names one process: a pid reused after a crash
     has another start time.
     """
+    fields = _proc_stat(pid)
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-        return int(fields[19])  # field 22 of proc(5); fields[0] is field 3
-    except (OSError, IndexError, ValueError):
+        return int(fields[19]) if fields is not None else None  # field 22 of proc(5)
+    except (IndexError, ValueError):
         return None
 
 
