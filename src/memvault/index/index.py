@@ -592,7 +592,7 @@ class MemoryIndex:
             # The bytes indexed last time are kept: no need to hash or count them again.
             digest, above = last.hasher.copy(), last.lines
         else:
-            digest = hashlib.sha1(data[:indexed])
+            digest = _new_hasher(data[:indexed])
             if digest.hexdigest() != row["hash"]:
                 return False
             above = appended.data.count(b"\n", 0, indexed)
@@ -959,11 +959,11 @@ class _Appended:
     """A memory file as the append fast path last indexed it: bytes, running hash, lines."""
 
     data: bytes
-    hasher: Any
+    hasher: hashlib._Hash
     lines: int
 
     def hexdigest(self) -> str:
-        return str(self.hasher.hexdigest())
+        return self.hasher.hexdigest()
 
 
 def _link_kind(link: Link) -> str:
@@ -981,7 +981,12 @@ def _stale(row: Any, entry: FileEntry) -> bool:
 
 
 def _hash(data: bytes) -> str:
-    return hashlib.sha1(data).hexdigest()
+    """A note's content hash (notes.hash); _append_memories extends one incrementally."""
+    return _new_hasher(data).hexdigest()
+
+
+def _new_hasher(data: bytes | memoryview) -> hashlib._Hash:
+    return hashlib.sha1(data)
 
 
 def _chunk_meta(draft: ChunkDraft) -> tuple[Any, ...]:
