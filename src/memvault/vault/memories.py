@@ -31,7 +31,7 @@ from memvault.clock import Clock
 from memvault.errors import ConfigError, InvalidInputError, NotFoundError, NotTextError
 from memvault.text import check_values
 from memvault.vault.markdown import normalize_tag
-from memvault.vault.store import Change, Vault
+from memvault.vault.store import Change, Vault, decode_text
 from memvault.vocabulary import CATEGORIES
 
 log = logging.getLogger(__name__)
@@ -298,7 +298,7 @@ class Memories:
                 return cached
             if cached is not None and self._extend(cached, data):
                 return cached
-        text = _decode(data, path)
+        text = decode_text(data, path)
         parsed = MemoryFile(path, data, self._category_of(path, text))
         self._parse_into(parsed, text, first=1)
         with self._cache_guard:
@@ -313,7 +313,7 @@ class Memories:
         head = data[:400].decode("utf-8", errors="ignore")
         if len(old) < 400 and self._category_of(cached.path, head) != cached.category:
             return False  # the head the category is read from changed
-        tail = _decode(data[len(old) :], cached.path)
+        tail = decode_text(data[len(old) :], cached.path)
         cached.data = data
         self._parse_into(cached, tail, first=cached.line_count + 1)
         return True
@@ -642,13 +642,6 @@ def _clean_value(value: str, limit: int) -> str | None:
     while "::" in clean:
         clean = clean.replace("::", ":")
     return clean[:limit].strip() or None
-
-
-def _decode(data: bytes, path: str) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise NotTextError(f"{path} is not UTF-8 text and cannot be read as a note.") from None
 
 
 def _new_id(taken: Callable[[str], bool]) -> str:

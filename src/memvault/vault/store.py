@@ -92,7 +92,8 @@ class FileEntry:
         }
 
 
-def _decode(data: bytes, relpath: str) -> str:
+def decode_text(data: bytes, relpath: str) -> str:
+    """A file's bytes as UTF-8 text; NotTextError (naming ``relpath``) when they are not."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -323,7 +324,7 @@ class Vault:
 
     def read_text(self, relpath: str) -> str:
         """The file as UTF-8 text, byte for byte (CRLF and BOM kept)."""
-        return _decode(self.read_bytes(relpath), normalize_relpath(relpath))
+        return decode_text(self.read_bytes(relpath), normalize_relpath(relpath))
 
     def stat(self, relpath: str) -> FileEntry:
         """Size and modification time of one file or folder."""
@@ -556,7 +557,7 @@ class Vault:
                 newline = "\n"
                 prefix = ""
                 if size:
-                    head = _decode(os.pread(fd, min(size, 4096), 0), clean)
+                    head = decode_text(os.pread(fd, min(size, 4096), 0), clean)
                     newline = detect_newline(head) if "\n" in head else "\n"
                     if os.pread(fd, 1, size - 1) != b"\n":
                         prefix = newline
@@ -596,7 +597,7 @@ class Vault:
                 with _Seen.read(real, clean) as seen:
                     if seen.data is None and must_exist:
                         raise NotFoundError(f"No note at {clean}.")
-                    current = None if seen.data is None else _decode(seen.data, clean)
+                    current = None if seen.data is None else decode_text(seen.data, clean)
                     updated = change(current)
                     if updated is None or updated == current:
                         return current if updated is None else updated
