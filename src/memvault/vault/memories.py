@@ -106,20 +106,18 @@ class MemoryFile:
         self.in_frontmatter = data.startswith(b"---")
         self.in_fence = False
         self.by_norm: dict[str, Memory] = {}
-        self.ids: set[str] = set()
+        self.by_id: dict[str, Memory] = {}  # a repeated id: its last line
 
     def take(self, memories: Iterable[Memory]) -> None:
         """Add parsed memories to the lists and lookup tables."""
         for memory in memories:
             self.memories.append(memory)
             self.by_norm.setdefault(normalize_text(memory.text), memory)
-            self.ids.add(memory.id)
+            self.by_id[memory.id] = memory
 
     def find(self, memory_id: str) -> Memory | None:
-        """The memory with this id, looked for from the end (where new lines are)."""
-        if memory_id not in self.ids:
-            return None
-        return next(m for m in reversed(self.memories) if m.id == memory_id)
+        """The memory with this id (the last line holding it, if several do)."""
+        return self.by_id.get(memory_id)
 
 
 @dataclass(frozen=True)
@@ -521,7 +519,7 @@ class Memories:
                 )
 
             def taken(candidate: str) -> bool:
-                return candidate in added_ids or any(candidate in f.ids for f in files)
+                return candidate in added_ids or any(candidate in f.by_id for f in files)
 
             pending: dict[str, list[Memory]] = {}
             for memory in prepared:
