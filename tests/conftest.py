@@ -21,6 +21,7 @@ from memvault.runtime import Runtime
 from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
 from support import TZ, HashEmbedder, MovableClock
+from telegram_fake import FakeTelegram
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -83,3 +84,11 @@ def write(vault: Vault) -> Callable[[str, str], Path]:
         return target
 
     return _write
+
+
+@pytest.fixture
+def tg(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeTelegram]:
+    """A fake Telegram Bot API on loopback; its token in $TELEGRAM_BOT_TOKEN."""
+    with FakeTelegram() as fake:
+        monkeypatch.setenv("TELEGRAM_BOT_TOKEN", fake.token)
+        yield fake

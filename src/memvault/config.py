@@ -255,6 +255,71 @@ class TelemetrySettings(Section):
     journal_section: str = Field("Locations", description="journal section of location lines")
 
 
+ChannelPolicy = Literal["quiet", "pairing", "allowlist", "open"]
+
+
+class ChannelSettings(Section):
+    """What every channel shares: who the owner is and who else may talk."""
+
+    enabled: bool = Field(False, description="start this channel with the daemon")
+    owner: list[str] = Field(
+        [], description="the owner's ids on this channel (Telegram: your numeric user id)"
+    )
+    policy: ChannelPolicy = Field(
+        "quiet",
+        description="anyone else: quiet (no answer; the owner is told once), pairing (a "
+        "one-time code), allowlist (only `allow`), open (everyone)",
+    )
+    allow: list[str] = Field([], description="sender ids allowed besides the owner")
+    respond: bool = Field(True, description="answer messages (with the agent when a model is set)")
+    max_pending: int = Field(
+        3, ge=1, le=50, description="strangers waiting for approval at most (pairing, quiet)"
+    )
+    silence_hours: float = Field(
+        0.0, ge=0, description="doctor warns after this long without a message; 0 never warns"
+    )
+
+    @field_validator("owner", "allow", mode="before")
+    @classmethod
+    def _ids_as_text(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return [str(item).strip() for item in value]
+        return value
+
+
+class TelegramSettings(ChannelSettings):
+    """Telegram through the Bot API (python-telegram-bot), by long polling."""
+
+    token_env: str = Field(
+        "TELEGRAM_BOT_TOKEN", description="environment variable holding the bot token"
+    )
+    base_url: str = Field(
+        "https://api.telegram.org/bot", description="Bot API endpoint (a local Bot API server)"
+    )
+    base_file_url: str = Field(
+        "https://api.telegram.org/file/bot", description="where the Bot API serves files"
+    )
+    poll_timeout: int = Field(30, ge=0, le=50, description="seconds one getUpdates call waits")
+    max_message_length: int = Field(
+        4096, ge=64, le=4096, description="longer replies are split into several messages"
+    )
+
+
+class ChannelsSettings(Section):
+    """The messaging channels the owner reaches the agent on."""
+
+    approval_timeout: float = Field(
+        300.0, gt=0, le=86_400, description="seconds a tool call waits for the owner's reply"
+    )
+    attachments_folder: str = Field(
+        "Attachments", description="vault folder where received photos and files are saved"
+    )
+    send_retries: int = Field(
+        8, ge=0, le=100, description="retries of a reply that failed to send, with backoff"
+    )
+    telegram: TelegramSettings = Field(default_factory=TelegramSettings)
+
+
 class Settings(BaseSettings):
     """Every setting memvault reads. Sections group related settings."""
 
@@ -282,6 +347,7 @@ class Settings(BaseSettings):
     server: ServerSettings = Field(default_factory=ServerSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     cli: CliSettings = Field(default_factory=CliSettings)
+    channels: ChannelsSettings = Field(default_factory=ChannelsSettings)
 
     @field_validator("timezone")
     @classmethod

@@ -37,6 +37,15 @@ from support import HashEmbedder
 pytestmark = pytest.mark.timeout(120)
 
 UNKNOWN = "m-00000000"
+# The vault's Telegram channel: its owner, and someone nobody let in.
+OWNER = "4242"
+STRANGER = "555"
+TELEGRAM = f"""
+[channels.telegram]
+enabled = true
+owner = ["{OWNER}"]
+base_url = "http://127.0.0.1:9/bot"
+"""
 
 CASES: list[tuple[str, ...]] = [
     # remember
@@ -105,6 +114,19 @@ CASES: list[tuple[str, ...]] = [
     ("contact", "show", "telegram:999"),
     ("contact", "show", "Nobody"),
     ("contact", "add", "Ada", "--id", "nochannel"),
+    # channels: send goes through the daemon; deciding on senders and the outbox
+    # work on state.db either way
+    ("channels", "send", "fax", "owner", "hi"),
+    ("channels", "send", "telegram", "owner", ""),
+    ("channels", "send", "telegram", "owner", "   "),
+    ("channels", "send", "telegram", "", "hi"),
+    ("channels", "send", "telegram", "Nobody", "hi"),
+    ("channels", "send", "telegram", STRANGER, "hi"),
+    ("channels", "pending", "fax"),
+    ("channels", "approve", "telegram", "999"),
+    ("channels", "block", "telegram", OWNER),
+    ("channels", "outbox", "--retry", "999"),
+    ("channels", "outbox", "--status", "lost"),
 ]
 
 
@@ -119,20 +141,24 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     # start_daemon is function-scoped; a module-scoped daemon is built the same way.
     root = tmp_path_factory.mktemp("same-errors") / "vault"
     init_vault(Vault(root))
-    # The settings a CLI in direct mode reads too (the same time zone, say).
-    runtime = Runtime.open(load_settings(root).settings, embedder=HashEmbedder())
-    sock = bind("127.0.0.1", 0)
-    daemon = Daemon(runtime, host="127.0.0.1", port=sock.getsockname()[1], background=False)
-    server = DaemonServer(uvicorn.Config(create_app(daemon), log_config=None), daemon)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the daemon did not start"
-        time.sleep(0.01)
-    live = Live(daemon, server, thread, f"http://127.0.0.1:{sock.getsockname()[1]}")
-    yield live
-    live.stop()
+    with (root / ".memvault/config.toml").open("a", encoding="utf-8") as config:
+        config.write(TELEGRAM)  # enabled, never started: nothing is sent (background=False)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TELEGRAM_BOT_TOKEN", "123456:same-errors")
+        # The settings a CLI in direct mode reads too (the same time zone, say).
+        runtime = Runtime.open(load_settings(root).settings, embedder=HashEmbedder())
+        sock = bind("127.0.0.1", 0)
+        daemon = Daemon(runtime, host="127.0.0.1", port=sock.getsockname()[1], background=False)
+        server = DaemonServer(uvicorn.Config(create_app(daemon), log_config=None), daemon)
+        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 20
+        while not server.started:
+            assert thread.is_alive() and time.monotonic() < deadline, "the daemon did not start"
+            time.sleep(0.01)
+        live = Live(daemon, server, thread, f"http://127.0.0.1:{sock.getsockname()[1]}")
+        yield live
+        live.stop()
 
 
 @pytest.fixture(scope="module")

@@ -216,8 +216,15 @@ class Agent:
         on_step: StepSink | None = None,
         cancel: threading.Event | None = None,
         policy: Policy | None = None,
+        recorded: bool = False,
+        sender_note: str | None = None,
     ) -> RunResult:
-        """Run one command in a session; the outcome is persisted whatever happens."""
+        """Run one command in a session; the outcome is persisted whatever happens.
+
+        ``recorded`` says the command is already the session's last message (a channel
+        logged it when it arrived), so it is neither logged nor replayed twice.
+        ``sender_note`` is the writer's contact note, shown to the model with ``sender``.
+        """
         command = command.strip()
         if not command:
             raise InvalidInputError("The command is empty; say what the agent should do.")
@@ -233,11 +240,17 @@ class Agent:
             channel=channel,
         )
         try:
-            self._end_if_idle(run)
-            history = self._history(key)
-            logged, _ = self._log(key, command, role="user", channel=channel, sender=sender)
+            if recorded:
+                history = self._history(key)
+                if history and history[-1].role == "user":
+                    history.pop()
+                logged = self.runtime.sessions.get(key)
+            else:
+                self._end_if_idle(run)
+                history = self._history(key)
+                logged, _ = self._log(key, command, role="user", channel=channel, sender=sender)
             run.emit(Step("run_started", {"session": key, "command": command}))
-            result = self._run(command, logged, history, run)
+            result = self._run(command, logged, history, run, sender, sender_note)
         except (RunCancelledError, KeyboardInterrupt):
             result = self._result(run, "cancelled", "", "cancelled by the owner")
         except LLMError as exc:
@@ -265,7 +278,13 @@ class Agent:
             run.emit(Step("session_ended", ended.to_dict()))
 
     def _run(
-        self, command: str, session: Session, history: list[ChatMessage], run: _Run
+        self,
+        command: str,
+        session: Session,
+        history: list[ChatMessage],
+        run: _Run,
+        sender: str | None = None,
+        sender_note: str | None = None,
     ) -> RunResult:
         budget = self.settings.context_budget
         context = self.runtime.context.build(query=command, budget_tokens=budget)
@@ -278,6 +297,8 @@ class Agent:
                 channel=session.channel if run.channel is None else run.channel,
                 context=context,
                 tool_names=tuple(t.name for t in tools),
+                sender=sender if sender_note is not None else None,
+                sender_note=sender_note,
             )
         )
         messages = [ChatMessage("system", system), *history, ChatMessage("user", command)]

@@ -116,13 +116,14 @@ class _Terminal:
 
 def _agent(runtime: Runtime, yes: bool, terminal: _Terminal) -> Agent:
     from memvault.agent.loop import Agent
+    from memvault.channels.tools import full_registry
     from memvault.llm.factory import make_provider
     from memvault.tools.policy import AllowAll, TerminalApprover
 
     provider = make_provider(runtime.settings.llm)
     _show_warnings(terminal)
     approver = AllowAll() if yes else TerminalApprover(ask=terminal.ask)
-    return Agent(runtime, provider, approver=approver)
+    return Agent(runtime, provider, registry=full_registry(), approver=approver)
 
 
 class _TerminalLog(logging.Handler):

@@ -38,6 +38,7 @@ class RootGroup(ErrorBoundaryGroup):
         "config": "memvault.cli.config",
         "tools": "memvault.cli.tools",
         "embedder": "memvault.cli.embedder",
+        "channels": "memvault.cli.channels",
     }
 
 

@@ -33,9 +33,10 @@ def mcp(
     # stdout is the protocol channel on stdio: every log line goes to stderr.
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="memvault: %(message)s")
     runtime = open_runtime(ctx, vault)
+    from memvault.channels.tools import full_registry
     from memvault.mcp.server import MemvaultMCP, http_app, serve_stdio
 
-    server = MemvaultMCP(runtime)
+    server = MemvaultMCP(runtime, full_registry())
     if not http:
         import anyio
 

@@ -37,9 +37,9 @@ app = group("The tools agents call: list, export as schemas, call one.")
 @app.command("list")
 def list_tools(as_json: JsonOption = False) -> None:
     """List the tools with their tiers."""
-    from memvault.tools import default_registry
+    from memvault.channels.tools import full_registry
 
-    registry = default_registry()
+    registry = full_registry()
     if as_json:
         emit_json(
             [
@@ -89,11 +89,11 @@ def export_tools(
     ] = 3,
 ) -> None:
     """Print the tool schemas as JSON for Anthropic, OpenAI or MCP clients."""
-    from memvault.tools import default_registry
+    from memvault.channels.tools import full_registry
     from memvault.tools.export import export
     from memvault.tools.policy import Tier
 
-    registry = default_registry()
+    registry = full_registry()
     kept = [t.name for t in registry.visible(Tier(max_tier))]
     emit_json(
         [
@@ -124,7 +124,7 @@ def call(
     Reads go through the daemon when one serves the vault (one is started for
     searches, as for `memvault search`); writes are asked for here.
     """
-    from memvault.tools import default_registry
+    from memvault.channels.tools import full_registry
     from memvault.tools.policy import Tier
 
     try:
@@ -133,7 +133,7 @@ def call(
         raise InvalidInputError(
             f"--args is not valid JSON ({exc.msg} at column {exc.colno})."
         ) from None
-    registry = default_registry()
+    registry = full_registry()
     tool = registry.get(name)  # an unknown name is a plain error, before anything is asked
     result = None
     if tool.tier == Tier.READ and isinstance(arguments, dict):

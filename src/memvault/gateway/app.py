@@ -22,6 +22,7 @@ from memvault.gateway.daemon import Daemon
 from memvault.gateway.middleware import AccessLog, Guard, HostCheck
 from memvault.gateway.routes import (
     agent,
+    channels,
     events,
     memory,
     notes,
@@ -70,7 +71,18 @@ def create_app(daemon: Daemon) -> FastAPI:
     )
     app.state.daemon = daemon
     errors.install(app)
-    for module in (system, memory, notes, tasks, tools, sessions, agent, events, telemetry):
+    for module in (
+        system,
+        memory,
+        notes,
+        tasks,
+        tools,
+        sessions,
+        agent,
+        channels,
+        events,
+        telemetry,
+    ):
         app.include_router(module.router)
     app.router.routes.extend(mcp_routes)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]

@@ -24,7 +24,13 @@ from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import quote, urlencode
 
-from memvault.errors import ConflictError, MemvaultError, VaultError
+from memvault.errors import (
+    EXIT_FAILED,
+    ConflictError,
+    MemvaultError,
+    VaultError,
+    exit_code_for,
+)
 from memvault.gateway.security import read_secret
 from memvault.locations import (
     DAEMON_FILE,
@@ -301,7 +307,9 @@ class RemoteError(MemvaultError):
 
     @property
     def exit_code(self) -> int:  # type: ignore[override]
-        return self._EXIT_CODES.get(self.status, 1)
+        """The exit code the same error has in this process; else one by HTTP status."""
+        local = exit_code_for(self.remote_code)
+        return local if local != EXIT_FAILED else self._EXIT_CODES.get(self.status, EXIT_FAILED)
 
     @property
     def code(self) -> str:  # type: ignore[override]

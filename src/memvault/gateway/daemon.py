@@ -19,6 +19,9 @@ from typing import Any
 
 from memvault.agent.loop import Agent, RunResult, StepSink
 from memvault.agent.sessions import SessionCloser
+from memvault.channels.hub import Hub
+from memvault.channels.router import Hooks, Turn
+from memvault.channels.tools import full_registry
 from memvault.errors import MemvaultError
 from memvault.gateway.client import DaemonLock
 from memvault.gateway.doctor import DaemonFacts, Report, diagnose
@@ -34,7 +37,7 @@ from memvault.locations import APPROVAL_FILE, TOKEN_FILE, tighten
 from memvault.mcp.server import MemvaultMCP
 from memvault.memory.sessions import Message, Session
 from memvault.runtime import Runtime
-from memvault.tools import ToolRegistry, default_registry
+from memvault.tools import ToolRegistry
 from memvault.tools.policy import AllowAll, DenyAll, Policy
 from memvault.vault.memories import Memory
 from memvault.vault.store import Change
@@ -78,7 +81,8 @@ class Daemon:
         )
         self.sessions = runtime.sessions
         self.diary = LocationDiary(self.state, runtime.journal, runtime.clock, settings.telemetry)
-        self.registry = registry or default_registry()
+        # The channel tools send and read through this daemon's hub (made below).
+        self.registry = registry or full_registry(lambda _runtime: self.hub)
         self.token_path = state_dir / TOKEN_FILE
         self.approval_path = state_dir / APPROVAL_FILE
         self.token = self._secret(self.token_path)
@@ -94,6 +98,16 @@ class Daemon:
             self.sessions, settings.agent, self.provider, end=self._end_announced
         )
         self._agent: Agent | None = None
+        self.hub = Hub(
+            runtime,
+            Hooks(
+                publish=self._publish,
+                log_message=self.log_message,
+                end_session=self.end_session,
+                end_if_idle=self.closer.end_if_idle,
+                responder=self._respond if self.provider is not None else None,
+            ),
+        )
         self.started_at = time.monotonic()
         self.watching = threading.Event()
         self.stopping = threading.Event()
@@ -117,6 +131,7 @@ class Daemon:
         """Start the background work: watcher, backfill, model warm-up."""
         if not self.background:
             return
+        self.hub.start()
         self._spawn("memvault-watch", self._watch)
         self._spawn("memvault-sessions", self._sweep_sessions)
         if self.runtime.embedder.enabled:
@@ -140,6 +155,7 @@ class Daemon:
         deadline = time.monotonic() + grace
         if self._backfill is not None:
             self._backfill.stop(timeout=grace)
+        self.hub.stop(timeout=max(deadline - time.monotonic(), 0.0))
         for thread in self._threads:
             thread.join(max(deadline - time.monotonic(), 0.0))
         try:
@@ -325,6 +341,10 @@ class Daemon:
             cancel=cancel,
             policy=policy,
         )
+        self._announce_run(result)
+        return result
+
+    def _announce_run(self, result: RunResult) -> None:
         self.bus.publish(
             "agent_run",
             {
@@ -336,7 +356,28 @@ class Daemon:
             },
             source="agent",
         )
-        return result
+
+    def _respond(self, turn: Turn) -> str:
+        """The hub's responder: the agent answers a channel message in its session."""
+        agent = self.agent()
+        agent.index_followed = self.watching.is_set()
+        message = turn.message
+        result = agent.run(
+            turn.text,
+            session=turn.session,
+            channel=message.channel,
+            sender=message.sender_name or message.sender_id,
+            policy=turn.policy,
+            recorded=True,
+            sender_note=turn.contact,
+        )
+        self._announce_run(result)
+        if result.ok:
+            return result.answer or "(The agent finished without an answer.)"
+        return f"I could not finish that ({result.status}): {result.summary}"
+
+    def _publish(self, kind: str, payload: dict[str, Any], source: str) -> None:
+        self.bus.publish(kind, payload, source=source)
 
     def receive_locations(self, samples: list[LocationSample]) -> Received:
         """Store location samples (journaling the ones that matter) and announce them."""
@@ -367,6 +408,7 @@ class Daemon:
             state=self.state,
             token_path=self.token_path,
             llm_health=self.provider.health if self.provider is not None else None,
+            channel_checks=self.hub.checks(),
         )
         return diagnose(self.runtime, facts)
 

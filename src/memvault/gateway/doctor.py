@@ -7,6 +7,7 @@ vault checks locally.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from memvault import __version__
+from memvault.config import ChannelSettings
 from memvault.errors import MemvaultError
 from memvault.gateway.security import loose_permissions
 from memvault.index.embedders import LocalEmbedder
@@ -62,6 +64,8 @@ class DaemonFacts:
     state: StateDB
     token_path: Path
     llm_health: Health | None = None
+    # (name, status, sentence) of every enabled channel, from the hub.
+    channel_checks: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -382,4 +386,37 @@ def diagnose(runtime: Runtime, daemon: DaemonFacts | None = None) -> Report:
             check = Check(name, "error", f"The check failed: {type(exc).__name__}: {exc}.")
         if check is not None:  # None: the check does not apply here
             report.checks.append(check)
+    if daemon is not None:
+        report.checks.extend(Check(*item) for item in daemon.channel_checks)
+    else:
+        report.checks.extend(_channels_offline(runtime))
     return report
+
+
+def _channels_offline(runtime: Runtime) -> list[Check]:
+    """Enabled channels when no daemon runs them: is the token there, and who runs them."""
+    checks = []
+    settings = runtime.settings.channels
+    for name in type(settings).model_fields:
+        config = getattr(settings, name)
+        if not isinstance(config, ChannelSettings) or not config.enabled:
+            continue
+        token_env = getattr(config, "token_env", None)
+        if token_env and not os.environ.get(token_env, "").strip():
+            checks.append(
+                Check(
+                    f"channel_{name}",
+                    "error",
+                    f"channels.{name} is enabled but ${token_env} is not set; "
+                    "export the token there.",
+                )
+            )
+        else:
+            checks.append(
+                Check(
+                    f"channel_{name}",
+                    "warning",
+                    f"{name} is enabled; it runs inside `memvault serve`, which is not running.",
+                )
+            )
+    return checks

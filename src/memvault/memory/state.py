@@ -2,7 +2,8 @@
 
 Unlike the index (derived from the vault, rebuildable at any time), this
 database holds what exists nowhere else: sessions and their messages, the
-event id counter, location samples. It is SQLite in WAL mode, shared by the
+event id counter, location samples, and the channels' inbox, outbox, senders
+and approvals. It is SQLite in WAL mode, shared by the
 daemon's threads through one connection guarded by a lock; every write is a
 transaction.
 """
@@ -57,6 +58,83 @@ _MIGRATIONS: dict[int, str] = {
         journaled INTEGER NOT NULL DEFAULT 0
     );
     CREATE INDEX location_samples_journaled ON location_samples (journaled, observed_at)
+    """,
+    # Channels: what arrived (stored before the platform is told), what goes out (retried
+    # until sent), who may talk, and the owner's approvals of tool calls from a chat.
+    2: """
+    CREATE TABLE channel_inbox (
+        id INTEGER PRIMARY KEY,
+        channel TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        sender_id TEXT NOT NULL,
+        received_at TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        status TEXT NOT NULL DEFAULT 'new',
+        note TEXT,
+        handled_at TEXT,
+        UNIQUE (channel, message_id)
+    );
+    CREATE INDEX channel_inbox_status ON channel_inbox (status, id);
+    CREATE INDEX channel_inbox_chat ON channel_inbox (channel, chat_id, id);
+    CREATE TABLE channel_outbox (
+        id INTEGER PRIMARY KEY,
+        channel TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        text TEXT NOT NULL,
+        reply_to TEXT,
+        media TEXT,
+        buttons TEXT,
+        inbox_id INTEGER,
+        part INTEGER NOT NULL DEFAULT 1,
+        parts INTEGER NOT NULL DEFAULT 1,
+        status TEXT NOT NULL DEFAULT 'pending',
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at TEXT NOT NULL,
+        last_error TEXT,
+        created_at TEXT NOT NULL,
+        sent_at TEXT,
+        platform_ids TEXT
+    );
+    CREATE INDEX channel_outbox_status ON channel_outbox (status, id);
+    CREATE INDEX channel_outbox_inbox ON channel_outbox (inbox_id);
+    CREATE TABLE channel_senders (
+        channel TEXT NOT NULL,
+        sender_id TEXT NOT NULL,
+        chat_id TEXT,
+        name TEXT,
+        username TEXT,
+        status TEXT NOT NULL,
+        code TEXT,
+        code_expires_at TEXT,
+        first_seen TEXT NOT NULL,
+        last_seen TEXT NOT NULL,
+        messages INTEGER NOT NULL DEFAULT 0,
+        owner_told INTEGER NOT NULL DEFAULT 0,
+        decided_at TEXT,
+        decided_by TEXT,
+        PRIMARY KEY (channel, sender_id)
+    );
+    CREATE TABLE channel_approvals (
+        id INTEGER PRIMARY KEY,
+        short_id TEXT NOT NULL,
+        session TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        tier INTEGER NOT NULL,
+        category TEXT NOT NULL,
+        summary TEXT NOT NULL,
+        call_hash TEXT NOT NULL,
+        status TEXT NOT NULL,
+        scope TEXT,
+        requested_at TEXT NOT NULL,
+        resolved_at TEXT,
+        resolved_by TEXT
+    );
+    CREATE UNIQUE INDEX channel_approvals_pending ON channel_approvals (short_id)
+        WHERE status = 'pending'
     """,
 }
 SCHEMA_VERSION = max(_MIGRATIONS)

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 READ = "reads"
 FILE_WRITES = "file_writes"
@@ -58,11 +58,17 @@ class ApprovalRequest:
         return f"Allow {self.tool}: {self.summary}? (approves {scope})"
 
 
+ONCE: Literal["once"] = "once"
+# What an approver answers: True (yes; a tier-2 category stays approved for the session),
+# ONCE (this call only) or False.
+Answer = bool | Literal["once"]
+
+
 class Approver(Protocol):
     """Decides whether the owner allows a call."""
 
-    def approve(self, request: ApprovalRequest) -> bool:
-        """True to allow the call."""
+    def approve(self, request: ApprovalRequest) -> Answer:
+        """True to allow the call (and its tier-2 category), ONCE for this call alone."""
         ...
 
 
@@ -131,8 +137,10 @@ class Policy:
                 return Decision(True, "autonomous mode")
             if request.category in self.granted:
                 return Decision(True, f"{request.category} approved earlier this session")
-            if self.approver.approve(request):
+            answer = self.approver.approve(request)
+            if answer is True:
                 self.granted.add(request.category)
+            if answer:
                 return Decision(True, "approved", asked=True)
             return Decision(False, _refusal(request), asked=True)
         if self.approver.approve(request):

@@ -525,6 +525,15 @@ class Vault:
         self.notify(Change(clean, "write"))
         return clean
 
+    def create_bytes(self, relpath: str, data: bytes) -> str:
+        """Write a new file (an attachment) atomically; an existing one is a ConflictError."""
+        clean = normalize_relpath(relpath)
+        target = self.resolve(clean)
+        with self._explained(clean, "write"), self.lock(clean):
+            self._atomic_write(target, data, exclusive=True)
+        self.notify(Change(clean, "write"))
+        return clean
+
     def create_text(self, relpath: str, text: str) -> bool:
         """Create a note only if nothing exists at ``relpath``; True if it was created."""
         try:

@@ -1,4 +1,5 @@
-"""Memories, search and context: ``/v1/memories``, ``/v1/search``, ``/v1/context``."""
+"""Memories, search and context: ``/v1/memories``, ``/v1/search``, ``/v1/context``
+(which also answers a channel conversation's context, with ``adapter=``)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
 
+from memvault.channels.owner import channel_named
 from memvault.gateway.daemon import Daemon
 from memvault.gateway.routes import COMMON_ERRORS, DaemonDep, errors
 from memvault.gateway.schemas import (
+    ChannelContext,
     Context,
     Envelope,
     Forgotten,
@@ -169,19 +172,39 @@ def search(
     return run_search(daemon, q, limit, filters, keyword=keyword, mmr=mmr, min_score=min_score)
 
 
-@router.get("/context", response_model=NoticedEnvelope[Context], responses=errors(*COMMON_ERRORS))
+@router.get(
+    "/context",
+    response_model=NoticedEnvelope[Context | ChannelContext],
+    responses=errors(*COMMON_ERRORS),
+)
 def context(
     daemon: DaemonDep,
     query: Annotated[str | None, Query(description="The request about to be handled.")] = None,
     budget: Annotated[
         int | None, Query(description="Token budget, 50 to 200000 (default 2000).")
     ] = None,
+    adapter: Annotated[
+        str | None,
+        Query(description="A channel, e.g. telegram: its conversation's context instead."),
+    ] = None,
+    conversation: Annotated[
+        str | None,
+        Query(description="With adapter: 'owner' (the default), a chat id, or a contact's name."),
+    ] = None,
 ) -> dict[str, Any]:
     """The Markdown an agent gets at the start of a run, within a token budget.
 
     While the embedding model loads, what is relevant is found by keywords
     and the notice says so.
+
+    With ``adapter`` (the earlier design's ``GET /v1/context?adapter=``), the
+    context of a conversation on that channel instead: the chat, its name, the
+    sender's contact note, the session, and what the platform says of it.
     """
+    if adapter:
+        channel = channel_named(daemon.hub, adapter)
+        found = daemon.hub.context(channel, conversation or None)
+        return {"ok": True, "result": found, "notice": None}
     if query:
         daemon.fresh_index()
     result = daemon.runtime.context.build_result(query or None, budget, wait_for_model=False)

@@ -1,0 +1,250 @@
+"""The adapter protocol: what every messaging channel implements.
+
+An adapter turns one platform (Telegram, email, Slack, ...) into two
+streams: :class:`Inbound` messages handed to the hub's handler, and
+:class:`Outbound` messages it sends. It never calls the agent, the vault or
+the router: the hub (:mod:`memvault.channels.hub`) stores what arrives,
+routes it, and queues what goes out.
+
+The contract that keeps messages safe:
+
+- :meth:`Adapter.start` runs until it is cancelled. It awaits the handler
+  for every message before it acknowledges that message to the platform
+  (Telegram's offset moves past an update only after the handler
+  returned), so a crash redelivers instead of losing.
+- Errors are classed, so the hub knows what to do: :class:`RateLimitedError`
+  (wait ``retry_after``), :class:`ChannelError` (transient: back off and
+  retry), :class:`MessageRejectedError` (this message can never be sent: no
+  retry), :class:`ChannelFatalError` (bad token, another poller: the
+  adapter stops and ``doctor`` says why).
+- The reads (:meth:`Adapter.conversations`, :meth:`Adapter.messages`,
+  :meth:`Adapter.context`) are optional; an adapter that cannot read its
+  platform raises :class:`NotSupportedError` and the hub answers from
+  memvault's own log of the channel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, ClassVar
+
+from memvault.errors import MemvaultError
+
+
+class ChannelError(MemvaultError):
+    """A transient failure talking to a platform (network, 5xx): retried with backoff."""
+
+    code = "channel_failed"
+    http_status = 503
+    retriable = True
+
+
+class RateLimitedError(ChannelError):
+    """The platform asked us to wait (Telegram's 429 ``retry_after``)."""
+
+    code = "rate_limited"
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class MessageRejectedError(ChannelError):
+    """The platform refused this one message (unknown chat, bad content): never retried."""
+
+    code = "message_rejected"
+    http_status = 400
+    retriable = False
+
+
+class ChannelFatalError(ChannelError):
+    """The adapter cannot go on (bad token, another poller on the same bot)."""
+
+    code = "channel_fatal"
+    retriable = False
+
+
+class NotSupportedError(MemvaultError):
+    """The adapter does not implement this operation (the earlier design's ``not_supported``)."""
+
+    code = "not_supported"
+    exit_code = 2
+    http_status = 400
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """A file that came with a message; ``path`` is set once it is saved into the vault."""
+
+    kind: str  # photo | document | voice | audio | video
+    file_id: str  # the platform's handle, to fetch it
+    name: str | None = None
+    mime: str | None = None
+    size: int | None = None
+    path: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "kind": self.kind,
+            "file_id": self.file_id,
+            "name": self.name,
+            "mime": self.mime,
+            "size": self.size,
+            "path": self.path,
+        }
+
+
+@dataclass(frozen=True)
+class Inbound:
+    """One message (or button press) that arrived on a channel."""
+
+    channel: str
+    message_id: str  # unique within the channel: what makes a redelivery a duplicate
+    chat_id: str
+    sender_id: str
+    sender_name: str
+    text: str
+    sent_at: datetime
+    username: str | None = None
+    chat_type: str = "private"
+    reply_to: str | None = None
+    attachments: tuple[Attachment, ...] = ()
+    # Forwarded text is someone else's words: it never counts as the owner's command.
+    forwarded: bool = False
+    # A button press: the button's data, and the platform's id for acknowledging it.
+    action: str | None = None
+    action_id: str | None = None
+    platform_message_id: str | None = None  # the message itself, for replies
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "channel": self.channel,
+            "message_id": self.message_id,
+            "chat_id": self.chat_id,
+            "sender_id": self.sender_id,
+            "sender_name": self.sender_name,
+            "username": self.username,
+            "chat_type": self.chat_type,
+            "text": self.text,
+            "sent_at": self.sent_at.isoformat(timespec="seconds"),
+            "reply_to": self.reply_to,
+            "attachments": [a.to_dict() for a in self.attachments],
+            "forwarded": self.forwarded,
+            "action": self.action,
+            "action_id": self.action_id,
+            "platform_message_id": self.platform_message_id,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Inbound:
+        """The inverse of :meth:`to_dict`."""
+        return cls(
+            channel=data["channel"],
+            message_id=data["message_id"],
+            chat_id=data["chat_id"],
+            sender_id=data["sender_id"],
+            sender_name=data["sender_name"],
+            username=data.get("username"),
+            chat_type=data.get("chat_type", "private"),
+            text=data.get("text", ""),
+            sent_at=datetime.fromisoformat(data["sent_at"]),
+            reply_to=data.get("reply_to"),
+            attachments=tuple(Attachment(**a) for a in data.get("attachments", [])),
+            forwarded=bool(data.get("forwarded")),
+            action=data.get("action"),
+            action_id=data.get("action_id"),
+            platform_message_id=data.get("platform_message_id"),
+        )
+
+
+@dataclass(frozen=True)
+class Button:
+    """An inline button: what it says and what pressing it sends back as ``Inbound.action``."""
+
+    label: str
+    data: str
+
+
+@dataclass(frozen=True)
+class Outbound:
+    """One message to send (already cut to the channel's length limit)."""
+
+    chat_id: str
+    text: str  # Markdown; the adapter renders it as the platform does
+    reply_to: str | None = None
+    media: tuple[Path, ...] = ()
+    buttons: tuple[Button, ...] = ()
+
+
+@dataclass(frozen=True)
+class Sent:
+    """What the platform said it delivered."""
+
+    message_ids: tuple[str, ...] = ()
+
+
+@dataclass
+class AdapterStatus:
+    """How an adapter is doing, as ``doctor`` and ``channels status`` report it."""
+
+    state: str = "stopped"  # starting | running | backoff | failed | stopped
+    error: str | None = None
+    identity: str | None = None  # the bot's own name (@memvault_bot)
+    restarts: int = 0
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+InboundHandler = Callable[[Inbound], Awaitable[None]]
+
+
+class Adapter:
+    """Base class of every channel adapter; subclasses override what they support."""
+
+    name: ClassVar[str] = "adapter"
+    # Replies longer than this are cut into several messages by the hub.
+    max_message_length: int = 4096
+
+    async def start(self, handler: InboundHandler) -> None:
+        """Receive messages until cancelled, awaiting ``handler`` before acknowledging each."""
+        raise NotImplementedError
+
+    async def send(self, message: Outbound) -> Sent:
+        """Send one message."""
+        raise NotImplementedError
+
+    async def typing(self, chat_id: str) -> None:
+        """Show that a reply is being written (where the platform can)."""
+        return None
+
+    async def answer_action(self, action_id: str, text: str | None = None) -> None:
+        """Acknowledge a button press (where the platform wants it)."""
+        return None
+
+    async def download(self, attachment: Attachment) -> bytes:
+        """The bytes of a received attachment."""
+        raise NotSupportedError(f"The {self.name} channel cannot fetch attachments.")
+
+    async def conversations(self, limit: int) -> list[dict[str, Any]]:
+        """Recent conversations as the platform lists them."""
+        raise NotSupportedError(f"The {self.name} channel cannot list its conversations.")
+
+    async def messages(self, chat_id: str, limit: int) -> list[dict[str, Any]]:
+        """Recent messages of a conversation as the platform has them."""
+        raise NotSupportedError(f"The {self.name} channel cannot read its messages.")
+
+    async def context(self, chat_id: str | None) -> dict[str, Any]:
+        """What the platform says about a conversation."""
+        raise NotSupportedError(f"The {self.name} channel has no conversation context.")
+
+    async def identify(self) -> str | None:
+        """Check the credentials; the account's display name (raises ChannelFatalError)."""
+        return None
+
+    async def close(self) -> None:
+        """Release connections."""
+        return None

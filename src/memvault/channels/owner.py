@@ -1,0 +1,101 @@
+"""What the owner does about the channels from outside a chat.
+
+Deciding on senders (approve, block), looking at the outbox, and putting a
+message that could not be sent back in the queue. The terminal
+(``memvault channels``) and the API (``/v1/channels/...``) both call these,
+so the two behave alike; the same decisions from the owner's chat
+(``/approve``, ``/block``) are the router's. Everything here works on
+state.db, which a running daemon reads for every message it handles, so a
+decision takes effect at once whichever process makes it.
+"""
+
+from __future__ import annotations
+
+from memvault.channels.access import shown_code
+from memvault.channels.hub import AdapterNotFoundError, Hub, channel_names
+from memvault.channels.store import Queued, Sender
+from memvault.errors import ConflictError, InvalidInputError, NotFoundError
+
+OUTBOX_STATUSES = ("pending", "failed", "sent", "all")
+
+
+def channel_named(hub: Hub, name: str) -> str:
+    """The channel ``name`` means, enabled or not (AdapterNotFoundError when there is none)."""
+    clean = name.strip().lower()
+    known = channel_names(hub.runtime)
+    if clean not in known:
+        raise AdapterNotFoundError(
+            f"There is no channel named {name!r}; channels: {', '.join(known)}."
+        )
+    return clean
+
+
+def pending(hub: Hub, channel: str | None = None) -> list[Sender]:
+    """Senders waiting for the owner's decision, the most recent first."""
+    chosen = channel_named(hub, channel) if channel is not None else None
+    return hub.store.senders(channel=chosen, status="pending")
+
+
+def approve(hub: Hub, channel: str, ref: str, *, by: str) -> Sender:
+    """Let a sender in (their id, or their pairing code); they become a contact."""
+    name = channel_named(hub, channel)
+    sender = hub.access.approve(name, ref, by=by)
+    hub.router.welcome(name, sender.sender_id)
+    _announce(hub, sender, "approved")
+    return sender
+
+
+def block(hub: Hub, channel: str, ref: str, *, by: str) -> Sender:
+    """Shut a sender out for good (also someone who has not written yet, by id)."""
+    name = channel_named(hub, channel)
+    sender = hub.access.block(name, ref, by=by)
+    _announce(hub, sender, "blocked")
+    return sender
+
+
+def _announce(hub: Hub, sender: Sender, decision: str) -> None:
+    hub.hooks.publish(
+        "channel_status",
+        {"channel": sender.channel, "event": f"sender_{decision}", "sender_id": sender.sender_id},
+        f"channel:{sender.channel}",
+    )
+
+
+def outbox(hub: Hub, status: str = "all", limit: int = 50) -> list[Queued]:
+    """Outbox messages, newest first: ``pending``, ``failed``, ``sent`` or ``all``."""
+    clean = status.strip().lower()
+    if clean not in OUTBOX_STATUSES:
+        raise InvalidInputError(
+            f"The outbox status must be one of {', '.join(OUTBOX_STATUSES)}, not {status!r}."
+        )
+    if not 1 <= limit <= 1000:
+        raise InvalidInputError(f"The limit must be between 1 and 1000, not {limit}.")
+    return hub.store.outbox(status=None if clean == "all" else clean, limit=limit)
+
+
+def retry(hub: Hub, outbox_id: int) -> Queued:
+    """Queue a message that could not be sent again; the hub sends it with the next ones."""
+    row = hub.store.queued(outbox_id)
+    if row is None:
+        raise _no_message(outbox_id)
+    if row.status != "failed":
+        raise ConflictError(
+            f"Outbox message {outbox_id} is {row.status}, not failed; "
+            "only a failed message is queued again."
+        )
+    again = hub.store.requeue(outbox_id)
+    if again is None:
+        raise _no_message(outbox_id)
+    return again
+
+
+def _no_message(outbox_id: int) -> NotFoundError:
+    return NotFoundError(
+        f"There is no outbox message {outbox_id}; `memvault channels outbox` lists them."
+    )
+
+
+def describe(sender: Sender) -> str:
+    """A sender as the owner is shown them: name, @username, id, and a live pairing code."""
+    code = f", code {shown_code(sender.code)}" if sender.code else ""
+    return f"{sender.label}{code}"

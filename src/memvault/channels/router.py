@@ -1,0 +1,584 @@
+"""The router: what happens to every message a channel delivers.
+
+1. **Access** (:mod:`memvault.channels.access`): the owner is let in;
+   anyone else meets the channel's policy. A stranger's message is kept
+   (``held``) but not captured or answered; a blocked sender's is ``ignored``.
+2. **Contact**: the sender is matched to a contact note by their channel id
+   (``telegram: "123"`` in its frontmatter); the first message of each
+   session is logged on the contact.
+3. **Capture**: the message goes to the session ``<channel>:<chat_id>`` in
+   state.db and to the journal's Commands Received (attachments are saved
+   under ``channels.attachments_folder`` and linked); ``inbound_message``
+   is published.
+4. **Respond**: the owner's commands (``/remember``, ``/recall``, ``/tasks``,
+   ``/status``, ``/new``, ``/pending``, ``/approve``, ``/block``, ``/help``)
+   are answered from memory without a model; anything else goes to the
+   responder (the agent, wired by the daemon) when ``respond`` is on and a
+   model is configured. The reply is queued in the outbox in the same
+   transaction that marks the message answered.
+
+The router never talks to a platform itself except through the adapter's
+``typing`` and ``download``; sending is the hub's outbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import mimetypes
+import re
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any
+
+from memvault.channels.access import (
+    BLOCKED,
+    OWNER,
+    REFUSED,
+    STRANGER,
+    Access,
+    Verdict,
+    shown_code,
+)
+from memvault.channels.approvals import Approvals, parse_reply
+from memvault.channels.base import Adapter, Attachment, Inbound
+from memvault.channels.store import (
+    INBOX_CAPTURED,
+    INBOX_DONE,
+    INBOX_HELD,
+    INBOX_IGNORED,
+    ChannelStore,
+)
+from memvault.errors import ConflictError, MemvaultError
+from memvault.memory.outcomes import one_line
+from memvault.memory.sessions import Message, Session
+from memvault.runtime import Runtime
+from memvault.tools.policy import Policy
+
+log = logging.getLogger(__name__)
+
+COMMANDS_SECTION = "Commands Received"
+CONTACT_CHARS = 2000
+TYPING_EVERY = 4.0
+# Agent runs get threads of their own: runs waiting for an approval never starve the
+# threads that store messages and take the owner's answer.
+AGENT_THREADS = 4
+HELP = (
+    "Commands: /remember TEXT, /recall TOPIC, /tasks, /status, /new (a fresh session), "
+    "/pending (who wants to talk), /approve ID, /block ID, /help."
+)
+NO_MODEL = (
+    "No language model is configured, so I answer commands only; your message is in "
+    "today's journal. " + HELP
+)
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One admitted message for the responder to answer."""
+
+    message: Inbound
+    session: str
+    owner: bool
+    contact: str  # the sender's contact note for the agent's context ("" when there is none)
+    policy: Policy
+    text: str  # what the agent is asked: the text, with attachments named
+
+
+Responder = Callable[[Turn], str]
+Publish = Callable[[str, dict[str, Any], str], None]
+Queue = Callable[..., list[int]]
+
+
+def _no_publish(kind: str, payload: dict[str, Any], source: str) -> None:
+    return None
+
+
+@dataclass
+class Hooks:
+    """What the daemon wires in (each has a plain default for the CLI and tests)."""
+
+    publish: Publish = _no_publish
+    log_message: Callable[..., tuple[Session, Message]] | None = None
+    end_session: Callable[[str], Session] | None = None
+    end_if_idle: Callable[[str], Any] | None = None
+    responder: Responder | None = None
+
+
+def session_key(channel: str, chat_id: str) -> str:
+    """The session a chat's messages go to."""
+    return f"{channel}:{chat_id}"
+
+
+class Router:
+    """Routes inbound messages: access, contact, capture, respond."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        store: ChannelStore,
+        access: Access,
+        approvals: Approvals,
+        hooks: Hooks,
+        *,
+        queue: Queue,
+        policy_for: Callable[[str, Inbound], Policy],
+    ) -> None:
+        self.runtime = runtime
+        self.store = store
+        self.access = access
+        self.approvals = approvals
+        self.hooks = hooks
+        self._queue = queue
+        self._policy_for = policy_for
+        self._runs = ThreadPoolExecutor(AGENT_THREADS, thread_name_prefix="memvault-channel-run")
+
+    # -- the flow ----------------------------------------------------------------------
+
+    def control_reply(self, message: Inbound) -> bool:
+        """Whether the message is the owner answering an approval (handled at once, not
+        queued behind the run that waits for it)."""
+        if message.forwarded or not self.access.is_owner(message.channel, message.sender_id):
+            return False
+        return parse_reply(message.text, message.action) is not None
+
+    async def answer_control(self, inbox_id: int, message: Inbound, adapter: Adapter) -> None:
+        """Resolve an approval from the owner's reply, and tell them the outcome."""
+        reply = parse_reply(message.text, message.action)
+        assert reply is not None
+        outcome = await asyncio.to_thread(
+            self.approvals.resolve, reply, by=f"{message.channel}:{message.sender_id}"
+        )
+        if message.action_id:
+            await adapter.answer_action(message.action_id, outcome)
+        await asyncio.to_thread(
+            self._queue,
+            message.channel,
+            message.chat_id,
+            [outcome],
+            kind="approval",
+            inbox_id=inbox_id,
+            done=inbox_id,
+        )
+
+    async def handle(self, inbox_id: int, status: str, message: Inbound, adapter: Adapter) -> None:
+        """Take one stored message through access, capture and response."""
+        verdict = await asyncio.to_thread(self.access.judge, message)
+        if verdict.kind in (BLOCKED, REFUSED):
+            note = "blocked sender" if verdict.kind == BLOCKED else "not on the allow list"
+            await asyncio.to_thread(self.store.mark, inbox_id, INBOX_IGNORED, note)
+            return
+        if verdict.kind == STRANGER:
+            await asyncio.to_thread(self._stranger, inbox_id, message, verdict)
+            return
+        owner = verdict.kind == OWNER
+        if message.action and not message.text.startswith("/"):
+            # A button that is not an approval (an old keyboard): acknowledged, not answered.
+            await adapter.answer_action(message.action_id or "", None)
+            await asyncio.to_thread(self.store.mark, inbox_id, INBOX_DONE, "button")
+            return
+        if status != INBOX_CAPTURED:
+            message = await self._save_attachments(message, adapter)
+            await asyncio.to_thread(self._capture, inbox_id, message)
+        answer = await self._respond(message, owner, adapter)
+        if answer:
+            parts = self.split(adapter, answer)
+            await asyncio.to_thread(
+                self._queue,
+                message.channel,
+                message.chat_id,
+                parts,
+                kind="reply",
+                reply_to=message.platform_message_id,
+                inbox_id=inbox_id,
+                done=inbox_id,
+            )
+        else:
+            await asyncio.to_thread(self.store.mark, inbox_id, INBOX_DONE)
+
+    @staticmethod
+    def split(adapter: Adapter, text: str) -> list[str]:
+        """A reply cut to the channel's length limit."""
+        from memvault.channels.format import split_text
+
+        return split_text(text, adapter.max_message_length) or [text]
+
+    # -- strangers ---------------------------------------------------------------------
+
+    def _stranger(self, inbox_id: int, message: Inbound, verdict: Verdict) -> None:
+        sender = verdict.sender
+        assert sender is not None
+        config = self.access.config(message.channel)
+        self.store.mark(inbox_id, INBOX_HELD, "waiting for the owner")
+        code = self.access.pairing_code(sender) if config.policy == "pairing" else None
+        if code is not None:
+            agent = self.runtime.settings.agent.name
+            owner = self.runtime.settings.owner_name
+            self._queue(
+                message.channel,
+                message.chat_id,
+                [
+                    f"Hello! I am {agent}, the assistant of {owner}. To talk with me, "
+                    f"ask {owner} to approve the code {shown_code(code)} "
+                    "(valid for one hour)."
+                ],
+                kind="pairing",
+            )
+        if not self.access.claim_announcement(sender):
+            return
+        who = sender.label
+        if code is not None:
+            ask = (
+                f"Their code is {shown_code(code)}. "
+                f"Reply /approve {code} or /block {sender.sender_id}."
+            )
+        else:
+            ask = f"Reply /approve {sender.sender_id} or /block {sender.sender_id}."
+        text = (
+            f"{who} wants to talk on {message.channel}: "
+            f"“{one_line(message.text or '[no text]', 200)}”. {ask} "
+            f"(Or `memvault channels approve {message.channel} {sender.sender_id}`.)"
+        )
+        for owner_chat in config.owner:
+            self._queue(message.channel, owner_chat, [text], kind="notice")
+        self.hooks.publish(
+            "channel_status",
+            {
+                "channel": message.channel,
+                "event": "sender_waiting",
+                "sender_id": sender.sender_id,
+                "name": sender.name,
+            },
+            f"channel:{message.channel}",
+        )
+
+    # -- capture -----------------------------------------------------------------------
+
+    async def _save_attachments(self, message: Inbound, adapter: Adapter) -> Inbound:
+        if not message.attachments:
+            return message
+        saved = []
+        for number, attachment in enumerate(message.attachments, start=1):
+            try:
+                data = await adapter.download(attachment)
+                path = await asyncio.to_thread(
+                    self._store_attachment, message, attachment, data, number
+                )
+                saved.append(replace(attachment, path=path))
+            except MemvaultError as exc:
+                log.warning(
+                    "could not save an attachment",
+                    extra={"channel": message.channel, "error": exc.message},
+                )
+                saved.append(attachment)
+        return replace(message, attachments=tuple(saved))
+
+    def _store_attachment(
+        self, message: Inbound, attachment: Attachment, data: bytes, number: int
+    ) -> str:
+        folder = self.runtime.settings.channels.attachments_folder.strip("/") or "Attachments"
+        day = message.sent_at.astimezone(self.runtime.clock.tz).date().isoformat()
+        name = attachment.name or ""
+        if not name:
+            extension = mimetypes.guess_extension(attachment.mime or "") or ".bin"
+            name = f"{attachment.kind}{extension}"
+        name = _SAFE_NAME.sub("-", name).strip("-.") or "file"
+        base = f"{folder}/{message.channel}/{day}/{message.message_id}-{number}-{name}"
+        candidate = base
+        for attempt in range(2, 100):
+            try:
+                return self.runtime.vault.create_bytes(candidate, data)
+            except ConflictError:
+                stem, dot, extension = base.rpartition(".")
+                candidate = f"{stem}-{attempt}.{extension}" if dot else f"{base}-{attempt}"
+        raise ConflictError(f"Could not find a free name for {base}.")
+
+    def _capture(self, inbox_id: int, message: Inbound) -> None:
+        key = session_key(message.channel, message.chat_id)
+        if self.hooks.end_if_idle is not None:
+            try:
+                self.hooks.end_if_idle(key)
+            except MemvaultError as exc:
+                log.warning("could not end the idle session", extra={"error": exc.message})
+        text = message.text.strip() or _attachment_words(message) or "[empty message]"
+        log_message = self.hooks.log_message or self.runtime.sessions.log
+        session, _ = log_message(
+            key,
+            text,
+            role="user",
+            channel=message.channel,
+            sender=message.sender_name or message.sender_id,
+            sent_at=message.sent_at,
+            metadata={
+                "inbox_id": inbox_id,
+                "sender_id": message.sender_id,
+                "attachments": [a.path for a in message.attachments if a.path],
+                "forwarded": message.forwarded or None,
+            },
+        )
+        line = (
+            f"{message.channel} {message.sender_name or message.sender_id}: {one_line(text, 300)}"
+        )
+        links = " ".join(f"![[{a.path}]]" for a in message.attachments if a.path)
+        try:
+            self.runtime.journal.append(COMMANDS_SECTION, f"{line} {links}".strip())
+        except MemvaultError as exc:
+            log.warning("could not journal a message", extra={"error": exc.message})
+        if session.message_count == 1:
+            self._log_on_contact(message, text)
+        self.store.mark(inbox_id, INBOX_CAPTURED)
+        self.hooks.publish(
+            "inbound_message",
+            {
+                "channel": message.channel,
+                "chat_id": message.chat_id,
+                "sender_id": message.sender_id,
+                "sender_name": message.sender_name,
+                "text": text,
+                "session": key,
+                "attachments": [a.path for a in message.attachments if a.path],
+                "inbox_id": inbox_id,
+            },
+            f"channel:{message.channel}",
+        )
+
+    def _log_on_contact(self, message: Inbound, text: str) -> None:
+        try:
+            contact = self.runtime.contacts.find_by_identity(message.channel, message.sender_id)
+            if contact is not None:
+                self.runtime.contacts.log(
+                    contact.path, f"{message.channel}: {one_line(text, 160)}", when=message.sent_at
+                )
+        except MemvaultError as exc:
+            log.warning("could not log on the contact", extra={"error": exc.message})
+
+    def contact_note(self, message: Inbound) -> str:
+        """The sender's contact note, for the agent's context ("" when there is none)."""
+        try:
+            contact = self.runtime.contacts.find_by_identity(message.channel, message.sender_id)
+            if contact is None:
+                return ""
+            return self.runtime.vault.read_text(contact.path)[:CONTACT_CHARS]
+        except MemvaultError:
+            return ""
+
+    def welcome(self, channel: str, sender_id: str) -> None:
+        """A sender the owner approved becomes a contact (unless one has their id)."""
+        sender = self.store.sender(channel, sender_id)
+        contacts = self.runtime.contacts
+        try:
+            if contacts.find_by_identity(channel, sender_id) is not None:
+                return
+            name = (sender.name if sender and sender.name else "") or f"{channel} {sender_id}"
+            try:
+                contacts.create(
+                    name,
+                    identities={channel: sender_id},
+                    notes=f"Met on {channel}; approved by the owner.",
+                )
+            except ConflictError:
+                contacts.create(
+                    f"{name} ({channel} {sender_id})",
+                    identities={channel: sender_id},
+                    notes=f"Met on {channel}; approved by the owner.",
+                )
+        except MemvaultError as exc:
+            log.warning("could not create the contact", extra={"error": exc.message})
+
+    # -- respond -----------------------------------------------------------------------
+
+    async def _respond(self, message: Inbound, owner: bool, adapter: Adapter) -> str | None:
+        text = message.text.strip()
+        key = session_key(message.channel, message.chat_id)
+        if owner and text.startswith("/") and not message.forwarded:
+            answer = await asyncio.to_thread(self._command, message, text)
+            if answer is not None:
+                if not _is_command(text, "new"):  # its answer must not open the next session
+                    await asyncio.to_thread(self._log_reply, key, message, answer)
+                return answer
+        if not self.access.config(message.channel).respond:
+            return None
+        if self.hooks.responder is None:
+            if owner:
+                await asyncio.to_thread(self._log_reply, key, message, NO_MODEL)
+                return NO_MODEL
+            return None
+        turn = Turn(
+            message=message,
+            session=key,
+            owner=owner,
+            contact=await asyncio.to_thread(self.contact_note, message),
+            policy=self._policy_for(key, message),
+            text=_with_attachments(message),
+        )
+        typing = asyncio.create_task(_keep_typing(adapter, message.chat_id))
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._runs, self.hooks.responder, turn)
+        except MemvaultError as exc:
+            log.warning("the agent could not answer", extra={"error": exc.message})
+            return f"Sorry, I could not answer: {exc.message}" if owner else None
+        finally:
+            typing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await typing
+
+    def close(self) -> None:
+        """Stop taking agent runs (runs under way finish on their own threads)."""
+        self._runs.shutdown(wait=False, cancel_futures=True)
+
+    def _log_reply(self, key: str, message: Inbound, text: str) -> None:
+        log_message = self.hooks.log_message or self.runtime.sessions.log
+        log_message(key, text, role="assistant", channel=message.channel)
+
+    # -- commands without a model --------------------------------------------------------
+
+    def _command(self, message: Inbound, text: str) -> str | None:
+        name, arg = _parse_command(text)
+        handler = _COMMANDS.get(name)
+        if handler is None:
+            return None if self.hooks.responder is not None else f"Unknown command /{name}. {HELP}"
+        try:
+            return handler(self, message, arg)
+        except MemvaultError as exc:
+            return exc.message
+
+    def _remember(self, message: Inbound, arg: str) -> str:
+        if not arg:
+            return "Say what to remember: /remember I prefer short answers."
+        result = self.runtime.memories.remember(arg, source=message.channel)
+        memory = result.memory
+        if not result.created:
+            return f"Already remembered as {memory.id}."
+        return f"Remembered ({memory.category}, {memory.id})."
+
+    def _recall(self, message: Inbound, arg: str) -> str:
+        if not arg:
+            return "Say what to recall: /recall the dentist."
+        self.runtime.index.sync()
+        results = self.runtime.searcher.search(arg, limit=5)
+        if not results:
+            return f"Nothing in memory about “{one_line(arg, 80)}”."
+        lines = [f"What I have on “{one_line(arg, 80)}”:"]
+        for hit in results:
+            where = hit.path.removesuffix(".md")
+            lines.append(f"- {one_line(hit.snippet, 220)} ({where})")
+        return "\n".join(lines)
+
+    def _tasks(self, message: Inbound, arg: str) -> str:
+        tasks = self.runtime.tasks.list()
+        if not tasks:
+            return "No open tasks."
+        lines = [f"{len(tasks)} open task(s):"]
+        for task in tasks[:15]:
+            due = f", due {task.due.isoformat()}" if task.due else ""
+            lines.append(f"- {task.title} ({task.priority}{due})")
+        if len(tasks) > 15:
+            lines.append(f"… and {len(tasks) - 15} more.")
+        return "\n".join(lines)
+
+    def _status(self, message: Inbound, arg: str) -> str:
+        memories = len(self.runtime.memories.all(include_archived=False))
+        tasks = self.runtime.tasks.list()
+        today = self.runtime.clock.now().date()
+        due = sum(1 for t in tasks if t.due is not None and t.due <= today)
+        waiting = len(self.access.waiting(message.channel))
+        model = "a model answers" if self.hooks.responder else "no model: commands only"
+        return (
+            f"{memories} memories, {len(tasks)} open tasks ({due} due by today), "
+            f"{waiting} sender(s) waiting for approval; {model}."
+        )
+
+    def _new(self, message: Inbound, arg: str) -> str:
+        key = session_key(message.channel, message.chat_id)
+        end = self.hooks.end_session or (lambda k: self.runtime.sessions.end(k))
+        try:
+            session = end(key)
+        except MemvaultError:
+            return "Started a new session."
+        summary = f" Summary: {session.summary}" if session.summary else ""
+        return f"Started a new session; the last one is in today's journal.{summary}"
+
+    def _pending(self, message: Inbound, arg: str) -> str:
+        waiting = self.store.senders(channel=message.channel, status="pending")
+        if not waiting:
+            return "Nobody is waiting."
+        lines = ["Waiting for your approval:"]
+        for sender in waiting[:20]:
+            code = f", code {shown_code(sender.code)}" if sender.code else ""
+            lines.append(f"- {sender.label}{code}: /approve {sender.sender_id}")
+        return "\n".join(lines)
+
+    def _approve(self, message: Inbound, arg: str) -> str:
+        if not arg:
+            return "Name who to approve: /approve ID (or their pairing code)."
+        sender = self.access.approve(
+            message.channel, arg, by=f"{message.channel}:{message.sender_id}"
+        )
+        self.welcome(message.channel, sender.sender_id)
+        self._announce_decision(sender.channel, sender.sender_id, "approved")
+        return f"Approved {sender.label}; they can talk with me now."
+
+    def _block(self, message: Inbound, arg: str) -> str:
+        if not arg:
+            return "Name who to block: /block ID."
+        sender = self.access.block(
+            message.channel, arg, by=f"{message.channel}:{message.sender_id}"
+        )
+        self._announce_decision(sender.channel, sender.sender_id, "blocked")
+        return f"Blocked {sender.label}; I will not answer them."
+
+    def _help(self, message: Inbound, arg: str) -> str:
+        return HELP
+
+    def _announce_decision(self, channel: str, sender_id: str, decision: str) -> None:
+        self.hooks.publish(
+            "channel_status",
+            {"channel": channel, "event": f"sender_{decision}", "sender_id": sender_id},
+            f"channel:{channel}",
+        )
+
+
+_COMMANDS: dict[str, Callable[[Router, Inbound, str], str]] = {
+    "remember": Router._remember,
+    "recall": Router._recall,
+    "tasks": Router._tasks,
+    "status": Router._status,
+    "new": Router._new,
+    "pending": Router._pending,
+    "approve": Router._approve,
+    "block": Router._block,
+    "help": Router._help,
+    "start": Router._help,
+}
+
+
+def _parse_command(text: str) -> tuple[str, str]:
+    """``("remember", "TEXT")`` of ``/remember@memvault_bot TEXT``."""
+    head, _, rest = text.strip().partition(" ")
+    return head[1:].split("@", 1)[0].lower(), rest.strip()
+
+
+def _is_command(text: str, name: str) -> bool:
+    return text.startswith("/") and _parse_command(text)[0] == name
+
+
+def _attachment_words(message: Inbound) -> str:
+    return " ".join(f"[{a.kind}{': ' + a.name if a.name else ''}]" for a in message.attachments)
+
+
+def _with_attachments(message: Inbound) -> str:
+    text = message.text.strip()
+    saved = [a.path for a in message.attachments if a.path]
+    if saved:
+        text += "\n\n(Attached, saved in the vault: " + ", ".join(saved) + ")"
+    return text.strip() or _attachment_words(message) or "[empty message]"
+
+
+async def _keep_typing(adapter: Adapter, chat_id: str) -> None:
+    while True:
+        await adapter.typing(chat_id)
+        await asyncio.sleep(TYPING_EVERY)
