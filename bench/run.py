@@ -21,6 +21,7 @@ import remember
 import scale
 
 import agent
+import channels
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -52,6 +53,8 @@ def main() -> int:
     agent_size = agent.QUICK if args.quick else agent.FULL
     print(f"Agent loop on {agent_size:,} items...", file=sys.stderr)
     looped = agent.run(agent_size, 20 if args.quick else 50)
+    print(f"Telegram to reply on {agent_size:,} items...", file=sys.stderr)
+    messaged = channels.run(agent_size, 15 if args.quick else 30)
     stamp = datetime.now().strftime("%Y-%m-%d-%H%M")
     report = "\n".join(
         [
@@ -92,6 +95,10 @@ def main() -> int:
             "## Agent loop",
             "",
             agent.render(looped),
+            "",
+            "## Channels: a Telegram message to its reply",
+            "",
+            channels.render(messaged),
             "",
         ]
     )
