@@ -233,6 +233,18 @@ def _tool_then_answer(llm: FakeOpenAI, tool: str, arguments: dict[str, Any]) -> 
     llm.reply_with(lambda request: ("done: " + request["messages"][-1]["content"][:60], []))
 
 
+def _ask_to_remember(
+    tg: FakeTelegram, llm: FakeOpenAI, fact: str, said: str, *, then: str | None = None
+) -> tuple[str, dict[str, Any]]:
+    """The owner says ``said``; the model wants to remember ``fact`` (the owner is asked),
+    then answers with the tool's result; ``then`` answers a next message."""
+    _tool_then_answer(llm, "remember", {"fact": fact})
+    if then is not None:
+        llm.reply(then)
+    tg.push_message(OWNER, said)
+    return _approval_request(tg)
+
+
 def _approval_request(tg: FakeTelegram) -> tuple[str, dict[str, Any]]:
     sent = wait_for(
         lambda: [
@@ -249,9 +261,7 @@ def test_approval_round_trip_approves_once(
     start_daemon: StartDaemon, tg: FakeTelegram, llm: FakeOpenAI
 ) -> None:
     live = start_daemon(settings=channels(tg, llm))
-    _tool_then_answer(llm, "remember", {"fact": "Ada likes tea"})
-    tg.push_message(OWNER, "remember that I like tea")
-    short_id, request = _approval_request(tg)
+    short_id, request = _ask_to_remember(tg, llm, "Ada likes tea", "remember that I like tea")
     assert "remember" in str(request["text"]) and "Ada likes tea" in str(request["text"])
     buttons = request["reply_markup"]["inline_keyboard"]
     assert len([b for row in buttons for b in row]) == 3
@@ -271,9 +281,7 @@ def test_approval_denied_by_the_owner_and_by_a_button(
     start_daemon: StartDaemon, tg: FakeTelegram, llm: FakeOpenAI
 ) -> None:
     live = start_daemon(settings=channels(tg, llm))
-    _tool_then_answer(llm, "remember", {"fact": "secret plan"})
-    tg.push_message(OWNER, "remember the plan")
-    short_id, request = _approval_request(tg)
+    short_id, request = _ask_to_remember(tg, llm, "secret plan", "remember the plan")
     deny = [b for row in request["reply_markup"]["inline_keyboard"] for b in row][-1]
     tg.push_callback(OWNER, deny["callback_data"])
     wait_for(lambda: [t for t in delivered(tg, OWNER) if t.startswith("done: ")], "the run's end")
@@ -287,9 +295,7 @@ def test_an_approval_times_out_as_a_denial(
     start_daemon: StartDaemon, tg: FakeTelegram, llm: FakeOpenAI
 ) -> None:
     live = start_daemon(settings=channels(tg, llm, timeout=1.5))
-    _tool_then_answer(llm, "remember", {"fact": "never approved"})
-    tg.push_message(OWNER, "remember this")
-    short_id, _ = _approval_request(tg)
+    short_id, _ = _ask_to_remember(tg, llm, "never approved", "remember this")
     wait_for(lambda: [t for t in delivered(tg, OWNER) if "timed out" in t], "the timeout notice")
     wait_for(lambda: [t for t in delivered(tg, OWNER) if t.startswith("done: ")], "the run's end")
     assert live.daemon.runtime.memories.list() == []
@@ -306,10 +312,7 @@ def test_a_forged_approval_from_another_sender_is_refused(
     start_daemon: StartDaemon, tg: FakeTelegram, llm: FakeOpenAI
 ) -> None:
     live = start_daemon(settings=channels(tg, llm, timeout=4, policy="open"))
-    _tool_then_answer(llm, "remember", {"fact": "forged"})
-    llm.reply("nice try")  # the forger's own message goes to the agent as plain text
-    tg.push_message(OWNER, "remember something")
-    short_id, request = _approval_request(tg)
+    short_id, request = _ask_to_remember(tg, llm, "forged", "remember something", then="nice try")
     approve = next(b for row in request["reply_markup"]["inline_keyboard"] for b in row)
     # Another sender types the command, presses the button, and the owner forwards it.
     tg.push_message(FRIEND, f"/approve {short_id} always", first_name="Mallory")
@@ -325,9 +328,7 @@ def test_a_stale_button_cannot_approve_a_new_call(
     start_daemon: StartDaemon, tg: FakeTelegram, llm: FakeOpenAI
 ) -> None:
     live = start_daemon(settings=channels(tg, llm, timeout=3))
-    _tool_then_answer(llm, "remember", {"fact": "first call"})
-    tg.push_message(OWNER, "remember the first")
-    _, request = _approval_request(tg)
+    _, request = _ask_to_remember(tg, llm, "first call", "remember the first")
     approve = next(b for row in request["reply_markup"]["inline_keyboard"] for b in row)
     parts = approve["callback_data"].split(":")
     forged = ":".join([*parts[:3], "0000000000", *parts[4:]])
@@ -342,9 +343,7 @@ def test_always_approves_the_category_for_the_session(
     start_daemon: StartDaemon, tg: FakeTelegram, llm: FakeOpenAI
 ) -> None:
     live = start_daemon(settings=channels(tg, llm))
-    _tool_then_answer(llm, "remember", {"fact": "first fact"})
-    tg.push_message(OWNER, "remember one")
-    short_id, _ = _approval_request(tg)
+    short_id, _ = _ask_to_remember(tg, llm, "first fact", "remember one")
     tg.push_message(OWNER, f"/approve {short_id} always")
     wait_for(lambda: [t for t in delivered(tg, OWNER) if t.startswith("done: ")], "the first run")
     _tool_then_answer(llm, "remember", {"fact": "second fact"})

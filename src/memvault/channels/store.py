@@ -354,14 +354,7 @@ class ChannelStore:
         self, *, status: str | None = None, channel: str | None = None, limit: int = 50
     ) -> list[Queued]:
         """Outbox rows, newest first."""
-        clauses, params = [], []
-        if status:
-            clauses.append("status = ?")
-            params.append(status)
-        if channel:
-            clauses.append("channel = ?")
-            params.append(channel)
-        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        where, params = _where(status=status, channel=channel)
         rows = self.db.query(
             f"SELECT * FROM channel_outbox {where} ORDER BY id DESC LIMIT ?", (*params, limit)
         )
@@ -416,16 +409,9 @@ class ChannelStore:
 
     def senders(self, *, channel: str | None = None, status: str | None = None) -> list[Sender]:
         """Known senders, the most recent first."""
-        clauses, params = [], []
-        if channel:
-            clauses.append("channel = ?")
-            params.append(channel)
-        if status:
-            clauses.append("status = ?")
-            params.append(status)
-        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        where, params = _where(channel=channel, status=status)
         rows = self.db.query(
-            f"SELECT * FROM channel_senders {where} ORDER BY last_seen DESC", tuple(params)
+            f"SELECT * FROM channel_senders {where} ORDER BY last_seen DESC", params
         )
         return [_sender(row) for row in rows]
 
@@ -490,6 +476,14 @@ class ChannelStore:
                 (self._now(),),
             )
             return int(cursor.rowcount)
+
+
+def _where(**filters: str | None) -> tuple[str, tuple[str, ...]]:
+    """``WHERE a = ? AND b = ?`` for the filters given (None: not filtered), and the values."""
+    given = {name: value for name, value in filters.items() if value}
+    if not given:
+        return "", ()
+    return "WHERE " + " AND ".join(f"{name} = ?" for name in given), tuple(given.values())
 
 
 def _queued(row: Any) -> Queued:
