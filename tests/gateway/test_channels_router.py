@@ -141,6 +141,9 @@ def test_pairing_sends_a_code_once_and_the_owner_approves_it(
     assert delivered(tg, OWNER)[1].startswith("Approved Eve")
     contact = live.daemon.runtime.contacts.find_by_identity("telegram", str(STRANGER))
     assert contact is not None and contact.name == "Eve"
+    # What Eve wrote while waiting is captured now (not answered).
+    assert any(line.endswith("telegram Eve: hi again") for line in commands_received(live))
+    assert inbox_status(live) == ["done", "done", "done"]
 
     llm.reply("Hello Eve.")
     tg.push_message(STRANGER, "can we talk now?", first_name="Eve")
@@ -149,8 +152,12 @@ def test_pairing_sends_a_code_once_and_the_owner_approves_it(
     # The model was told who writes, with their contact note.
     system = llm.requests[-1]["messages"][0]["content"]
     assert "This message comes from Eve" in system and "Met on telegram" in system
+    said = live.daemon.sessions.messages(live.daemon.sessions.get(f"telegram:{STRANGER}").id)
+    assert [m.text for m in said if m.role == "user"] == ["hi", "hi again", "can we talk now?"]
+    history = [m["content"] for m in llm.requests[-1]["messages"] if m["role"] == "user"]
+    assert history == ["hi", "hi again", "can we talk now?"]
     interactions = live.daemon.runtime.contacts.get(contact.path).interactions
-    assert any("can we talk now?" in line for line in interactions)
+    assert any(line.endswith("telegram: hi") for line in interactions)
 
 
 def test_pairing_stops_at_the_cap_and_codes_go_only_to_who_wrote(
@@ -389,12 +396,14 @@ def test_another_poller_is_reported_not_silently_ignored(
 ) -> None:
     tg.fail("getUpdates", 409)
     live = start_daemon(settings=channels(tg))
-    wait_for(lambda: live.daemon.hub.statuses["telegram"].state == "failed", "the failure")
-    checks = {c.name: c for c in live.daemon.doctor().checks}
-    assert checks["channel_telegram"].status == "error"
-    assert "409" in checks["channel_telegram"].message or "another" in (
-        checks["channel_telegram"].message.lower()
-    )
+    status = live.daemon.hub.statuses["telegram"]
+    wait_for(lambda: status.state == "conflict", "the conflict")
+    check = {c.name: c for c in live.daemon.doctor().checks}["channel_telegram"]
+    assert check.status == "error"
+    assert check.message.startswith("telegram receives nothing: Another program is polling")
+    # It cannot receive, but what it has to say still goes out.
+    sent = live.daemon.hub.send("telegram", "owner", "Are you there?")
+    assert sent["status"] == "sent" and delivered(tg, OWNER) == ["Are you there?"]
 
 
 def test_a_reply_that_failed_is_retried_and_shown_in_the_outbox(

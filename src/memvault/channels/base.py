@@ -67,6 +67,16 @@ class ChannelFatalError(ChannelError):
     retriable = False
 
 
+class PollingConflictError(ChannelFatalError):
+    """Another program receives this account's messages (Telegram's 409 on getUpdates).
+
+    Reported as an error; the hub keeps sending and tries to receive again every
+    minute, so a poller that went away (an old instance) stops mattering on its own.
+    """
+
+    code = "channel_conflict"
+
+
 class NotSupportedError(MemvaultError):
     """The adapter does not implement this operation (the earlier design's ``not_supported``)."""
 

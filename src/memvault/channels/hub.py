@@ -38,6 +38,7 @@ from memvault.channels.base import (
     MessageRejectedError,
     NotSupportedError,
     Outbound,
+    PollingConflictError,
     RateLimitedError,
 )
 from memvault.channels.router import Hooks, Router, session_key
@@ -54,6 +55,8 @@ RESTART_DELAYS = (1.0, 2.0, 5.0, 15.0, 60.0)
 _HEALTHY_RUN = 120.0
 _SEND_BACKOFF_CAP = 300.0
 _IDLE_WORKER = 60.0
+# An adapter that cannot receive (another poller) can still send.
+_SENDING_STATES = ("running", "conflict")
 _CHAT_ID = "chat_id"
 
 T = TypeVar("T")
@@ -280,6 +283,12 @@ class Hub:
             except asyncio.CancelledError:
                 self._set_status(name, "stopped")
                 raise
+            except PollingConflictError as exc:
+                delay = RESTART_DELAYS[-1]
+                status.restarts += 1
+                self._set_status(name, "conflict", f"{exc.message} (trying again in {delay:g} s)")
+                log.error("channel cannot receive", extra={"channel": name, "error": exc.message})
+                await asyncio.sleep(delay)
             except ChannelFatalError as exc:
                 self._set_status(name, "failed", exc.message)
                 log.error("channel stopped", extra={"channel": name, "error": exc.message})
@@ -409,7 +418,7 @@ class Hub:
             adapter = self.adapters.get(row.channel)
             status = self.statuses.get(row.channel)
             usable = adapter is not None and (
-                now_only or (status is not None and status.state == "running")
+                now_only or (status is not None and status.state in _SENDING_STATES)
             )
             if chat in held or not usable or (row.next_attempt_at > now and not now_only):
                 held.add(chat)
@@ -696,6 +705,9 @@ class Hub:
             status = self.statuses.get(name)
             if status is not None and status.state == "failed":
                 out.append((check, "error", f"{name} stopped: {status.error}"))
+                continue
+            if status is not None and status.state == "conflict":
+                out.append((check, "error", f"{name} receives nothing: {status.error}"))
                 continue
             if status is not None and status.state == "backoff":
                 out.append((check, "warning", f"{name} is restarting: {status.error}"))

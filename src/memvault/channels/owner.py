@@ -38,27 +38,12 @@ def pending(hub: Hub, channel: str | None = None) -> list[Sender]:
 
 def approve(hub: Hub, channel: str, ref: str, *, by: str) -> Sender:
     """Let a sender in (their id, or their pairing code); they become a contact."""
-    name = channel_named(hub, channel)
-    sender = hub.access.approve(name, ref, by=by)
-    hub.router.welcome(name, sender.sender_id)
-    _announce(hub, sender, "approved")
-    return sender
+    return hub.router.approve_sender(channel_named(hub, channel), ref, by=by)
 
 
 def block(hub: Hub, channel: str, ref: str, *, by: str) -> Sender:
     """Shut a sender out for good (also someone who has not written yet, by id)."""
-    name = channel_named(hub, channel)
-    sender = hub.access.block(name, ref, by=by)
-    _announce(hub, sender, "blocked")
-    return sender
-
-
-def _announce(hub: Hub, sender: Sender, decision: str) -> None:
-    hub.hooks.publish(
-        "channel_status",
-        {"channel": sender.channel, "event": f"sender_{decision}", "sender_id": sender.sender_id},
-        f"channel:{sender.channel}",
-    )
+    return hub.router.block_sender(channel_named(hub, channel), ref, by=by)
 
 
 def outbox(hub: Hub, status: str = "all", limit: int = 50) -> list[Queued]:

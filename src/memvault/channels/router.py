@@ -50,6 +50,7 @@ from memvault.channels.store import (
     INBOX_HELD,
     INBOX_IGNORED,
     ChannelStore,
+    Sender,
 )
 from memvault.errors import ConflictError, MemvaultError
 from memvault.memory.outcomes import one_line
@@ -515,21 +516,38 @@ class Router:
     def _approve(self, message: Inbound, arg: str) -> str:
         if not arg:
             return "Name who to approve: /approve ID (or their pairing code)."
-        sender = self.access.approve(
+        sender = self.approve_sender(
             message.channel, arg, by=f"{message.channel}:{message.sender_id}"
         )
-        self.welcome(message.channel, sender.sender_id)
-        self._announce_decision(sender.channel, sender.sender_id, "approved")
         return f"Approved {sender.label}; they can talk with me now."
 
     def _block(self, message: Inbound, arg: str) -> str:
         if not arg:
             return "Name who to block: /block ID."
-        sender = self.access.block(
+        sender = self.block_sender(
             message.channel, arg, by=f"{message.channel}:{message.sender_id}"
         )
-        self._announce_decision(sender.channel, sender.sender_id, "blocked")
         return f"Blocked {sender.label}; I will not answer them."
+
+    def approve_sender(self, channel: str, ref: str, *, by: str) -> Sender:
+        """Let a sender in: they become a contact, and what they wrote while they waited
+        is captured (in the session and the journal, not answered)."""
+        sender = self.access.approve(channel, ref, by=by)
+        self.welcome(channel, sender.sender_id)
+        for inbox_id, message in self.store.held(channel, sender.sender_id):
+            try:
+                self._capture(inbox_id, message)
+                self.store.mark(inbox_id, INBOX_DONE, "held until the owner approved")
+            except MemvaultError as exc:
+                log.warning("could not capture a held message", extra={"error": exc.message})
+        self._announce_decision(channel, sender.sender_id, "approved")
+        return sender
+
+    def block_sender(self, channel: str, ref: str, *, by: str) -> Sender:
+        """Shut a sender out for good (also someone who has not written yet, by id)."""
+        sender = self.access.block(channel, ref, by=by)
+        self._announce_decision(channel, sender.sender_id, "blocked")
+        return sender
 
     def _help(self, message: Inbound, arg: str) -> str:
         return HELP

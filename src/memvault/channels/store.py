@@ -180,6 +180,15 @@ class ChannelStore:
             for r in rows
         ]
 
+    def held(self, channel: str, sender_id: str) -> list[tuple[int, Inbound]]:
+        """A sender's messages kept while the owner had not decided on them, oldest first."""
+        rows = self.db.query(
+            "SELECT id, payload FROM channel_inbox WHERE channel = ? AND sender_id = ? "
+            "AND status = ? ORDER BY id",
+            (channel, sender_id, INBOX_HELD),
+        )
+        return [(int(r["id"]), Inbound.from_dict(json.loads(r["payload"]))) for r in rows]
+
     def inbox(
         self, channel: str, *, chat_id: str | None = None, limit: int = 50
     ) -> list[dict[str, Any]]:

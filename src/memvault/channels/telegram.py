@@ -54,6 +54,7 @@ from memvault.channels.base import (
     InboundHandler,
     MessageRejectedError,
     Outbound,
+    PollingConflictError,
     RateLimitedError,
     Sent,
 )
@@ -250,7 +251,7 @@ class TelegramAdapter(Adapter):
                 f"check the token in ${self.settings.token_env}."
             ) from None
         except Conflict as exc:
-            raise ChannelFatalError(CONFLICT) from exc
+            raise PollingConflictError(CONFLICT) from exc
         except (BadRequest, Forbidden) as exc:
             raise MessageRejectedError(f"Telegram refused {what}: {_sentence(exc)}") from exc
         except NetworkError as exc:  # timeouts and 5xx answers too
