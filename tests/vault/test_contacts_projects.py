@@ -102,6 +102,24 @@ def test_contacts_written_by_hand_are_read(
     assert runtime.contacts.get("telegram:42").name == "Grace Hopper"
 
 
+def test_a_lookup_by_identity_sees_edits_by_hand(runtime: Runtime) -> None:
+    """Lookups by channel id remember each contact's frontmatter; an edit, a new note or
+    a deleted one is seen at the next lookup all the same."""
+    contacts = runtime.contacts
+    ada = contacts.create("Ada", identities={"telegram": "111"})
+    assert contacts.find_by_identity("telegram", "111") == contacts.get(ada.path)
+    path = runtime.vault.root / ada.path
+    path.write_text(path.read_text().replace('telegram: "111"', 'telegram: "222"'))
+    assert contacts.find_by_identity("telegram", "111") is None
+    found = contacts.find_by_identity("telegram", "222")
+    assert found is not None and found.name == "Ada"
+    (runtime.vault.root / "Contacts/Bob.md").write_text("---\ntelegram: 333\n---\n# Bob\n")
+    bob = contacts.find_by_identity("telegram", "333")
+    assert bob is not None and bob.name == "Bob"
+    path.unlink()
+    assert contacts.find_by_identity("telegram", "222") is None
+
+
 def test_projects_link_tasks_both_ways(runtime: Runtime) -> None:
     project = runtime.projects.create("Apollo", "Land on the moon.", tags=["space"])
     assert project.path == "Projects/Apollo.md"

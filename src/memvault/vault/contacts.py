@@ -9,13 +9,14 @@ log of interactions.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
 from memvault.clock import Clock
-from memvault.errors import ConflictError, InvalidInputError, NotFoundError
+from memvault.errors import ConflictError, InvalidInputError, NotFoundError, NotTextError
 from memvault.vault import templates
 from memvault.vault.collection import Collection, stem
 from memvault.vault.markdown import (
@@ -138,6 +139,10 @@ class Contacts:
         self.vault = vault
         self.clock = clock
         self.notes = Collection(vault, (CONTACTS_DIR,), "contact", by_alias=True)
+        # path -> ((mtime_ns, size, ctime_ns), the frontmatter): a message from a channel
+        # looks its sender up without parsing every contact again.
+        self._frontmatter: dict[str, tuple[tuple[int, int, int], dict[str, Any]]] = {}
+        self._lock = threading.Lock()
 
     def create(
         self,
@@ -215,12 +220,38 @@ class Contacts:
         """The contact whose ``channel`` identity is ``value`` (e.g. telegram, "123456")."""
         key = "email" if channel.strip().lower() == "email" else check_channel(channel)
         wanted = str(value).strip().casefold()
-        if key == "email":
-            return next((c for c in self.list() if (c.email or "").casefold() == wanted), None)
-        for path, note in self.notes.each():
-            if wanted in (v.casefold() for v in _identity_values(note.get(key))):
-                return contact_from_note(path, note)
+        for path, frontmatter in self._frontmatters():
+            values = frontmatter.get(key)
+            if wanted in (v.casefold() for v in _identity_values(values) if v):
+                try:
+                    return contact_from_note(path, self.notes.load(path))
+                except (NotFoundError, NotTextError):
+                    continue
         return None
+
+    def _frontmatters(self) -> list[tuple[str, dict[str, Any]]]:
+        """Every contact's frontmatter; a note is parsed again only when its file changed."""
+        if not self.vault.resolve(CONTACTS_DIR).is_dir():
+            return []
+        entries = self.vault.list(CONTACTS_DIR, recursive=False)
+        out = []
+        with self._lock:
+            seen = set()
+            for entry in entries:
+                seen.add(entry.path)
+                stamp = (entry.mtime_ns, entry.size, entry.ctime_ns)
+                cached = self._frontmatter.get(entry.path)
+                if cached is None or cached[0] != stamp:
+                    try:
+                        frontmatter = dict(self.notes.load(entry.path).frontmatter)
+                    except (NotFoundError, NotTextError):
+                        continue
+                    cached = (stamp, frontmatter)
+                    self._frontmatter[entry.path] = cached
+                out.append((entry.path, cached[1]))
+            for gone in set(self._frontmatter) - seen:
+                del self._frontmatter[gone]
+        return out
 
     def list(self) -> list[Contact]:
         """Every contact, by name."""
