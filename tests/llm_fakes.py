@@ -35,12 +35,10 @@ requested one). Tool-call ids count up per server: ``call_1``, ``call_2``,
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import os
 import re
-import socket
 import threading
 import time
 from collections import deque
@@ -51,6 +49,7 @@ from types import TracebackType
 from typing import Any, Literal
 
 from memvault.config import LLMSettings
+from support import LoopbackHandler
 
 FAKE_KEY_ENV = "FAKE_LLM_API_KEY"
 """The variable :func:`llm_settings` points ``api_key_env`` at (set to ``FAKE_KEY`` if unset)."""
@@ -260,24 +259,8 @@ class FakeLLMServer:
 
 
 def _handler_for(fake: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"  # keep-alive, chunked streams: as the real APIs
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass  # quiet test output
-
-        def setup(self) -> None:
-            super().setup()
-            # Headers and body go out in separate writes; without this, Nagle's algorithm and
-            # delayed ACKs add ~40 ms to every answer.
-            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-        def handle(self) -> None:
-            # A client that gave up (a timeout test) or dropped a kept-alive connection.
-            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                super().handle()
-
-        def do_POST(self) -> None:
+    class Handler(LoopbackHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
             body = self.rfile.read(int(self.headers.get("content-length") or 0))
             try:
                 request = json.loads(body or b"{}")

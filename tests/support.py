@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
+import socket
 from collections.abc import Sequence
 from datetime import datetime
+from http.server import BaseHTTPRequestHandler
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import numpy as np
@@ -118,3 +122,24 @@ class RecordingApprover:
     def approve(self, request: ApprovalRequest) -> bool:
         self.asked.append(request)
         return self.answer
+
+
+class LoopbackHandler(BaseHTTPRequestHandler):
+    """What the fake servers (model, Telegram) share: HTTP/1.1 keep-alive, no log lines,
+    no Nagle delay, and a client that hung up is not an error."""
+
+    protocol_version = "HTTP/1.1"  # keep-alive, chunked streams: as the real APIs
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # quiet test output
+
+    def setup(self) -> None:
+        super().setup()
+        # Headers and body go out in separate writes; without this, Nagle's algorithm and
+        # delayed ACKs add ~40 ms to every answer (the real services add none of it).
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def handle(self) -> None:
+        # A client that gave up (a timeout, a long poll cancelled) or dropped a connection.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            super().handle()

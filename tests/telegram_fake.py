@@ -23,11 +23,9 @@ not in it (nor pushed from) is "chat not found".
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import re
-import socket
 import threading
 import time
 from collections import defaultdict, deque
@@ -40,6 +38,8 @@ from pathlib import PurePath
 from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
+
+from support import LoopbackHandler
 
 FAKE_TOKEN = "123456:fake-telegram-token"
 BOT_ID = 123456
@@ -598,27 +598,11 @@ def _parse_body(content_type: str, body: bytes, query: str) -> dict[str, Any]:
 
 
 def _handler_for(fake: FakeTelegram) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass  # quiet test output
-
-        def setup(self) -> None:
-            super().setup()
-            # Headers and body go out in separate writes; without this, Nagle's algorithm and
-            # delayed ACKs add ~40 ms to every answer (Telegram's servers add none of it).
-            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-        def handle(self) -> None:
-            # A client that gave up on a long poll, or dropped a kept-alive connection.
-            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                super().handle()
-
-        def do_GET(self) -> None:
+    class Handler(LoopbackHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
             self.do_POST()
 
-        def do_POST(self) -> None:
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
             body = self.rfile.read(int(self.headers.get("content-length") or 0))
             url = urlsplit(self.path)
             path = unquote(url.path)  # PTB quotes file paths, the token's colon included
