@@ -25,7 +25,7 @@ EXIT_CODES: dict[int, str] = {
     5: "vault unavailable: missing, not initialised, read-only or locked",
     6: "invalid configuration (or no language model configured)",
     7: "the language model failed",
-    EXIT_NOT_APPROVED: "a tool call was not approved",
+    EXIT_NOT_APPROVED: "not approved: a tool call, or a send to someone not let in",
     EXIT_INTERNAL: "internal error: a bug, please report it",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
 }
