@@ -164,14 +164,19 @@ def test_pairing_stops_at_the_cap_and_codes_go_only_to_who_wrote(
     start_daemon: StartDaemon, tg: FakeTelegram
 ) -> None:
     live = start_daemon(settings=channels(tg, policy="pairing", max_pending=2))
-    for sender in (901, 902, 903):
+    strangers = (901, 902, 903)
+    for sender in strangers:
         tg.push_message(sender, "hello", first_name=f"S{sender}")
     wait_for(lambda: inbox_status(live) == ["held"] * 3, "three held")
+
+    def coded() -> list[int]:
+        return [chat for chat in strangers if delivered(tg, chat)]
+
+    wait_for(lambda: len(coded()) >= 2 and len(delivered(tg, OWNER)) >= 2, "two codes")
     time.sleep(0.5)
-    assert delivered(tg, 901) and delivered(tg, 902) and delivered(tg, 903) == []
-    assert len(delivered(tg, OWNER)) == 2
-    chats = {s["chat_id"] for s in tg.sent}
-    assert chats == {901, 902, OWNER}
+    # Which two come first is the scheduler's choice; never a third, never anyone else.
+    assert len(coded()) == 2 and len(delivered(tg, OWNER)) == 2
+    assert {s["chat_id"] for s in tg.sent} == {*coded(), OWNER}
 
 
 def test_a_block_beats_an_earlier_approval_and_allowlist_ignores_old_approvals(
@@ -417,12 +422,11 @@ def test_a_reply_that_failed_is_retried_and_shown_in_the_outbox(
     row = wait_for(lambda: hub.store.outbox(status="pending"), "a pending row")[0]
     assert row.attempts >= 1 and row.last_error
     # Time passes: the retries go out, the second fails too, then it is sent.
-    for _ in range(3):
-        clock.set(clock.moment.replace(hour=clock.moment.hour + 1))
-        time.sleep(1.5)
-        if delivered(tg, OWNER):
-            break
-    wait_for(lambda: delivered(tg, OWNER), "the retried reply")
+    deadline = time.monotonic() + 60
+    while not delivered(tg, OWNER):
+        assert time.monotonic() < deadline, "the reply was never retried"
+        clock.set(clock.now() + timedelta(hours=1))
+        time.sleep(0.3)
     assert hub.store.outbox(status="sent")[0].attempts == 3
 
 
@@ -436,7 +440,7 @@ def test_a_429_is_waited_out(start_daemon: StartDaemon, tg: FakeTelegram, clock:
     assert row.status == "pending" and (row.next_attempt_at - clock.now()).total_seconds() == 30
     time.sleep(1.5)
     assert delivered(tg, OWNER) == []  # not before retry_after
-    clock.set(clock.moment.replace(minute=clock.moment.minute + 1))
+    clock.set(clock.now() + timedelta(minutes=1))
     wait_for(lambda: delivered(tg, OWNER), "the reply after the wait")
 
 

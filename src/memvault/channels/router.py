@@ -212,8 +212,15 @@ class Router:
     def _stranger(self, inbox_id: int, message: Inbound, verdict: Verdict) -> None:
         sender = verdict.sender
         assert sender is not None
+        # Held last, once the code and the notice are queued: a message redone after a crash
+        # finds the code still valid and the owner told, so nothing is sent twice.
+        try:
+            self._hold(message, sender)
+        finally:
+            self.store.mark(inbox_id, INBOX_HELD, "waiting for the owner")
+
+    def _hold(self, message: Inbound, sender: Sender) -> None:
         config = self.access.config(message.channel)
-        self.store.mark(inbox_id, INBOX_HELD, "waiting for the owner")
         code = self.access.pairing_code(sender) if config.policy == "pairing" else None
         if code is not None:
             agent = self.runtime.settings.agent.name
