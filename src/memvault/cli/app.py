@@ -39,6 +39,7 @@ class RootGroup(ErrorBoundaryGroup):
         "tools": "memvault.cli.tools",
         "embedder": "memvault.cli.embedder",
         "channels": "memvault.cli.channels",
+        "import": "memvault.cli.imports",
     }
 
 

@@ -2,8 +2,8 @@
 
 Unlike the index (derived from the vault, rebuildable at any time), this
 database holds what exists nowhere else: sessions and their messages, the
-event id counter, location samples, and the channels' inbox, outbox, senders
-and approvals. It is SQLite in WAL mode, shared by the
+event id counter, location samples, the channels' inbox, outbox, senders
+and approvals, and what the importers brought in. It is SQLite in WAL mode, shared by the
 daemon's threads through one connection guarded by a lock; every write is a
 transaction.
 """
@@ -135,6 +135,18 @@ _MIGRATIONS: dict[int, str] = {
     );
     CREATE UNIQUE INDEX channel_approvals_pending ON channel_approvals (short_id)
         WHERE status = 'pending'
+    """,
+    # Importers (openclaw/importers.py): what was imported, by a hash of its content, so
+    # importing the same files again adds nothing.
+    3: """
+    CREATE TABLE imports (
+        kind TEXT NOT NULL,
+        item_hash TEXT NOT NULL,
+        target TEXT NOT NULL,
+        source TEXT NOT NULL,
+        imported_at TEXT NOT NULL,
+        PRIMARY KEY (kind, item_hash)
+    )
     """,
 }
 SCHEMA_VERSION = max(_MIGRATIONS)

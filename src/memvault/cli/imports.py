@@ -1,0 +1,167 @@
+"""``memvault import openclaw | memory-md | daily-logs | todo | learnings PATH``.
+
+Brings an OpenClaw workspace's Markdown into the vault (``openclaw/importers.py``
+says how each kind maps). It works on the vault directly; importing the same
+files again adds nothing, and ``--dry-run`` writes nothing at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from memvault.cli.common import JsonOption, VaultOption, emit_json, group, open_runtime, say, stderr
+
+if TYPE_CHECKING:
+    from memvault.openclaw.importers import ImportReport, Progress
+    from memvault.runtime import Runtime
+
+app = group("Import memory from other tools: an OpenClaw workspace or its files.")
+
+# More daily logs than this get a progress bar (when stderr is a terminal).
+_PROGRESS_AFTER = 10
+
+DryRunOption = Annotated[
+    bool, typer.Option("--dry-run", help="Read and report what would be imported; write nothing.")
+]
+
+
+@contextlib.contextmanager
+def _progress_bar(path: Path) -> Iterator[Progress | None]:
+    """A rich bar on stderr while many daily logs are imported, only on a terminal."""
+    from memvault.openclaw.importers import count_daily_logs
+
+    if not sys.stderr.isatty() or count_daily_logs(path) <= _PROGRESS_AFTER:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    bar = Progress(
+        TextColumn("Daily logs"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=stderr.get(),
+        transient=True,
+    )
+    task = bar.add_task("Daily logs", total=None)
+
+    def update(done: int, total: int) -> None:
+        bar.update(task, completed=done, total=total)
+
+    with bar:
+        yield update
+
+
+def _run(
+    ctx: typer.Context,
+    vault: Path | None,
+    as_json: bool,
+    work: Callable[[Runtime, Progress | None], ImportReport],
+    path: Path,
+) -> None:
+    runtime = open_runtime(ctx, vault)
+    with _progress_bar(path) as update:
+        report = work(runtime, update)
+    if as_json:
+        emit_json(report.to_dict())
+        return
+    say(report.summary())
+    if report.missing:
+        say(f"Not in the workspace (skipped): {', '.join(report.missing)}.")
+    if report.imported and not report.dry_run:
+        from memvault.openclaw.importers import EMBEDDINGS_NOTE
+
+        say(EMBEDDINGS_NOTE)
+    if report.problems:
+        say(f"Problems ({len(report.problems)}):")
+        for problem in report.problems:
+            say(f"  - {problem}")
+
+
+@app.command("openclaw")
+def openclaw(
+    ctx: typer.Context,
+    path: Annotated[Path, typer.Argument(help="The workspace folder (~/.openclaw/workspace).")],
+    dry_run: DryRunOption = False,
+    vault: VaultOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Import a workspace: MEMORY.md, memory/*.md, TODO.md, LEARNINGS.md (those that exist)."""
+    from memvault.openclaw.importers import import_workspace
+
+    _run(
+        ctx,
+        vault,
+        as_json,
+        lambda rt, update: import_workspace(rt, path, dry_run=dry_run, progress=update),
+        path,
+    )
+
+
+@app.command("memory-md")
+def memory_md(
+    ctx: typer.Context,
+    path: Annotated[Path, typer.Argument(help="A MEMORY.md file.")],
+    dry_run: DryRunOption = False,
+    vault: VaultOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Import MEMORY.md: bullets and paragraphs to memories, ## headings to categories."""
+    from memvault.openclaw.importers import import_memory_md
+
+    _run(ctx, vault, as_json, lambda rt, _: import_memory_md(rt, path, dry_run=dry_run), path)
+
+
+@app.command("daily-logs")
+def daily_logs(
+    ctx: typer.Context,
+    path: Annotated[
+        Path, typer.Argument(help="The memory/ folder of YYYY-MM-DD.md logs, or one log.")
+    ],
+    dry_run: DryRunOption = False,
+    vault: VaultOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Import daily logs: each day's lines to its journal and one ended session."""
+    from memvault.openclaw.importers import import_daily_logs
+
+    _run(
+        ctx,
+        vault,
+        as_json,
+        lambda rt, update: import_daily_logs(rt, path, dry_run=dry_run, progress=update),
+        path,
+    )
+
+
+@app.command("todo")
+def todo(
+    ctx: typer.Context,
+    path: Annotated[Path, typer.Argument(help="A TODO.md file.")],
+    dry_run: DryRunOption = False,
+    vault: VaultOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Import TODO.md: - [ ] and plain bullets to open tasks, - [x] to completed tasks."""
+    from memvault.openclaw.importers import import_todo
+
+    _run(ctx, vault, as_json, lambda rt, _: import_todo(rt, path, dry_run=dry_run), path)
+
+
+@app.command("learnings")
+def learnings(
+    ctx: typer.Context,
+    path: Annotated[Path, typer.Argument(help="A LEARNINGS.md file.")],
+    dry_run: DryRunOption = False,
+    vault: VaultOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Import LEARNINGS.md: each learning to a memory of category correction or pattern."""
+    from memvault.openclaw.importers import import_learnings
+
+    _run(ctx, vault, as_json, lambda rt, _: import_learnings(rt, path, dry_run=dry_run), path)

@@ -1,0 +1,1 @@
+"""OpenClaw: bringing an OpenClaw workspace's Markdown memory into the vault."""
