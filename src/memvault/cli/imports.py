@@ -83,85 +83,70 @@ def _run(
             say(f"  - {problem}")
 
 
-@app.command("openclaw")
-def openclaw(
-    ctx: typer.Context,
-    path: Annotated[Path, typer.Argument(help="The workspace folder (~/.openclaw/workspace).")],
-    dry_run: DryRunOption = False,
-    vault: VaultOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Import a workspace: MEMORY.md, memory/*.md, TODO.md, LEARNINGS.md (those that exist)."""
-    from memvault.openclaw.importers import import_workspace
-
-    _run(
-        ctx,
-        vault,
-        as_json,
-        lambda rt, update: import_workspace(rt, path, dry_run=dry_run, progress=update),
-        path,
-    )
-
-
-@app.command("memory-md")
-def memory_md(
-    ctx: typer.Context,
-    path: Annotated[Path, typer.Argument(help="A MEMORY.md file.")],
-    dry_run: DryRunOption = False,
-    vault: VaultOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Import MEMORY.md: bullets and paragraphs to memories, ## headings to categories."""
-    from memvault.openclaw.importers import import_memory_md
-
-    _run(ctx, vault, as_json, lambda rt, _: import_memory_md(rt, path, dry_run=dry_run), path)
-
-
-@app.command("daily-logs")
-def daily_logs(
-    ctx: typer.Context,
-    path: Annotated[
-        Path, typer.Argument(help="The memory/ folder of YYYY-MM-DD.md logs, or one log.")
-    ],
-    dry_run: DryRunOption = False,
-    vault: VaultOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Import daily logs: each day's lines to its journal and one ended session."""
-    from memvault.openclaw.importers import import_daily_logs
-
-    _run(
-        ctx,
-        vault,
-        as_json,
-        lambda rt, update: import_daily_logs(rt, path, dry_run=dry_run, progress=update),
-        path,
-    )
+# name, the PATH argument's help, the command's help, the importer, whether it shows progress
+_KINDS = (
+    (
+        "openclaw",
+        "The workspace folder (~/.openclaw/workspace).",
+        "Import a workspace: MEMORY.md, memory/*.md, TODO.md, LEARNINGS.md (those that exist).",
+        "import_workspace",
+        True,
+    ),
+    (
+        "memory-md",
+        "A MEMORY.md file.",
+        "Import MEMORY.md: bullets and paragraphs to memories, ## headings to categories.",
+        "import_memory_md",
+        False,
+    ),
+    (
+        "daily-logs",
+        "The memory/ folder of YYYY-MM-DD.md logs, or one log.",
+        "Import daily logs: each day's lines to its journal and one ended session.",
+        "import_daily_logs",
+        True,
+    ),
+    (
+        "todo",
+        "A TODO.md file.",
+        "Import TODO.md: - [ ] and plain bullets to open tasks, - [x] to completed tasks.",
+        "import_todo",
+        False,
+    ),
+    (
+        "learnings",
+        "A LEARNINGS.md file.",
+        "Import LEARNINGS.md: each learning to a memory of category correction or pattern.",
+        "import_learnings",
+        False,
+    ),
+)
 
 
-@app.command("todo")
-def todo(
-    ctx: typer.Context,
-    path: Annotated[Path, typer.Argument(help="A TODO.md file.")],
-    dry_run: DryRunOption = False,
-    vault: VaultOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Import TODO.md: - [ ] and plain bullets to open tasks, - [x] to completed tasks."""
-    from memvault.openclaw.importers import import_todo
+def _command(name: str, path_help: str, doc: str, importer: str, shows_progress: bool) -> None:
+    """Register ``memvault import NAME PATH``, which runs ``importers.<importer>``."""
 
-    _run(ctx, vault, as_json, lambda rt, _: import_todo(rt, path, dry_run=dry_run), path)
+    def command(
+        ctx: typer.Context,
+        path: Path = typer.Argument(..., help=path_help, metavar="PATH"),
+        dry_run: DryRunOption = False,
+        vault: VaultOption = None,
+        as_json: JsonOption = False,
+    ) -> None:
+        from memvault.openclaw import importers
+
+        run = getattr(importers, importer)
+
+        def work(runtime: Runtime, update: Progress | None) -> ImportReport:
+            extra = {"progress": update} if shows_progress else {}
+            report: ImportReport = run(runtime, path, dry_run=dry_run, **extra)
+            return report
+
+        _run(ctx, vault, as_json, work, path)
+
+    command.__doc__ = doc
+    app.command(name)(command)
 
 
-@app.command("learnings")
-def learnings(
-    ctx: typer.Context,
-    path: Annotated[Path, typer.Argument(help="A LEARNINGS.md file.")],
-    dry_run: DryRunOption = False,
-    vault: VaultOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Import LEARNINGS.md: each learning to a memory of category correction or pattern."""
-    from memvault.openclaw.importers import import_learnings
-
-    _run(ctx, vault, as_json, lambda rt, _: import_learnings(rt, path, dry_run=dry_run), path)
+for _kind in _KINDS:
+    _command(*_kind)
