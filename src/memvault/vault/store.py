@@ -266,12 +266,10 @@ class Vault:
                 return InvalidInputError(
                     f"{blocker} is {kind}, not a folder, so {clean} cannot be inside it."
                 )
-        if code == errno.ENOENT:
+        if code in (errno.ENOENT, errno.ENOTDIR):  # no file in the way: nothing is there
             return NotFoundError(f"No note at {clean}.")
         if code == errno.EEXIST:
             return ConflictError(f"{clean} already exists; choose another name.")
-        if code == errno.ENOTDIR:
-            return NotFoundError(f"No note at {clean}.")
         if code == errno.ELOOP:
             return UnsafePathError(f"Path {clean!r} is a symlink loop; fix or remove the link.")
         if code == errno.EISDIR:
@@ -489,13 +487,8 @@ class Vault:
             else:
                 _require_regular(existing, clean)
                 mode = existing & 0o7777
-            fd, tmp = tempfile.mkstemp(prefix=".mv-", suffix=".tmp", dir=real.parent)
+            tmp = _synced_temp(real.parent, data, mode)
             try:
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(data)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                os.chmod(tmp, mode)
                 if exclusive:
                     try:
                         os.link(tmp, real)  # fails instead of clobbering
