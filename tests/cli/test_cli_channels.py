@@ -60,7 +60,7 @@ def serve(vault: Path) -> Iterator[Callable[[], Live]]:
         server = DaemonServer(uvicorn.Config(create_app(daemon), log_config=None), daemon)
         thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
         thread.start()
-        wait_for(lambda: server.started or not thread.is_alive(), "the daemon")
+        wait_for(lambda: server.announced.is_set() or not thread.is_alive(), "the daemon")
         assert thread.is_alive(), "the daemon did not start"
         live = Live(daemon, server, thread, f"http://127.0.0.1:{sock.getsockname()[1]}")
         started.append(live)

@@ -153,7 +153,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
         thread.start()
         deadline = time.monotonic() + 20
-        while not server.started:
+        while not server.announced.is_set():
             assert thread.is_alive() and time.monotonic() < deadline, "the daemon did not start"
             time.sleep(0.01)
         live = Live(daemon, server, thread, f"http://127.0.0.1:{sock.getsockname()[1]}")

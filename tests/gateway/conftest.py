@@ -54,7 +54,7 @@ def start_daemon(tmp_path: Path, clock: MovableClock) -> Iterator[StartDaemon]:
         )
         thread.start()
         deadline = time.monotonic() + 20
-        while not server.started:
+        while not server.announced.is_set():
             assert thread.is_alive() and time.monotonic() < deadline, "the daemon did not start"
             time.sleep(0.01)
         live = Live(daemon, server, thread, f"http://127.0.0.1:{port}")

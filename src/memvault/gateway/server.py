@@ -20,6 +20,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 from datetime import UTC, datetime
 from types import FrameType
 
@@ -130,6 +131,9 @@ class DaemonServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, daemon: Daemon) -> None:
         super().__init__(config)
         self.daemon = daemon
+        # Set once daemon.json names this daemon (uvicorn's `started` comes a moment
+        # before): from then on a client finds it.
+        self.announced = threading.Event()
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
@@ -147,6 +151,7 @@ class DaemonServer(uvicorn.Server):
                 process_start=process_start(os.getpid()),
             )
         )
+        self.announced.set()
         log.info(
             "memvault daemon listening",
             extra={"host": host, "port": port, "vault": str(self.daemon.runtime.vault.root)},
