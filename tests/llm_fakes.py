@@ -44,12 +44,12 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from types import TracebackType
 from typing import Any, Literal
 
 from memvault.config import LLMSettings
-from support import LoopbackHandler
+from support import LoopbackHandler, LoopbackServer
 
 FAKE_KEY_ENV = "FAKE_LLM_API_KEY"
 """The variable :func:`llm_settings` points ``api_key_env`` at (set to ``FAKE_KEY`` if unset)."""
@@ -119,8 +119,7 @@ class FakeLLMServer:
         self._script: deque[_Reply | _Failure] = deque()
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._http: LoopbackServer | None = None
 
     # -- scripting ---------------------------------------------------------------------------
 
@@ -181,20 +180,12 @@ class FakeLLMServer:
     @property
     def url(self) -> str:
         """The base URL to configure the SDK with."""
-        if self._server is None:
+        if self._http is None:
             raise RuntimeError("the fake server is not running; use it as a context manager")
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}{self.url_suffix}"
+        return f"{self._http.address}{self.url_suffix}"
 
     def __enter__(self) -> FakeLLMServer:
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        server.daemon_threads = True  # a handler still sleeping must not block shutdown
-        self._server = server
-        self._thread = threading.Thread(
-            target=server.serve_forever, args=(0.02,), name=type(self).__name__
-        )  # a short poll interval: shutdown() waits for one
-        self._thread.daemon = True
-        self._thread.start()
+        self._http = LoopbackServer(_handler_for(self), type(self).__name__)
         return self
 
     def __exit__(
@@ -203,12 +194,9 @@ class FakeLLMServer:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(5)
-        self._server = self._thread = None
+        if self._http is not None:
+            self._http.close()
+        self._http = None
 
     # -- what subclasses provide ---------------------------------------------------------------
 

@@ -6,9 +6,10 @@ import contextlib
 import hashlib
 import re
 import socket
+import threading
 from collections.abc import Sequence
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -143,3 +144,27 @@ class LoopbackHandler(BaseHTTPRequestHandler):
         # A client that gave up (a timeout, a long poll cancelled) or dropped a connection.
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             super().handle()
+
+
+class LoopbackServer:
+    """An HTTP server on 127.0.0.1 (a free port) serving ``handler`` from a thread."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler], name: str) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server.daemon_threads = True  # a handler still sleeping must not block shutdown
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, args=(0.02,), name=name, daemon=True
+        )  # a short poll interval: shutdown() waits for one
+        self.thread.start()
+
+    @property
+    def address(self) -> str:
+        """``http://127.0.0.1:PORT``."""
+        host, port = self.server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def close(self) -> None:
+        """Stop serving and release the port."""
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(5)

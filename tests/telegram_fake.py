@@ -33,13 +33,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from email.parser import BytesParser
 from email.policy import HTTP
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import PurePath
 from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from support import LoopbackHandler
+from support import LoopbackHandler, LoopbackServer
 
 FAKE_TOKEN = "123456:fake-telegram-token"
 BOT_ID = 123456
@@ -112,8 +112,7 @@ class FakeTelegram:
         self._allowed: set[str] | None = None
         self._closing = False
         self._cond = threading.Condition(threading.RLock())
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._http: LoopbackServer | None = None
 
     # -- scripting ---------------------------------------------------------------------------
 
@@ -259,10 +258,9 @@ class FakeTelegram:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def _address(self) -> str:
-        if self._server is None:
+        if self._http is None:
             raise RuntimeError("the fake server is not running; use it as a context manager")
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return self._http.address
 
     @property
     def base_url(self) -> str:
@@ -275,13 +273,7 @@ class FakeTelegram:
         return self._address() + "/file/bot"
 
     def __enter__(self) -> FakeTelegram:
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        server.daemon_threads = True
-        self._server = server
-        self._thread = threading.Thread(
-            target=server.serve_forever, args=(0.02,), name="FakeTelegram", daemon=True
-        )
-        self._thread.start()
+        self._http = LoopbackServer(_handler_for(self), "FakeTelegram")
         return self
 
     def __exit__(
@@ -293,12 +285,9 @@ class FakeTelegram:
         with self._cond:
             self._closing = True  # long polls still waiting answer now
             self._cond.notify_all()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(5)
-        self._server = self._thread = None
+        if self._http is not None:
+            self._http.close()
+        self._http = None
 
     # -- the API -------------------------------------------------------------------------------
 
