@@ -105,8 +105,7 @@ def render(result: dict[str, Any]) -> str:
     items = result["items"]
 
     def ms(key: str) -> str:
-        row = result[key]
-        return f"{row['p50_ms']} / {row['p95_ms']} ms"
+        return scale.shown(result[key])
 
     return "\n".join(
         [

@@ -599,10 +599,6 @@ ROUTES = {
 }
 
 
-def _ms(figures: dict[str, Any]) -> str:
-    return f"{figures['p50_ms']} / {figures['p95_ms']} ms"
-
-
 def _meets(value: float, limit: float) -> str:
     return "yes" if value <= limit else "**no**"
 
@@ -633,14 +629,14 @@ def render(result: dict[str, Any]) -> str:
         name = key.split("@")[0]
         lines.append(
             f"| {ROUTES[name]} | {row['concurrency']} | {row['requests']:,} | {row['per_s']:,} "
-            f"| {_ms(row)} | {row['errors']} |"
+            f"| {scale.shown(row)} | {row['errors']} |"
         )
     for key, row in result["http_none"].items():
         name = key.split("@")[0]
         label = ROUTES[name] + (" `keyword=true`" if name == "search" else "")
         lines.append(
             f"| {label}, no embedder | {row['concurrency']} | {row['requests']:,} "
-            f"| {row['per_s']:,} | {_ms(row)} | {row['errors']} |"
+            f"| {row['per_s']:,} | {scale.shown(row)} | {row['errors']} |"
         )
     backlog = result["backlog_after_writes"]
     search = result["http"][f"search@{plan['concurrency']}"]
@@ -666,8 +662,8 @@ def render(result: dict[str, Any]) -> str:
         f"latency from the POST being sent to a subscriber reading `memory_stored`: "
         f"p50 {sse['p50_ms']} ms, p95 {sse['p95_ms']} ms, max {sse['max_ms']} ms"
         + (f"; {sse['errors']} streams failed ({sse['first_error']})" if sse["errors"] else "")
-        + f". The POST's own round trip: {_ms(sse['post'])} (the event is published before "
-        f"the answer is sent); from publication to the reader: {_ms(sse['after_publish'])} "
+        + f". The POST's own round trip: {scale.shown(sse['post'])} (the event is published before "
+        f"the answer is sent); from publication to the reader: {scale.shown(sse['after_publish'])} "
         "(wall clock, 1 ms resolution).",
         "",
     ]

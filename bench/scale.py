@@ -167,6 +167,11 @@ def build_vault(root: Path, size: int, seed: int = 7) -> tuple[Runtime, float, d
     return runtime, memory_seconds, {"notes": notes, "memories": memories}
 
 
+def shown(figures: dict[str, Any]) -> str:
+    """``p50 / p95 ms`` of a :func:`percentiles` result, for a report's table."""
+    return f"{figures['p50_ms']} / {figures['p95_ms']} ms"
+
+
 def percentiles(samples: list[float]) -> dict[str, float]:
     """p50 / p95 in milliseconds."""
     ordered = sorted(samples)
