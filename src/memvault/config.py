@@ -319,6 +319,11 @@ class ChannelsSettings(Section):
     )
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
 
+    def sections(self) -> dict[str, ChannelSettings]:
+        """Every channel's settings by name, enabled or not."""
+        found = {name: getattr(self, name) for name in type(self).model_fields}
+        return {name: value for name, value in found.items() if isinstance(value, ChannelSettings)}
+
 
 class Settings(BaseSettings):
     """Every setting memvault reads. Sections group related settings."""

@@ -89,8 +89,8 @@ class Access:
 
     def config(self, channel: str) -> ChannelSettings:
         """The settings of a channel."""
-        found = getattr(self.settings, channel, None)
-        if not isinstance(found, ChannelSettings):
+        found = self.settings.sections().get(channel)
+        if found is None:
             raise NotFoundError(f"There is no channel named {channel!r}.")
         return found
 

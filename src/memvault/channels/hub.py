@@ -57,7 +57,6 @@ _SEND_BACKOFF_CAP = 300.0
 _IDLE_WORKER = 60.0
 # An adapter that cannot receive (another poller) can still send.
 _SENDING_STATES = ("running", "conflict")
-_CHAT_ID = "chat_id"
 
 T = TypeVar("T")
 
@@ -96,30 +95,27 @@ class _Cursor:
         self._state.set_meta(self._key, str(offset))
 
 
-def _telegram(runtime: Runtime, settings: ChannelSettings) -> Adapter:
-    assert isinstance(settings, TelegramSettings)
-    token = os.environ.get(settings.token_env, "").strip()
+def read_token(channel: str, token_env: str) -> str:
+    """A channel's secret from the environment variable its settings name; ConfigError
+    when it is not set (the secret is never stored in the vault)."""
+    token = os.environ.get(token_env, "").strip()
     if not token:
         raise ConfigError(
-            f"channels.telegram is enabled but ${settings.token_env} is not set; export the "
-            "bot token there (memvault never stores it)."
+            f"channels.{channel} is enabled but ${token_env} is not set; export the "
+            "token there (memvault never stores it)."
         )
+    return token
+
+
+def _telegram(runtime: Runtime, settings: ChannelSettings) -> Adapter:
+    assert isinstance(settings, TelegramSettings)
+    token = read_token("telegram", settings.token_env)
     from memvault.channels.telegram import TelegramAdapter
 
     return TelegramAdapter(settings, token, cursor=_Cursor(runtime, "channels.telegram.offset"))
 
 
 FACTORIES = {"telegram": _telegram}
-
-
-def channel_names(runtime: Runtime) -> list[str]:
-    """Every channel memvault knows, enabled or not."""
-    settings = runtime.settings.channels
-    return [
-        name
-        for name in type(settings).model_fields
-        if isinstance(getattr(settings, name), ChannelSettings)
-    ]
 
 
 class _ChannelApprover:
@@ -173,8 +169,7 @@ class Hub:
         )
         self.statuses: dict[str, AdapterStatus] = {}
         self.adapters: dict[str, Adapter] = {}
-        for name in channel_names(runtime):
-            config = self.access.config(name)
+        for name, config in self.settings.sections().items():
             if adapters is not None:
                 if name in adapters:
                     self.adapters[name] = adapters[name]
@@ -206,8 +201,8 @@ class Hub:
 
     def start(self) -> None:
         """Start the adapters, the router and the outbox on a thread of their own."""
-        if self._thread is not None:
-            return
+        if self._thread is not None or not self.adapters:
+            return  # no channel enabled: no loop polling an empty outbox
         self._thread = threading.Thread(target=self._run, name="memvault-channels", daemon=True)
         self._thread.start()
         self._ready.wait(10)
@@ -492,14 +487,19 @@ class Hub:
 
     # -- what other threads call -------------------------------------------------------
 
+    def channel_named(self, name: str) -> str:
+        """The channel ``name`` means, enabled or not (AdapterNotFoundError when none)."""
+        clean = name.strip().lower()
+        known = self.settings.sections()
+        if clean not in known:
+            raise AdapterNotFoundError(
+                f"There is no channel named {name!r}; channels: {', '.join(known)}."
+            )
+        return clean
+
     def adapter(self, name: str) -> Adapter:
         """The adapter of an enabled channel."""
-        clean = name.strip().lower()
-        if clean not in channel_names(self.runtime):
-            raise AdapterNotFoundError(
-                f"There is no channel named {name!r}; channels: "
-                f"{', '.join(channel_names(self.runtime))}."
-            )
+        clean = self.channel_named(name)
         adapter = self.adapters.get(clean)
         if adapter is None:
             status = self.statuses.get(clean)
@@ -545,10 +545,10 @@ class Hub:
         self.access.check_send(channel, chat_id)
         parts = Router.split(adapter, text) if text.strip() else [""]
         ids = self.queue(channel, chat_id, parts, kind="send", media=media)
-        with contextlib.suppress(MemvaultError):
-            log_message = self.hooks.log_message or self.runtime.sessions.log
-            if text.strip():
-                log_message(session_key(channel, chat_id), text, role="assistant", channel=channel)
+        if text.strip():
+            with contextlib.suppress(MemvaultError):
+                key = session_key(channel, chat_id)
+                self.router.log_message(key, text, role="assistant", channel=channel)
         if not self.running:  # no daemon loop here: this process delivers its own rows
             self.deliver_here(ids)
         deadline = time.monotonic() + wait
@@ -667,18 +667,14 @@ class Hub:
     def status(self) -> list[dict[str, Any]]:
         """Every channel: enabled, state, last error, last message, outbox, waiting senders."""
         out = []
-        for name in channel_names(self.runtime):
-            config = self.access.config(name)
+        for name, config in self.settings.sections().items():
             status = self.statuses.get(name)
             last = self.store.last_received(name)
-            state = status.state if status else "disabled"
-            if status is not None and not self.running and state != "failed":
-                state = "not running (the daemon runs channels)"
             out.append(
                 {
                     "channel": name,
                     "enabled": config.enabled,
-                    "state": state,
+                    "state": self._state(name),
                     "error": status.error if status else None,
                     "identity": status.identity if status else None,
                     "restarts": status.restarts if status else 0,
@@ -692,60 +688,51 @@ class Hub:
             )
         return out
 
+    def _state(self, name: str) -> str:
+        """A channel's state as people are shown it."""
+        status = self.statuses.get(name)
+        if status is None:
+            return "disabled"
+        if not self.running and status.state != "failed":
+            return "not running (the daemon runs channels)"
+        return status.state
+
     def checks(self) -> list[tuple[str, str, str]]:
         """``(name, ok | warning | error, sentence)`` per enabled channel, for doctor."""
         out: list[tuple[str, str, str]] = []
-        now = self.runtime.clock.now()
-        for item in self.status():
-            name = item["channel"]
-            config = self.access.config(name)
-            if not config.enabled:
-                continue
-            check = f"channel_{name}"
-            status = self.statuses.get(name)
-            if status is not None and status.state == "failed":
-                out.append((check, "error", f"{name} stopped: {status.error}"))
-                continue
-            if status is not None and status.state == "conflict":
-                out.append((check, "error", f"{name} receives nothing: {status.error}"))
-                continue
-            if status is not None and status.state == "backoff":
-                out.append((check, "warning", f"{name} is restarting: {status.error}"))
-                continue
-            if not config.owner:
-                out.append(
-                    (
-                        check,
-                        "warning",
-                        f"channels.{name}.owner is empty: nobody can approve "
-                        "senders or tool calls from a phone",
-                    )
-                )
-                continue
-            failed = item["outbox"].get("failed", 0)
-            if failed:
-                out.append(
-                    (
-                        check,
-                        "warning",
-                        f"{failed} message(s) on {name} could not be sent; "
-                        "see `memvault channels outbox`",
-                    )
-                )
-                continue
-            last = self.store.last_received(name)
-            quiet = timedelta(hours=config.silence_hours)
-            if config.silence_hours and (last is None or now - last > quiet):
-                since = f"since {last.isoformat(timespec='minutes')}" if last else "yet"
-                out.append(
-                    (
-                        check,
-                        "warning",
-                        f"{name} has received nothing {since} "
-                        f"(more than {config.silence_hours:g} h)",
-                    )
-                )
-                continue
-            who = f" as {status.identity}" if status and status.identity else ""
-            out.append((check, "ok", f"{name} is {item['state']}{who}"))
+        for name, config in self.settings.sections().items():
+            if config.enabled:
+                out.append((f"channel_{name}", *self._verdict(name, config)))
         return out
+
+    def _verdict(self, name: str, config: ChannelSettings) -> tuple[str, str]:
+        """``(ok | warning | error, sentence)`` for one enabled channel."""
+        status = self.statuses.get(name)
+        state = status.state if status else None
+        if status is not None and state == "failed":
+            return "error", f"{name} stopped: {status.error}"
+        if status is not None and state == "conflict":
+            return "error", f"{name} receives nothing: {status.error}"
+        if status is not None and state == "backoff":
+            return "warning", f"{name} is restarting: {status.error}"
+        if not config.owner:
+            return "warning", (
+                f"channels.{name}.owner is empty: nobody can approve senders or tool calls "
+                "from a phone"
+            )
+        failed = self.store.counts(name).get("failed", 0)
+        if failed:
+            return "warning", (
+                f"{failed} message(s) on {name} could not be sent; see `memvault channels outbox`"
+            )
+        if config.silence_hours:
+            last = self.store.last_received(name)
+            if last is None or self.runtime.clock.now() - last > timedelta(
+                hours=config.silence_hours
+            ):
+                since = f"since {last.isoformat(timespec='minutes')}" if last else "yet"
+                return "warning", (
+                    f"{name} has received nothing {since} (more than {config.silence_hours:g} h)"
+                )
+        who = f" as {status.identity}" if status and status.identity else ""
+        return "ok", f"{name} is {self._state(name)}{who}"

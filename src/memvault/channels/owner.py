@@ -12,38 +12,27 @@ decision takes effect at once whichever process makes it.
 from __future__ import annotations
 
 from memvault.channels.access import shown_code
-from memvault.channels.hub import AdapterNotFoundError, Hub, channel_names
+from memvault.channels.hub import Hub
 from memvault.channels.store import Queued, Sender
 from memvault.errors import ConflictError, InvalidInputError, NotFoundError
 
 OUTBOX_STATUSES = ("pending", "failed", "sent", "all")
 
 
-def channel_named(hub: Hub, name: str) -> str:
-    """The channel ``name`` means, enabled or not (AdapterNotFoundError when there is none)."""
-    clean = name.strip().lower()
-    known = channel_names(hub.runtime)
-    if clean not in known:
-        raise AdapterNotFoundError(
-            f"There is no channel named {name!r}; channels: {', '.join(known)}."
-        )
-    return clean
-
-
 def pending(hub: Hub, channel: str | None = None) -> list[Sender]:
     """Senders waiting for the owner's decision, the most recent first."""
-    chosen = channel_named(hub, channel) if channel is not None else None
+    chosen = hub.channel_named(channel) if channel is not None else None
     return hub.store.senders(channel=chosen, status="pending")
 
 
 def approve(hub: Hub, channel: str, ref: str, *, by: str) -> Sender:
     """Let a sender in (their id, or their pairing code); they become a contact."""
-    return hub.router.approve_sender(channel_named(hub, channel), ref, by=by)
+    return hub.router.approve_sender(hub.channel_named(channel), ref, by=by)
 
 
 def block(hub: Hub, channel: str, ref: str, *, by: str) -> Sender:
     """Shut a sender out for good (also someone who has not written yet, by id)."""
-    return hub.router.block_sender(channel_named(hub, channel), ref, by=by)
+    return hub.router.block_sender(hub.channel_named(channel), ref, by=by)
 
 
 def outbox(hub: Hub, status: str = "all", limit: int = 50) -> list[Queued]:

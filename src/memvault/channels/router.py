@@ -44,6 +44,7 @@ from memvault.channels.access import (
 )
 from memvault.channels.approvals import Approvals, parse_reply
 from memvault.channels.base import Adapter, Attachment, Inbound
+from memvault.channels.format import split_text
 from memvault.channels.store import (
     INBOX_CAPTURED,
     INBOX_DONE,
@@ -136,6 +137,9 @@ class Router:
         self._queue = queue
         self._policy_for = policy_for
         self._runs = ThreadPoolExecutor(AGENT_THREADS, thread_name_prefix="memvault-channel-run")
+        # The daemon's hooks announce what they log; without a daemon, the sessions' own.
+        self.log_message = hooks.log_message or runtime.sessions.log
+        self._end_session = hooks.end_session or runtime.sessions.end
 
     # -- the flow ----------------------------------------------------------------------
 
@@ -203,8 +207,6 @@ class Router:
     @staticmethod
     def split(adapter: Adapter, text: str) -> list[str]:
         """A reply cut to the channel's length limit."""
-        from memvault.channels.format import split_text
-
         return split_text(text, adapter.max_message_length) or [text]
 
     # -- strangers ---------------------------------------------------------------------
@@ -312,8 +314,7 @@ class Router:
             except MemvaultError as exc:
                 log.warning("could not end the idle session", extra={"error": exc.message})
         text = message.text.strip() or _attachment_words(message) or "[empty message]"
-        log_message = self.hooks.log_message or self.runtime.sessions.log
-        session, _ = log_message(
+        session, _ = self.log_message(
             key,
             text,
             role="user",
@@ -439,8 +440,7 @@ class Router:
         self._runs.shutdown(wait=False, cancel_futures=True)
 
     def _log_reply(self, key: str, message: Inbound, text: str) -> None:
-        log_message = self.hooks.log_message or self.runtime.sessions.log
-        log_message(key, text, role="assistant", channel=message.channel)
+        self.log_message(key, text, role="assistant", channel=message.channel)
 
     # -- commands without a model --------------------------------------------------------
 
@@ -502,9 +502,8 @@ class Router:
 
     def _new(self, message: Inbound, arg: str) -> str:
         key = session_key(message.channel, message.chat_id)
-        end = self.hooks.end_session or (lambda k: self.runtime.sessions.end(k))
         try:
-            session = end(key)
+            session = self._end_session(key)
         except MemvaultError:
             return "Started a new session."
         summary = f" Summary: {session.summary}" if session.summary else ""

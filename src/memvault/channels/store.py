@@ -225,17 +225,16 @@ class ChannelStore:
     def chats(self, channel: str, limit: int) -> list[dict[str, Any]]:
         """The channel's conversations memvault has seen, the most recent first."""
         rows = self.db.query(
-            "SELECT chat_id, count(*) AS messages, max(received_at) AS last, "
-            "max(id) AS last_id FROM channel_inbox WHERE channel = ? "
-            "GROUP BY chat_id ORDER BY last_id DESC LIMIT ?",
+            "SELECT chats.*, latest.payload FROM (SELECT chat_id, count(*) AS messages, "
+            "max(received_at) AS last, max(id) AS last_id FROM channel_inbox "
+            "WHERE channel = ? GROUP BY chat_id) AS chats "
+            "JOIN channel_inbox AS latest ON latest.id = chats.last_id "
+            "ORDER BY chats.last_id DESC LIMIT ?",
             (channel, limit),
         )
         out = []
         for row in rows:
-            latest = self.db.query(
-                "SELECT payload FROM channel_inbox WHERE id = ?", (row["last_id"],)
-            )[0]
-            payload = json.loads(latest["payload"])
+            payload = json.loads(row["payload"])
             out.append(
                 {
                     "chat_id": row["chat_id"],
@@ -369,11 +368,6 @@ class ChannelStore:
         )
         return [_queued(row) for row in rows]
 
-    def answered(self, inbox_id: int) -> bool:
-        """Whether a reply to this inbox row is queued or sent."""
-        rows = self.db.query("SELECT 1 FROM channel_outbox WHERE inbox_id = ? LIMIT 1", (inbox_id,))
-        return bool(rows)
-
     def counts(self, channel: str) -> dict[str, int]:
         """Outbox rows of a channel by status."""
         rows = self.db.query(
@@ -470,11 +464,6 @@ class ChannelStore:
         """Short ids of approvals still waiting."""
         rows = self.db.query("SELECT short_id FROM channel_approvals WHERE status = 'pending'")
         return {str(r["short_id"]) for r in rows}
-
-    def approvals(self, *, limit: int = 50) -> list[dict[str, Any]]:
-        """Recent approvals, newest first."""
-        rows = self.db.query("SELECT * FROM channel_approvals ORDER BY id DESC LIMIT ?", (limit,))
-        return [dict(row) for row in rows]
 
     def expire_approvals(self) -> int:
         """Approvals a stopped daemon left waiting are expired (their runs are gone)."""

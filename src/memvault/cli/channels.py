@@ -69,14 +69,9 @@ def list_channels(
     ctx: typer.Context, vault: VaultOption = None, as_json: JsonOption = False
 ) -> None:
     """List the channels as config.toml sets them up (no daemon needed)."""
-    from memvault.channels.hub import channel_names
-    from memvault.config import ChannelSettings
-
     runtime = open_runtime(ctx, vault)
     rows: list[dict[str, Any]] = []
-    for name in channel_names(runtime):
-        config = getattr(runtime.settings.channels, name)
-        assert isinstance(config, ChannelSettings)
+    for name, config in runtime.settings.channels.sections().items():
         rows.append(
             {
                 "channel": name,
@@ -182,10 +177,8 @@ def send(
     }
     result = _through_daemon(ctx, vault, "POST", "/v1/send", body=body)
     if result is None:
-        from memvault.channels.owner import channel_named
-
         hub = _hub(ctx, vault, adapters=True)
-        result = hub.send(channel_named(hub, channel), to, text)
+        result = hub.send(hub.channel_named(channel), to, text)
     if result["status"] == "failed":
         from memvault.channels.base import MessageRejectedError
 

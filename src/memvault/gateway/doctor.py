@@ -7,7 +7,6 @@ vault checks locally.
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -17,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from memvault import __version__
-from memvault.config import ChannelSettings
-from memvault.errors import MemvaultError
+from memvault.channels.hub import read_token
+from memvault.errors import ConfigError, MemvaultError
 from memvault.gateway.security import loose_permissions
 from memvault.index.embedders import LocalEmbedder
 from memvault.index.local_model import PREPARE_COMMAND
@@ -396,21 +395,15 @@ def diagnose(runtime: Runtime, daemon: DaemonFacts | None = None) -> Report:
 def _channels_offline(runtime: Runtime) -> list[Check]:
     """Enabled channels when no daemon runs them: is the token there, and who runs them."""
     checks = []
-    settings = runtime.settings.channels
-    for name in type(settings).model_fields:
-        config = getattr(settings, name)
-        if not isinstance(config, ChannelSettings) or not config.enabled:
+    for name, config in runtime.settings.channels.sections().items():
+        if not config.enabled:
             continue
         token_env = getattr(config, "token_env", None)
-        if token_env and not os.environ.get(token_env, "").strip():
-            checks.append(
-                Check(
-                    f"channel_{name}",
-                    "error",
-                    f"channels.{name} is enabled but ${token_env} is not set; "
-                    "export the token there.",
-                )
-            )
+        try:
+            if token_env:
+                read_token(name, token_env)
+        except ConfigError as exc:
+            checks.append(Check(f"channel_{name}", "error", exc.message))
         else:
             checks.append(
                 Check(

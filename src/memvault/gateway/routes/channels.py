@@ -83,7 +83,7 @@ def send(body: SendBody, daemon: DaemonDep) -> dict[str, Any]:
         )
     payload = body.payload or SendPayload()
     hub = daemon.hub
-    channel = owner.channel_named(hub, body.adapter or DEFAULT_CHANNEL)
+    channel = hub.channel_named(body.adapter or DEFAULT_CHANNEL)
     result = hub.send(channel, payload.conversation_hint or "", payload.text or "")
     return {"ok": True, "result": result}
 
@@ -99,7 +99,7 @@ def messages(
     limit: ChannelLimit = 50,
 ) -> dict[str, Any]:
     """Recent messages of a channel, oldest first: what arrived and what was sent."""
-    channel = owner.channel_named(daemon.hub, adapter)
+    channel = daemon.hub.channel_named(adapter)
     return {"ok": True, "result": daemon.hub.messages(channel, conversation or None, limit)}
 
 
@@ -113,7 +113,7 @@ def conversations(
 ) -> dict[str, Any]:
     """A channel's conversations, the most recent first (from the platform where it can
     list them, else from memvault's own log of the channel)."""
-    channel = owner.channel_named(daemon.hub, adapter)
+    channel = daemon.hub.channel_named(adapter)
     return {"ok": True, "result": daemon.hub.conversations(channel, limit)}
 
 

@@ -7,7 +7,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
 
-from memvault.channels.owner import channel_named
 from memvault.gateway.daemon import Daemon
 from memvault.gateway.routes import COMMON_ERRORS, DaemonDep, errors
 from memvault.gateway.schemas import (
@@ -202,7 +201,7 @@ def context(
     sender's contact note, the session, and what the platform says of it.
     """
     if adapter:
-        channel = channel_named(daemon.hub, adapter)
+        channel = daemon.hub.channel_named(adapter)
         found = daemon.hub.context(channel, conversation or None)
         return {"ok": True, "result": found, "notice": None}
     if query:
