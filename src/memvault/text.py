@@ -51,6 +51,12 @@ def unencodable(text: str) -> bool:
     return _SURROGATE.search(text) is not None
 
 
+def scrub(text: str) -> str:
+    """``text`` with every character no store can keep (a lone surrogate, a control other
+    than tab and newlines) replaced by U+FFFD: for text that must be kept, not refused."""
+    return _REFUSED.sub("\ufffd", text)
+
+
 def bad_text(field: str, problem: str) -> InvalidInputError:
     """The error for a field whose text cannot be kept: one sentence naming both."""
     return InvalidInputError(f"{field} contains a character that is not valid text ({problem}).")

@@ -472,3 +472,25 @@ def test_doctor_warns_about_a_silent_channel(
     clock.set(clock.now() + timedelta(hours=7))
     check = {c.name: c for c in live.daemon.doctor().checks}["channel_telegram"]
     assert check.status == "warning" and "more than 6 h" in check.message
+
+
+def test_hostile_text_and_file_names_are_kept_safely(
+    start_daemon: StartDaemon, tg: FakeTelegram
+) -> None:
+    """A lone surrogate or a control character in a message, and a file name that climbs
+    out of its folder, neither block the channel nor lose the message nor leave the vault's
+    attachments folder."""
+    live = start_daemon(settings=channels(tg))
+    tg.push_message(OWNER, "/remember bad \ud800 char and \x07 bell", first_name="Ada\udc80")
+    tg.push_message(OWNER, None, document=("../../.memvault/token", b"not a token", "text/plain"))
+    tg.push_message(OWNER, "/help")
+    wait_for(lambda: len(delivered(tg, OWNER)) == 3, "all three answered")
+    assert inbox_status(live) == ["done", "done", "done"]
+    (memory,) = live.daemon.runtime.memories.list()
+    assert memory.text == "bad \ufffd char and \ufffd bell"
+    token = (live.vault / ".memvault/token").read_text()
+    assert token.strip() == live.daemon.token
+    saved = [p for p in (live.vault / "Attachments").rglob("*") if p.is_file()]
+    assert [p.read_bytes() for p in saved] == [b"not a token"]
+    assert all(".." not in p.relative_to(live.vault).parts for p in saved)
+    assert not any(".memvault" in p.relative_to(live.vault).parts for p in saved)

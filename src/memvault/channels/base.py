@@ -26,12 +26,13 @@ The contract that keeps messages safe:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
 from memvault.errors import MemvaultError
+from memvault.text import scrub
 
 
 class ChannelError(MemvaultError):
@@ -149,6 +150,18 @@ class Inbound:
             "action_id": self.action_id,
             "platform_message_id": self.platform_message_id,
         }
+
+    def scrubbed(self) -> Inbound:
+        """The message with every text field fit to store (:func:`memvault.text.scrub`):
+        platform text is kept, never refused, and never blocks the channel."""
+        fields: dict[str, Any] = {
+            name: scrub(value) for name, value in vars(self).items() if isinstance(value, str)
+        }
+        attachments = tuple(
+            replace(a, name=scrub(a.name) if a.name else a.name, mime=scrub(a.mime or "") or None)
+            for a in self.attachments
+        )
+        return replace(self, **fields, attachments=attachments)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Inbound:

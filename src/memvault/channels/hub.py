@@ -314,6 +314,7 @@ class Hub:
 
     async def _intake(self, name: str, message: Inbound) -> None:
         """The adapters' handler: store, then route; returning acknowledges the message."""
+        message = message.scrubbed()  # a stray surrogate must not make it undeliverable
         inbox_id = await asyncio.to_thread(self.store.receive, message)
         if inbox_id is None:
             return  # delivered before (a redelivery after a crash)
