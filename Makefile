@@ -4,8 +4,12 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_VAULT ?= demo-vault
 STAMP := $(VENV)/.installed
+# The real OpenClaw and the Node 24 it needs, for the end-to-end tests (npm registry only;
+# its install scripts are skipped: they refuse the system's Node before ours is on PATH).
+OPENCLAW_DIR := $(VENV)/openclaw
+OPENCLAW_STAMP := $(OPENCLAW_DIR)/.installed
 
-.PHONY: install run test lint typecheck pytest bench bench-quick clean
+.PHONY: install openclaw run test lint typecheck pytest bench bench-quick clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +21,15 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+$(OPENCLAW_STAMP): tests/openclaw/npm/package.json tests/openclaw/npm/package-lock.json
+	command -v npm >/dev/null || (apt-get update -qq && apt-get install -y -qq npm)
+	mkdir -p $(OPENCLAW_DIR)
+	cp tests/openclaw/npm/package.json tests/openclaw/npm/package-lock.json $(OPENCLAW_DIR)/
+	cd $(OPENCLAW_DIR) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	touch $(OPENCLAW_STAMP)
+
+openclaw: $(OPENCLAW_STAMP)
+
 run: $(STAMP)
 	@bash scripts/demo.sh "$(DEMO_VAULT)"
 
@@ -27,15 +40,15 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict src/memvault
 
-pytest: $(STAMP)
+pytest: $(STAMP) $(OPENCLAW_STAMP)
 	$(BIN)/pytest -q
 
 test: lint typecheck pytest
 
-bench: $(STAMP)
+bench: $(STAMP) $(OPENCLAW_STAMP)
 	cd bench && ../$(BIN)/python run.py
 
-bench-quick: $(STAMP)
+bench-quick: $(STAMP) $(OPENCLAW_STAMP)
 	cd bench && ../$(BIN)/python run.py --quick
 
 clean:

@@ -22,6 +22,7 @@ import scale
 
 import agent
 import channels
+import openclaw
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -55,6 +56,8 @@ def main() -> int:
     looped = agent.run(agent_size, 20 if args.quick else 50)
     print(f"Telegram to reply on {agent_size:,} items...", file=sys.stderr)
     messaged = channels.run(agent_size, 15 if args.quick else 30)
+    print("OpenClaw's memory_search through the gateway...", file=sys.stderr)
+    gatewayed = openclaw.run(agent_size, 40 if args.quick else 100)
     stamp = datetime.now().strftime("%Y-%m-%d-%H%M")
     report = "\n".join(
         [
@@ -99,6 +102,10 @@ def main() -> int:
             "## Channels: a Telegram message to its reply",
             "",
             channels.render(messaged),
+            "",
+            "## OpenClaw: memory_search at the gateway",
+            "",
+            openclaw.render(gatewayed),
             "",
         ]
     )

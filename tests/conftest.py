@@ -8,13 +8,17 @@ user's own cache.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
+import httpx2 as httpx
 import pytest
 
-from memvault.config import Settings
+from gateway_support import Live, StartDaemon, serve
+from memvault.config import Settings, load_settings
 from memvault.index.local_model import ModelFile
 from memvault.locations import MODEL_CACHE_ENV
 from memvault.runtime import Runtime
@@ -92,3 +96,54 @@ def tg(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeTelegram]:
     with FakeTelegram() as fake:
         monkeypatch.setenv("TELEGRAM_BOT_TOKEN", fake.token)
         yield fake
+
+
+# A real daemon on a free loopback port, in this process: uvicorn in a thread.
+
+
+@pytest.fixture
+def start_daemon(tmp_path: Path, clock: MovableClock) -> Iterator[StartDaemon]:
+    """Start daemons on a vault (initialised if new); all are stopped at the end."""
+    started: list[Live] = []
+
+    def start(
+        vault: Path | None = None,
+        *,
+        settings: dict[str, Any] | None = None,
+        embedder: Any = "hash",
+        background: bool = True,
+    ) -> Live:
+        root = vault or tmp_path / "vault"
+        if not root.exists():
+            init_vault(Vault(root))
+        loaded = load_settings(root, overrides={"timezone": "Europe/Berlin", **(settings or {})})
+        runtime = Runtime.open(
+            loaded.settings,
+            clock=clock,
+            embedder=HashEmbedder() if embedder == "hash" else embedder,
+        )
+        live = serve(runtime, background=background)
+        started.append(live)
+        return live
+
+    yield start
+    for live in started:
+        if live.thread.is_alive():
+            live.stop()
+
+
+@pytest.fixture
+def live(start_daemon: StartDaemon) -> Live:
+    """A daemon on a fresh vault, its index followed by the watcher."""
+    running = start_daemon()
+    deadline = time.monotonic() + 20
+    while not running.daemon.watching.is_set():
+        assert time.monotonic() < deadline, "the watcher did not start"
+        time.sleep(0.02)
+    return running
+
+
+@pytest.fixture
+def api(live: Live) -> Iterator[httpx.Client]:
+    with live.client() as client:
+        yield client

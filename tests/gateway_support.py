@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
+import uvicorn
 
+from memvault.gateway.app import create_app
 from memvault.gateway.daemon import Daemon
-from memvault.gateway.server import DaemonServer
+from memvault.gateway.server import DaemonServer, bind
+from memvault.runtime import Runtime
 
 
 @dataclass
@@ -43,6 +47,25 @@ class Live:
 
 
 StartDaemon = Callable[..., Live]
+
+
+def serve(runtime: Runtime, *, background: bool = True) -> Live:
+    """A daemon over ``runtime`` on a free loopback port: uvicorn in a thread of this
+    process, announced in the vault's daemon.json as ``memvault serve`` does."""
+    sock = bind("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    daemon = Daemon(runtime, host="127.0.0.1", port=port, background=background)
+    config = uvicorn.Config(create_app(daemon), log_config=None, lifespan="on")
+    server = DaemonServer(config, daemon)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, name="test-daemon", daemon=True
+    )
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.announced.is_set():
+        assert thread.is_alive() and time.monotonic() < deadline, "the daemon did not start"
+        time.sleep(0.01)
+    return Live(daemon, server, thread, f"http://127.0.0.1:{port}")
 
 
 def ok(response: httpx.Response, status: int = 200, notice: str | None = None) -> Any:

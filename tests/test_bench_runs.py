@@ -22,6 +22,8 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
         ("remember.py", ["--sizes", "10", "--writes", "5"], "sizes"),
         ("scale.py", ["--sizes", "200", "--queries", "5", "--no-model"], "sizes"),
         ("channels.py", ["--size", "100", "--runs", "2"], "one_call_reply"),
+        # The real OpenClaw gateway (a cold start of 10-50 s).
+        ("openclaw.py", ["--size", "100", "--runs", "2"], "gateway_search"),
     ],
 )
 def test_a_benchmark_runs_on_a_small_vault(script: str, args: list[str], key: str) -> None:
@@ -30,7 +32,7 @@ def test_a_benchmark_runs_on_a_small_vault(script: str, args: list[str], key: st
         cwd=BENCH,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
         check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]

@@ -40,6 +40,7 @@ class RootGroup(ErrorBoundaryGroup):
         "embedder": "memvault.cli.embedder",
         "channels": "memvault.cli.channels",
         "import": "memvault.cli.imports",
+        "openclaw": "memvault.cli.openclaw",
     }
 
 

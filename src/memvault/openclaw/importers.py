@@ -471,9 +471,9 @@ class Importer:
                 f"{path} is a file; `memvault import openclaw` takes a workspace folder "
                 "(import a single file with memory-md, daily-logs, todo or learnings)."
             )
-        if not _holds_workspace(path) and _holds_workspace(path / "workspace"):
+        if not holds_workspace(path) and holds_workspace(path / "workspace"):
             path = path / "workspace"  # ~/.openclaw given instead of its workspace
-        if not _holds_workspace(path):
+        if not holds_workspace(path):
             raise NotFoundError(
                 f"Nothing to import in {path}: it holds none of {', '.join(WORKSPACE_FILES)}."
             )
@@ -790,7 +790,7 @@ def _first(folder: Path, *names: str) -> Path | None:
     return next((folder / n for n in names if (folder / n).is_file()), None)
 
 
-def _holds_workspace(path: Path) -> bool:
+def holds_workspace(path: Path) -> bool:
     names = ("MEMORY.md", "memory.md", "TODO.md", "todo.md", "LEARNINGS.md", "learnings.md")
     return path.is_dir() and (
         any((path / n).is_file() for n in names) or (path / "memory").is_dir()

