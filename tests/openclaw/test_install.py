@@ -120,6 +120,8 @@ def test_uninstall_restores_openclaw_and_keeps_the_memories(installed: dict[str,
     assert snapshot(home.workspace) == installed["workspace_before"]
     core = home.plugin("memory-core")
     assert core["status"] == "loaded" and core["enabled"] is True
+    back = home.openclaw_json("plugins", "inspect", "memory-core", "--runtime")
+    assert back["plugin"]["memorySlotSelected"] is True, back["plugin"]
     assert not any(p["id"] == "memvault" for p in home.openclaw_json("plugins", "list")["plugins"])
     assert not (home.vault / ".memvault" / "openclaw" / "install.json").exists()
     daemon: DaemonProcess = installed["daemon"]
