@@ -40,7 +40,15 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict src/memvault
 
-pytest: $(STAMP) $(OPENCLAW_STAMP)
+# The email channel's tests run a real IMAP server (Debian's dovecot) and make certificates.
+DEBIAN_STAMP := $(VENV)/.debian
+
+$(DEBIAN_STAMP):
+	command -v dovecot >/dev/null && command -v openssl >/dev/null || \
+		(apt-get update -qq && apt-get install -y -qq dovecot-imapd openssl)
+	touch $(DEBIAN_STAMP)
+
+pytest: $(STAMP) $(OPENCLAW_STAMP) $(DEBIAN_STAMP)
 	$(BIN)/pytest -q
 
 test: lint typecheck pytest

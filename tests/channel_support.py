@@ -42,3 +42,19 @@ def delivered(tg: FakeTelegram, chat: int) -> list[str]:
         for s in list(tg.sent)
         if s["method"] == "sendMessage" and s["chat_id"] == chat and not s["error"]
     ]
+
+
+class MemoryState:
+    """Named values kept in memory, as the hub keeps them in state.db (an adapter's
+    :class:`memvault.channels.base.AdapterState`); ``puts`` lists every write in order."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, str] = {}
+        self.puts: list[tuple[str, str]] = []
+
+    def get(self, name: str) -> str | None:
+        return self.values.get(name)
+
+    def put(self, name: str, value: str) -> None:
+        self.values[name] = value
+        self.puts.append((name, value))

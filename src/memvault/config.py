@@ -305,6 +305,134 @@ class TelegramSettings(ChannelSettings):
     )
 
 
+Security = Literal["tls", "starttls", "none"]
+
+
+class EmailSettings(ChannelSettings):
+    """Email: IMAP in (IDLE where offered, else polling), SMTP out; ``owner`` and
+    ``allow`` are addresses."""
+
+    address: str = Field("", description="the agent's address (From:); default: username")
+    username: str = Field("", description="the IMAP / SMTP login")
+    password_env: str = Field(
+        "MEMVAULT_EMAIL_PASSWORD", description="environment variable holding the password"
+    )
+    imap_host: str = Field("", description="IMAP server")
+    imap_port: int = Field(993, ge=1, le=65535, description="IMAP port (993 TLS, 143 STARTTLS)")
+    imap_security: Security = Field("tls", description="tls | starttls | none (loopback only)")
+    smtp_host: str = Field("", description="SMTP server (default: imap_host)")
+    smtp_port: int = Field(465, ge=1, le=65535, description="SMTP port (465 TLS, 587 STARTTLS)")
+    smtp_security: Security = Field("tls", description="tls | starttls | none (loopback only)")
+    ca_file: str = Field("", description="a CA bundle to trust besides the system's (self-signed)")
+    folders: list[str] = Field(["INBOX"], description="IMAP folders watched for new mail")
+    idle: bool = Field(True, description="use IMAP IDLE where the server offers it")
+    poll_seconds: float = Field(60.0, ge=1, le=3600, description="polling interval without IDLE")
+    max_attachment_mb: float = Field(
+        20.0, gt=0, le=200, description="larger attachments are not saved"
+    )
+    max_message_length: int = Field(
+        100_000, ge=1000, le=1_000_000, description="longer replies are split"
+    )
+
+    @field_validator("owner", "allow")
+    @classmethod
+    def _addresses_in_lower_case(cls, value: list[str]) -> list[str]:
+        # The adapter reports senders in lower case; Ada@Example.org is the same mailbox.
+        return [address.lower() for address in value]
+
+
+class SlackSettings(ChannelSettings):
+    """Slack by Socket Mode (no public URL): DMs, and mentions in channels; ``owner``
+    and ``allow`` are user ids (U...)."""
+
+    bot_token_env: str = Field(
+        "SLACK_BOT_TOKEN", description="environment variable holding the bot token (xoxb-)"
+    )
+    app_token_env: str = Field(
+        "SLACK_APP_TOKEN", description="environment variable holding the app token (xapp-)"
+    )
+    base_url: str = Field("https://slack.com/api/", description="Web API endpoint")
+    channels: list[str] = Field(
+        [], description="channel ids where mentions are answered; empty: every channel"
+    )
+    max_message_length: int = Field(4000, ge=100, le=40_000, description="longer replies are split")
+
+
+class DiscordSettings(ChannelSettings):
+    """Discord: bot DMs, and mentions in allowed guilds / channels; ``owner`` and
+    ``allow`` are user ids."""
+
+    token_env: str = Field(
+        "DISCORD_BOT_TOKEN", description="environment variable holding the bot token"
+    )
+    guilds: list[str] = Field([], description="guild ids where mentions are answered")
+    channels: list[str] = Field(
+        [], description="channel ids where mentions are answered; empty: any in `guilds`"
+    )
+    api_base: str = Field("https://discord.com/api/v10", description="REST API endpoint")
+    max_message_length: int = Field(
+        2000, ge=100, le=2000, description="longer replies are split (Discord's limit: 2,000)"
+    )
+
+
+class SignalSettings(ChannelSettings):
+    """Signal through ``signal-cli daemon`` (JSON-RPC), which the owner runs; ``owner``
+    and ``allow`` are phone numbers (+...) or UUIDs."""
+
+    account: str = Field("", description="the bot's number, as signal-cli knows it (+...)")
+    url: str = Field("http://127.0.0.1:8080", description="signal-cli daemon --http address")
+    socket: str = Field(
+        "", description="signal-cli daemon --socket path (used instead of url when set)"
+    )
+    max_message_length: int = Field(4000, ge=100, le=60_000, description="longer replies are split")
+
+
+class LineSettings(ChannelSettings):
+    """LINE through the Messaging API: a webhook the daemon serves, reply and push;
+    ``owner`` and ``allow`` are user ids (U...)."""
+
+    secret_env: str = Field(
+        "LINE_CHANNEL_SECRET", description="environment variable holding the channel secret"
+    )
+    token_env: str = Field(
+        "LINE_CHANNEL_ACCESS_TOKEN",
+        description="environment variable holding the channel access token",
+    )
+    api_base: str = Field("https://api.line.me", description="Messaging API endpoint")
+    data_api_base: str = Field(
+        "https://api-data.line.me", description="where LINE serves message content"
+    )
+    max_message_length: int = Field(
+        5000, ge=100, le=5000, description="longer replies are split (LINE's limit: 5,000)"
+    )
+
+
+class OpenClawListener(Section):
+    """One conversation the OpenClaw bridge polls."""
+
+    channel: str = Field(description="an OpenClaw channel, e.g. telegram, discord, slack")
+    target: str = Field(description="the conversation there, as `openclaw message` names it")
+
+
+class OpenClawBridgeSettings(ChannelSettings):
+    """Every platform OpenClaw is connected to, through its ``openclaw message`` CLI;
+    ``owner`` and ``allow`` are sender ids as OpenClaw reports them."""
+
+    command: str = Field("", description="the openclaw command (default: the one on PATH)")
+    listeners: list[OpenClawListener] = Field(
+        [], description="conversations polled for new messages"
+    )
+    poll_seconds: float = Field(15.0, ge=1, le=3600, description="seconds between polls")
+    max_age_minutes: float = Field(60.0, gt=0, description="older messages are stale and skipped")
+    self_ids: list[str] = Field(
+        [], description="the bot's own sender ids there (its messages are skipped)"
+    )
+    timeout: float = Field(60.0, gt=0, le=600, description="seconds one openclaw call may take")
+    max_message_length: int = Field(
+        4000, ge=100, le=100_000, description="longer replies are split"
+    )
+
+
 class ChannelsSettings(Section):
     """The messaging channels the owner reaches the agent on."""
 
@@ -318,6 +446,12 @@ class ChannelsSettings(Section):
         8, ge=0, le=100, description="retries of a reply that failed to send, with backoff"
     )
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
+    email: EmailSettings = Field(default_factory=EmailSettings)
+    slack: SlackSettings = Field(default_factory=SlackSettings)
+    discord: DiscordSettings = Field(default_factory=DiscordSettings)
+    signal: SignalSettings = Field(default_factory=SignalSettings)
+    line: LineSettings = Field(default_factory=LineSettings)
+    openclaw: OpenClawBridgeSettings = Field(default_factory=OpenClawBridgeSettings)
 
     def sections(self) -> dict[str, ChannelSettings]:
         """Every channel's settings by name, enabled or not."""

@@ -28,6 +28,9 @@ CHANNEL_TOOLS = {
     "list_channel_conversations",
     "read_channel_messages",
     "get_channel_status",
+    "openclaw_send",
+    "openclaw_read",
+    "openclaw_status",
 }
 
 
@@ -83,7 +86,7 @@ def test_the_full_registry_adds_the_channel_tools_with_their_tiers() -> None:
     send = full.get("send_channel_message")
     assert (send.tier, send.category) == (Tier.WRITE, "network_access")
     assert send.annotations.open_world and not send.annotations.read_only
-    for name in CHANNEL_TOOLS - {"send_channel_message"}:
+    for name in CHANNEL_TOOLS - {"send_channel_message", "openclaw_send", "openclaw_read"}:
         tool = full.get(name)
         assert tool.tier == Tier.READ and tool.annotations.read_only, name
     schema = send.input_schema()
@@ -210,7 +213,8 @@ def test_reads_see_what_arrived_and_what_was_sent_on_a_running_hub(
         assert call("read_channel_messages", {"limit": 1})["message_count"] == 1
         listed = call("list_channel_conversations", {})
         assert [(c["chat_id"], c["name"]) for c in listed["conversations"]] == [(str(OWNER), "Ada")]
-        (status,) = call("get_channel_status", {})
+        status, *others = call("get_channel_status", {})
+        assert status["channel"] == "telegram" and {o["state"] for o in others} == {"disabled"}
         assert status["state"] == "running" and status["outbox"] == {"sent": 2}
         assert status["identity"] == "@memvault_test_bot"
     finally:

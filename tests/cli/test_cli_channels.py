@@ -87,8 +87,11 @@ def stranger_writes(vault: Path, tg: FakeTelegram, text: str = "Hi, is this Ada'
 
 
 def test_list_shows_the_channels_without_a_daemon(vault: Path) -> None:
-    (telegram,) = ok_json(vault, "channels", "list")
-    assert telegram == {
+    rows = ok_json(vault, "channels", "list")
+    names = [row["channel"] for row in rows]
+    assert names == ["telegram", "email", "slack", "discord", "signal", "line", "openclaw"]
+    assert [row["channel"] for row in rows if row["enabled"]] == ["telegram"]
+    assert rows[0] == {
         "channel": "telegram",
         "enabled": True,
         "policy": "quiet",
@@ -154,7 +157,10 @@ def test_the_owner_cannot_be_blocked_and_unknown_names_are_errors(vault: Path) -
     fail(vault, "channels", "block", "telegram", str(OWNER), code=EXIT_CONFLICT)
     fail(vault, "channels", "approve", "telegram", "999", code=EXIT_NOT_FOUND)
     error = fail(vault, "channels", "pending", "fax", code=EXIT_NOT_FOUND)
-    assert error == "Error: There is no channel named 'fax'; channels: telegram."
+    assert error == (
+        "Error: There is no channel named 'fax'; "
+        "channels: telegram, email, slack, discord, signal, line, openclaw."
+    )
     fail(vault, "channels", "send", "telegram", "owner", "", code=EXIT_INVALID)
     fail(vault, "channels", "outbox", "--status", "lost", code=EXIT_INVALID)
 
@@ -191,17 +197,18 @@ def test_the_outbox_lists_a_failed_message_and_retry_queues_it_again(
 def test_status_says_who_runs_the_channels(
     vault: Path, tg: FakeTelegram, serve: Callable[[], Live]
 ) -> None:
-    (here,) = ok_json(vault, "channels", "status")
+    here, *others = ok_json(vault, "channels", "status")
+    assert here["channel"] == "telegram" and len(others) == 6
     assert here["state"] == "not running (the daemon runs channels)"
     text = ok(vault, "channels", "status").stdout
     assert "No daemon serves this vault: the daemon runs the channels (`memvault serve`)." in text
 
     serve()
-    (live,) = ok_json(vault, "channels", "status")
+    live = ok_json(vault, "channels", "status")[0]
     assert live["state"] == "running" and live["identity"] == "@memvault_test_bot"
     assert "No daemon serves" not in ok(vault, "channels", "status").stdout
     # --direct asks this process, which runs no channel.
-    (direct,) = ok_json(vault, "channels", "status", "--direct")
+    direct = ok_json(vault, "channels", "status", "--direct")[0]
     assert direct["state"] == "not running (the daemon runs channels)"
 
 

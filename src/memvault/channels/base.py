@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from memvault.errors import MemvaultError
 from memvault.text import scrub
@@ -225,12 +225,24 @@ class AdapterStatus:
 InboundHandler = Callable[[Inbound], Awaitable[None]]
 
 
+class AdapterState(Protocol):
+    """Where an adapter keeps what must survive a restart (the last UID seen per IMAP
+    folder, the last message id per listener): named text values in state.db."""
+
+    def get(self, name: str) -> str | None: ...
+
+    def put(self, name: str, value: str) -> None: ...
+
+
 class Adapter:
     """Base class of every channel adapter; subclasses override what they support."""
 
     name: ClassVar[str] = "adapter"
     # Replies longer than this are cut into several messages by the hub.
     max_message_length: int = 4096
+    # Whether every part of a split reply goes to the thread of the message it answers
+    # (Slack's threads), rather than only the first quoting it (Telegram's replies).
+    threaded: ClassVar[bool] = False
 
     async def start(self, handler: InboundHandler) -> None:
         """Receive messages until cancelled, awaiting ``handler`` before acknowledging each."""

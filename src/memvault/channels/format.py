@@ -11,7 +11,8 @@ Telegram renders only a small HTML subset (``parse_mode="HTML"``).
   Telegram's subset has it (headings become bold lines, lists bullet lines);
   everything else in the text, raw HTML included, is escaped, never passed
   through. :func:`to_plain_text` writes the same structure without tags,
-  for when Telegram refuses the HTML.
+  for when Telegram refuses the HTML. Both are a :class:`Renderer`, whose
+  hooks another platform overrides for its own markup (Slack's mrkdwn).
 """
 
 from __future__ import annotations
@@ -119,40 +120,38 @@ def _closes(line: str, fence: str) -> bool:
 
 def to_telegram_html(markdown: str) -> str:
     """``markdown`` in the HTML subset Telegram renders (``parse_mode="HTML"``)."""
-    return _Renderer(tags=True).block(SyntaxTreeNode(_markdown.parse(markdown)))
+    return TelegramRenderer(tags=True).render(markdown)
 
 
 def to_plain_text(markdown: str) -> str:
     """``markdown`` laid out as :func:`to_telegram_html` does, without markup or escaping."""
-    return _Renderer(tags=False).block(SyntaxTreeNode(_markdown.parse(markdown)))
+    return TelegramRenderer(tags=False).render(markdown)
 
 
-class _Renderer:
-    """Writes a markdown-it syntax tree as Telegram HTML (``tags``) or as plain text."""
+class Renderer:
+    """Writes a markdown-it syntax tree as a chat's markup: the structure (headings as
+    bold lines, bullet lines, quotes, tables as ``a | b`` rows) is shared; a platform
+    says how it marks each thing by overriding the hooks after :meth:`items`."""
 
-    def __init__(self, *, tags: bool) -> None:
-        self.tags = tags
+    indent = "  "  # a list item's continuation lines
+    link_schemes: tuple[str, ...] = _LINK_SCHEMES
+
+    def render(self, markdown: str) -> str:
+        return self.block(SyntaxTreeNode(_markdown.parse(markdown)))
 
     def block(self, node: SyntaxTreeNode) -> str:
         kind = node.type
         if kind == "inline":
             return self.inline(node.children)
         if kind == "heading":
-            return self.wrap("b", self.blocks(node.children, ""))
+            return self.style("strong", self.blocks(node.children, ""))
         if kind in ("bullet_list", "ordered_list"):
             return self.items(node)
         if kind == "blockquote":
-            inner = self.blocks(node.children, "\n\n")
-            if self.tags:
-                return f"<blockquote>{inner}</blockquote>"
-            return "\n".join(f"> {line}".rstrip() for line in inner.split("\n"))
+            return self.quote(self.blocks(node.children, "\n\n"))
         if kind in ("fence", "code_block"):
-            code = self.text(node.content.removesuffix("\n"))
-            if not self.tags:
-                return code
             language = node.info.split(maxsplit=1)[0] if node.info.strip() else ""
-            attribute = f' class="language-{self.attribute(language)}"' if language else ""
-            return f"<pre><code{attribute}>{code}</code></pre>"
+            return self.code_block(node.content.removesuffix("\n"), language)
         if kind == "hr":
             return "———"
         if kind == "tr":
@@ -168,13 +167,13 @@ class _Renderer:
         return separator.join(part for part in map(self.block, nodes) if part)
 
     def items(self, node: SyntaxTreeNode) -> str:
-        start = int(node.attrs.get("start", 1))
+        start = int(str(node.attrs.get("start", 1)))
         lines = []
         for number, item in enumerate(node.children, start):
             marker = "•" if node.type == "bullet_list" else f"{number}."
             body = self.blocks(item.children, "\n").split("\n")
             lines.append(f"{marker} {body[0]}".rstrip())
-            lines.extend(f"  {line}" if line else "" for line in body[1:])
+            lines.extend(f"{self.indent}{line}" if line else "" for line in body[1:])
         return "\n".join(lines)
 
     def inline(self, nodes: list[SyntaxTreeNode]) -> str:
@@ -187,27 +186,73 @@ class _Renderer:
         if kind in ("softbreak", "hardbreak"):
             return "\n"
         if kind == "code_inline":
-            return self.wrap("code", self.text(node.content))
+            return self.code(node.content)
         if kind in ("link", "image"):
             href = str(node.attrs.get("href" if kind == "link" else "src", ""))
-            label = self.inline(node.children) or self.text(href)
-            shown = self.text(_markdown.normalizeLinkText(href))
-            if self.tags and href.lower().startswith(_LINK_SCHEMES):
-                return f'<a href="{self.attribute(href)}">{label}</a>'
-            return label if label == shown else f"{label} ({shown})"
+            return self.link(href, self.inline(node.children))
         inner = self.inline(node.children)
         if kind in ("em", "strong") and _intraword(node):
             return node.markup + inner + node.markup  # 2*3*4 is arithmetic, not emphasis
-        tag = {"strong": "b", "em": "i", "s": "s"}.get(kind)
-        return self.wrap(tag, inner) if tag else inner
+        return self.style(kind, inner) if kind in ("strong", "em", "s") else inner
 
-    def wrap(self, tag: str, inner: str) -> str:
-        return f"<{tag}>{inner}</{tag}>" if self.tags and inner else inner
+    # -- the hooks: plain text by default ----------------------------------------------------
+
+    def text(self, text: str) -> str:
+        return text
+
+    def style(self, kind: str, inner: str) -> str:
+        """``inner`` marked as ``strong``, ``em`` or ``s`` (strikethrough)."""
+        return inner
+
+    def code(self, content: str) -> str:
+        return self.text(content)
+
+    def code_block(self, content: str, language: str) -> str:
+        return self.text(content)
+
+    def quote(self, inner: str) -> str:
+        return "\n".join(f"> {line}".rstrip() for line in inner.split("\n"))
+
+    def link(self, href: str, label: str) -> str:
+        shown = self.text(_markdown.normalizeLinkText(href))
+        label = label or self.text(href)
+        return label if label == shown else f"{label} ({shown})"
+
+
+class TelegramRenderer(Renderer):
+    """Telegram's HTML subset (``tags``), or the same layout as plain text."""
+
+    def __init__(self, *, tags: bool) -> None:
+        self.tags = tags
 
     def text(self, text: str) -> str:
         return html.escape(text, quote=False) if self.tags else text
 
-    def attribute(self, value: str) -> str:
+    def style(self, kind: str, inner: str) -> str:
+        return self._wrap({"strong": "b", "em": "i", "s": "s"}[kind], inner)
+
+    def code(self, content: str) -> str:
+        return self._wrap("code", self.text(content))
+
+    def code_block(self, content: str, language: str) -> str:
+        code = self.text(content)
+        if not self.tags:
+            return code
+        attribute = f' class="language-{self._attribute(language)}"' if language else ""
+        return f"<pre><code{attribute}>{code}</code></pre>"
+
+    def quote(self, inner: str) -> str:
+        return f"<blockquote>{inner}</blockquote>" if self.tags else super().quote(inner)
+
+    def link(self, href: str, label: str) -> str:
+        if self.tags and href.lower().startswith(self.link_schemes):
+            return f'<a href="{self._attribute(href)}">{label or self.text(href)}</a>'
+        return super().link(href, label)
+
+    def _wrap(self, tag: str, inner: str) -> str:
+        return f"<{tag}>{inner}</{tag}>" if self.tags and inner else inner
+
+    def _attribute(self, value: str) -> str:
         return html.escape(value, quote=True)
 
 

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Coroutine
@@ -43,7 +44,16 @@ from memvault.channels.base import (
 )
 from memvault.channels.router import Hooks, Router, session_key
 from memvault.channels.store import INBOX_NEW, ChannelStore, Queued
-from memvault.config import ChannelSettings, TelegramSettings
+from memvault.config import (
+    ChannelSettings,
+    DiscordSettings,
+    EmailSettings,
+    LineSettings,
+    OpenClawBridgeSettings,
+    SignalSettings,
+    SlackSettings,
+    TelegramSettings,
+)
 from memvault.errors import ConfigError, InvalidInputError, MemvaultError, NotFoundError
 from memvault.runtime import Runtime
 from memvault.tools.policy import Answer, ApprovalRequest, Policy
@@ -80,8 +90,13 @@ class InvalidTextError(InvalidInputError):
     code = "invalid_text"
 
 
+# A chat id as platforms write them: one word with a digit or an id's punctuation in it.
+_CHAT_ID = re.compile(r"(?=\S*[\d@+:_])\S{1,200}")
+
+
 class _Cursor:
-    """An adapter's position (Telegram's update offset) kept in state.db's meta table."""
+    """An adapter's position (Telegram's update offset) and other named values it keeps
+    across restarts (:class:`AdapterState`), in state.db's meta table."""
 
     def __init__(self, runtime: Runtime, key: str) -> None:
         self._state = runtime.state
@@ -93,6 +108,12 @@ class _Cursor:
 
     def save(self, offset: int) -> None:
         self._state.set_meta(self._key, str(offset))
+
+    def get(self, name: str) -> str | None:
+        return self._state.get_meta(f"{self._key}.{name}")
+
+    def put(self, name: str, value: str) -> None:
+        self._state.set_meta(f"{self._key}.{name}", value)
 
 
 def read_token(channel: str, token_env: str) -> str:
@@ -115,7 +136,63 @@ def _telegram(runtime: Runtime, settings: ChannelSettings) -> Adapter:
     return TelegramAdapter(settings, token, cursor=_Cursor(runtime, "channels.telegram.offset"))
 
 
-FACTORIES = {"telegram": _telegram}
+def _email(runtime: Runtime, settings: ChannelSettings) -> Adapter:
+    assert isinstance(settings, EmailSettings)
+    password = read_token("email", settings.password_env)
+    from memvault.channels.email import EmailAdapter
+
+    return EmailAdapter(settings, password, state=_Cursor(runtime, "channels.email"))
+
+
+def _slack(runtime: Runtime, settings: ChannelSettings) -> Adapter:
+    assert isinstance(settings, SlackSettings)
+    bot_token = read_token("slack", settings.bot_token_env)
+    app_token = read_token("slack", settings.app_token_env)
+    from memvault.channels.slack import SlackAdapter
+
+    return SlackAdapter(settings, bot_token, app_token, state=_Cursor(runtime, "channels.slack"))
+
+
+def _discord(runtime: Runtime, settings: ChannelSettings) -> Adapter:
+    assert isinstance(settings, DiscordSettings)
+    token = read_token("discord", settings.token_env)
+    from memvault.channels.discord import DiscordAdapter
+
+    return DiscordAdapter(settings, token, state=_Cursor(runtime, "channels.discord"))
+
+
+def _signal(runtime: Runtime, settings: ChannelSettings) -> Adapter:
+    assert isinstance(settings, SignalSettings)
+    from memvault.channels.signal import SignalAdapter
+
+    return SignalAdapter(settings, state=_Cursor(runtime, "channels.signal"))
+
+
+def _line(runtime: Runtime, settings: ChannelSettings) -> Adapter:
+    assert isinstance(settings, LineSettings)
+    secret = read_token("line", settings.secret_env)
+    token = read_token("line", settings.token_env)
+    from memvault.channels.line import LineAdapter
+
+    return LineAdapter(settings, secret, token, state=_Cursor(runtime, "channels.line"))
+
+
+def _openclaw(runtime: Runtime, settings: ChannelSettings) -> Adapter:
+    assert isinstance(settings, OpenClawBridgeSettings)
+    from memvault.channels.openclaw_bridge import OpenClawBridge
+
+    return OpenClawBridge(settings, state=_Cursor(runtime, "channels.openclaw"))
+
+
+FACTORIES = {
+    "telegram": _telegram,
+    "email": _email,
+    "slack": _slack,
+    "discord": _discord,
+    "signal": _signal,
+    "line": _line,
+    "openclaw": _openclaw,
+}
 
 
 class _ChannelApprover:
@@ -187,7 +264,8 @@ class Hub:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
-        self._wake: asyncio.Event | None = None
+        # One outbox dispatcher per channel, each woken by its own event.
+        self._wakes: dict[str, asyncio.Event] = {}
         self._stop: asyncio.Event | None = None
         self._chats: dict[str, asyncio.Queue[tuple[int, str, Inbound]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -228,14 +306,15 @@ class Hub:
 
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._wake = asyncio.Event()
+        self._wakes = {name: asyncio.Event() for name in self.adapters}
         self._stop = asyncio.Event()
         self._ready.set()
         await asyncio.to_thread(self.store.expire_approvals)
         await asyncio.to_thread(self.store.release_claims)
         for name, adapter in self.adapters.items():
             self._spawn(self._supervise(name, adapter))
-        self._spawn(self._dispatch())
+        for name in self.adapters:
+            self._spawn(self._dispatch(name))
         for inbox_id, status, message in await asyncio.to_thread(self.store.unfinished):
             if message.channel in self.adapters:
                 self._route(inbox_id, status, message)
@@ -256,10 +335,11 @@ class Hub:
         return task
 
     def _wake_soon(self) -> None:
-        loop, wake = self._loop, self._wake
-        if loop is not None and wake is not None:
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(wake.set)
+        loop = self._loop
+        if loop is not None:
+            for wake in list(self._wakes.values()):
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(wake.set)
 
     # -- adapters ----------------------------------------------------------------------
 
@@ -392,14 +472,16 @@ class Hub:
         self._wake_soon()
         return ids
 
-    async def _dispatch(self) -> None:
-        assert self._wake is not None
+    async def _dispatch(self, channel: str) -> None:
+        """Send one channel's outbox: a platform slow to answer (or waiting out its rate
+        limit inside its library) holds up no other channel."""
+        wake = self._wakes[channel]
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), 1.0)
-            self._wake.clear()
+                await asyncio.wait_for(wake.wait(), 1.0)
+            wake.clear()
             try:
-                await self._deliver(await asyncio.to_thread(self.store.pending))
+                await self._deliver(await asyncio.to_thread(self.store.pending, channel))
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -425,7 +507,10 @@ class Hub:
 
     async def _send_row(self, adapter: Adapter, row: Queued) -> bool:
         media = tuple(self.runtime.vault.resolve(path) for path in row.media)
-        message = Outbound(row.chat_id, row.text, row.reply_to, media, row.buttons)
+        # The first part answers the message; on a threaded platform every part stays in
+        # its thread (Slack), elsewhere the later parts follow without quoting it again.
+        reply_to = row.reply_to if row.part == 1 or adapter.threaded else None
+        message = Outbound(row.chat_id, row.text, reply_to, media, row.buttons)
         retries = self.settings.send_retries
         if not await asyncio.to_thread(self.store.claim, row.id):
             return True  # another process is sending it
@@ -515,7 +600,9 @@ class Hub:
         return adapter
 
     def resolve_chat(self, channel: str, hint: str) -> str:
-        """The chat a conversation hint names: ``owner``, a chat id, or a contact's name."""
+        """The chat a conversation hint names: ``owner``, a contact's name, or a chat id
+        as the platform writes it (a number, an address, ``+49...``, ``U0123``,
+        ``group:...``: one word holding a digit or one of ``@+:_``)."""
         clean = hint.strip()
         if not clean:
             raise InvalidHintError("The conversation_hint is empty; name a chat id, or 'owner'.")
@@ -527,8 +614,14 @@ class Hub:
             contact = self.runtime.contacts.get(clean)
         except MemvaultError:
             contact = None
-        if contact is not None and contact.identities.get(channel):
-            return contact.identities[channel]
+        if contact is not None:
+            known = contact.identities.get(channel)
+            if channel == "email":
+                known = known or contact.email
+            if known:
+                return known.lower() if channel == "email" else known
+        if _CHAT_ID.fullmatch(clean):
+            return clean.lower() if channel == "email" else clean
         raise InvalidHintError(
             f"No chat on {channel} matches {clean!r}: give a chat id, 'owner', "
             f"or the name of a contact with a {channel} id."

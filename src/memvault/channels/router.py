@@ -296,7 +296,8 @@ class Router:
             extension = mimetypes.guess_extension(attachment.mime or "") or ".bin"
             name = f"{attachment.kind}{extension}"
         name = _SAFE_NAME.sub("-", name).strip("-.") or "file"
-        base = f"{folder}/{message.channel}/{day}/{message.message_id}-{number}-{name}"
+        stem = _SAFE_NAME.sub("-", message.message_id).strip("-.") or "message"
+        base = f"{folder}/{message.channel}/{day}/{stem}-{number}-{name}"
         candidate = base
         for attempt in range(2, 100):
             try:

@@ -280,7 +280,7 @@ class ChannelStore:
                         chat_id,
                         kind,
                         text,
-                        reply_to if number == 1 else None,
+                        reply_to,  # every part: a threaded platform keeps them all there
                         json.dumps(list(media)) if media and last else None,
                         json.dumps([[b.label, b.data] for b in buttons])
                         if buttons and last
@@ -300,10 +300,13 @@ class ChannelStore:
                 )
         return ids
 
-    def pending(self) -> list[Queued]:
-        """Pending outbox rows, oldest first (the dispatcher keeps each chat in order)."""
+    def pending(self, channel: str | None = None) -> list[Queued]:
+        """Pending outbox rows (of one channel), oldest first (the dispatcher keeps each
+        chat in order)."""
+        where, args = ("AND channel = ?", (channel,)) if channel else ("", ())
         rows = self.db.query(
-            "SELECT * FROM channel_outbox WHERE status = 'pending' ORDER BY id LIMIT 500"
+            f"SELECT * FROM channel_outbox WHERE status = 'pending' {where} ORDER BY id LIMIT 500",
+            args,
         )
         return [_queued(row) for row in rows]
 

@@ -11,6 +11,12 @@ started, whose :meth:`~memvault.channels.hub.Hub.send` delivers at once
 from that process. Sending obeys the channel's access rules, so no tool can
 write to someone the owner has not let in.
 
+Three more keep the first design's names for the OpenClaw bridge, as thin
+names over its adapter (:mod:`memvault.channels.openclaw_bridge`):
+``openclaw_send`` and ``openclaw_read`` (tier 2, network access) and
+``openclaw_status`` (tier 1); ``get_channel_status`` for the ``openclaw``
+channel adds what OpenClaw itself says of its channels.
+
 :func:`full_registry` is what every serving surface uses: the built-in
 tools plus these. The registry itself (:mod:`memvault.tools`) does not know
 channels; the arrow points from here to there.
@@ -18,12 +24,15 @@ channels; the arrow points from here to there.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Annotated, Any
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Annotated, Any, TypeVar
 
 from pydantic import AfterValidator, BeforeValidator, Field
 
 from memvault.channels.hub import Hub
+from memvault.channels.openclaw_bridge import OpenClawBridge
+from memvault.errors import MemvaultError
 from memvault.runtime import Runtime
 from memvault.tools import default_registry
 from memvault.tools.inputs import ToolInput, names
@@ -31,8 +40,10 @@ from memvault.tools.policy import NETWORK_ACCESS, Tier
 from memvault.tools.registry import Annotations, Tool, ToolContext, ToolRegistry
 
 HubFor = Callable[[Runtime], Hub]
+T = TypeVar("T")
 
 DEFAULT_CHANNEL = "telegram"
+OPENCLAW = "openclaw"
 _SUMMARY_CHARS = 60
 
 
@@ -108,6 +119,53 @@ class GetChannelStatus(ToolInput):
     )
 
 
+_PLATFORM = "Platform: telegram, whatsapp, discord, slack, signal, imessage, matrix, msteams."
+
+
+class OpenClawSend(ToolInput):
+    channel: ChannelName = Field(
+        description=_PLATFORM, validation_alias=names("channel", "platform")
+    )
+    target: ChatRef = Field(
+        description=(
+            "Recipient: E.164 phone for WhatsApp/Signal, chat ID for Telegram, "
+            "channel/user for Discord/Slack (e.g. 'channel:123', 'user:42'), as "
+            "`openclaw message send --target` takes it."
+        ),
+        validation_alias=names("target", "to", "recipient", "chat_id", "conversation"),
+    )
+    message: str = Field(
+        description="Message text to send, in Markdown; a long one goes in several parts.",
+        validation_alias=names("message", "text", "content", "body"),
+    )
+    media: str | None = Field(
+        None,
+        description="Optional: a file in the vault to attach, e.g. 'Attachments/report.pdf'.",
+        validation_alias=names("media", "file", "attachment", "path"),
+    )
+
+
+class OpenClawRead(ToolInput):
+    channel: ChannelName = Field(
+        description=_PLATFORM, validation_alias=names("channel", "platform")
+    )
+    target: ChatRef = Field(
+        description="Chat/channel to read from, e.g. 'channel:123' on Discord or Slack.",
+        validation_alias=names("target", "chat", "chat_id", "conversation"),
+    )
+    limit: int = Field(
+        10,
+        ge=1,
+        le=100,
+        description="Maximum messages to return (default 10, at most 100).",
+        validation_alias=names("limit", "count", "max_results", "maxResults"),
+    )
+
+
+class OpenClawStatus(ToolInput):
+    pass
+
+
 def _quoted(text: str) -> str:
     """The start of a message, as an approval question shows it."""
     flat = " ".join(text.split())
@@ -116,8 +174,21 @@ def _quoted(text: str) -> str:
     return f"'{flat}'"
 
 
+def _bridge(hub: Hub) -> OpenClawBridge:
+    """The hub's OpenClaw bridge (AdapterNotFoundError when the channel is off)."""
+    adapter = hub.adapter(OPENCLAW)
+    assert isinstance(adapter, OpenClawBridge)
+    return adapter
+
+
+def _wait(work: Coroutine[Any, Any, T]) -> T:
+    """Run the bridge's work from a tool's thread. Its calls are ``openclaw``
+    processes that belong to no event loop, so a loop of the thread's own serves."""
+    return asyncio.run(work)
+
+
 def channel_tools(hub_for: HubFor) -> list[Tool]:
-    """The four channel tools, each running on the hub ``hub_for`` gives for a runtime."""
+    """The channel tools, each running on the hub ``hub_for`` gives for a runtime."""
 
     def send(ctx: ToolContext, args: SendChannelMessage) -> dict[str, Any]:
         result = hub_for(ctx.runtime).send(args.channel, args.conversation_hint, args.text)
@@ -137,7 +208,47 @@ def channel_tools(hub_for: HubFor) -> list[Tool]:
         chosen = [item for item in every if item["channel"] == args.channel]
         if not chosen:
             hub.adapter(args.channel)  # says which channels there are
+        bridge = hub.adapters.get(args.channel)
+        if isinstance(bridge, OpenClawBridge):  # asked for by name: what OpenClaw says too
+            try:
+                chosen[0]["platform"] = _wait(bridge.platform_status())
+            except MemvaultError as exc:  # memvault's side is still worth telling
+                chosen[0]["platform_error"] = exc.message
         return chosen
+
+    def openclaw_send(ctx: ToolContext, args: OpenClawSend) -> dict[str, Any]:
+        # send_channel_message on the bridge: the same access rules, outbox and retries.
+        hub = hub_for(ctx.runtime)
+        media = (args.media,) if args.media else ()
+        chat = f"{args.channel}:{args.target}"
+        result = hub.send(OPENCLAW, chat, args.message, media=media)
+        return {
+            **result,
+            "channel": args.channel,
+            "target": args.target,
+            "sent": result["status"] == "sent",
+        }
+
+    def openclaw_read(ctx: ToolContext, args: OpenClawRead) -> dict[str, Any]:
+        chat = f"{args.channel}:{args.target}"
+        found = _wait(_bridge(hub_for(ctx.runtime)).messages(chat, args.limit))
+        answer: dict[str, Any] = {
+            "adapter": OPENCLAW,
+            "channel": args.channel,
+            "target": args.target,
+            "chat_id": chat,
+            "messages": found,
+            "count": len(found),
+        }
+        if not found:
+            answer["note"] = "No recent messages."
+        return answer
+
+    def openclaw_status(ctx: ToolContext, args: OpenClawStatus) -> dict[str, Any]:
+        hub = hub_for(ctx.runtime)
+        bridge = _bridge(hub)
+        (memvault,) = [item for item in hub.status() if item["channel"] == OPENCLAW]
+        return {**_wait(bridge.platform_status()), "bridge": memvault}
 
     return [
         Tool(
@@ -186,6 +297,48 @@ def channel_tools(hub_for: HubFor) -> list[Tool]:
             ),
             input_model=GetChannelStatus,
             handler=status,
+        ),
+        Tool(
+            name="openclaw_send",
+            title="Send a message through OpenClaw",
+            description=(
+                "Send a message through OpenClaw to a messaging platform (Telegram, WhatsApp, "
+                "Discord, Slack, Signal, iMessage, etc.). Only the owner and conversations the "
+                "owner let in can be written to; replies to messages that came in through "
+                "OpenClaw go back on their own."
+            ),
+            input_model=OpenClawSend,
+            handler=openclaw_send,
+            tier=Tier.WRITE,
+            category=NETWORK_ACCESS,
+            annotations=Annotations(open_world=True),
+            summarize=lambda a: f"send on {a.channel} to {a.target}: {_quoted(a.message)}",
+        ),
+        Tool(
+            name="openclaw_read",
+            title="Read messages through OpenClaw",
+            description=(
+                "Read recent messages from a messaging platform through OpenClaw, oldest "
+                "first: who wrote, when, and what (the bot's own marked from_bot)."
+            ),
+            input_model=OpenClawRead,
+            handler=openclaw_read,
+            tier=Tier.WRITE,
+            category=NETWORK_ACCESS,
+            annotations=Annotations(read_only=True, open_world=True),
+            summarize=lambda a: f"read the last {a.limit} messages on {a.channel} {a.target}",
+        ),
+        Tool(
+            name="openclaw_status",
+            title="OpenClaw status",
+            description=(
+                "Check OpenClaw gateway health and channel connection status: the channels "
+                "OpenClaw has, whether its gateway answers, the conversations memvault "
+                "listens to, and a hint when no channel is set up yet."
+            ),
+            input_model=OpenClawStatus,
+            handler=openclaw_status,
+            annotations=Annotations(read_only=True, idempotent=True, open_world=True),
         ),
     ]
 

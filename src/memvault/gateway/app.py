@@ -2,7 +2,8 @@
 
 Built on FastAPI, so the OpenAPI spec (``/openapi.json``) is derived from
 the same models that validate requests and responses. Every route but
-``GET /v1/health`` needs the token; writes from web pages are refused; bodies
+``GET /v1/health`` and the platforms' signed webhooks (LINE's) needs the token;
+writes from web pages are refused; bodies
 are size-limited (:mod:`memvault.gateway.middleware`). Blocking work (files,
 SQLite, the model) runs in FastAPI's worker threads.
 """
@@ -24,6 +25,7 @@ from memvault.gateway.routes import (
     agent,
     channels,
     events,
+    line,
     memory,
     notes,
     plain_text,
@@ -80,6 +82,7 @@ def create_app(daemon: Daemon) -> FastAPI:
         sessions,
         agent,
         channels,
+        line,
         events,
         telemetry,
     ):

@@ -23,6 +23,9 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 # Bound to every address, the daemon cannot know all the names it is reached by.
 _EVERY_ADDRESS = frozenset({"0.0.0.0", "::", ""})
+# Platforms' webhooks carry no token: the platform signs the body with a secret it shares
+# with memvault, and the route checks that signature before anything is stored.
+SIGNED_PATHS = frozenset({"/v1/channels/line/webhook"})
 
 
 class HostCheck:
@@ -81,7 +84,8 @@ class Guard:
       with a non-empty ``Origin`` header comes from a web page: 403
       ``browser_origin_rejected``. Local agents and scripts send no Origin.
     - Every route but ``open_paths`` needs ``Authorization: Bearer <token>``:
-      401 ``unauthorized``.
+      401 ``unauthorized``. A platform's webhook (:data:`SIGNED_PATHS`) is posted
+      without it; its route checks the platform's signature instead.
     - A body larger than ``max_body`` bytes: 413 ``payload_too_large``.
     """
 
@@ -141,7 +145,9 @@ class Guard:
                 "browser_origin_rejected",
                 "Requests from web pages are refused: this API is for local programs.",
             )
-        open_route = scope["path"] in self.open_paths and method in ("GET", "HEAD")
+        open_route = (scope["path"] in self.open_paths and method in ("GET", "HEAD")) or (
+            scope["path"] in SIGNED_PATHS and method == "POST"
+        )
         if not open_route and not matches(bearer(headers.get("authorization")), self.token):
             raise ApiError(
                 401,

@@ -160,6 +160,10 @@ class Contacts:
         name = " ".join(name.split())
         if not name:
             raise InvalidInputError("A contact needs a name.")
+        identities = dict(identities or {})
+        if "email" in identities:  # the email channel's identity is the contact's address
+            email = email or identities.pop("email")
+            identities.pop("email", None)
         if email and not _EMAIL.match(email.strip()):
             raise InvalidInputError(f"{email!r} is not an email address.")
         if phone and not _PHONE.match(phone.strip()):

@@ -1,0 +1,637 @@
+"""Every platform OpenClaw is connected to, through its ``openclaw`` command line.
+
+OpenClaw (a Node gateway) already speaks Telegram, WhatsApp, Discord, Slack,
+Signal, Matrix, Microsoft Teams and more; this adapter drives its CLI instead of
+each platform's API, as the first design's OpenClawBridge did:
+
+- Out: ``openclaw message send --channel C --target T --message M [--reply-to ID]
+  [--media FILE]... --json``. A chat id is ``<channel>:<target>``
+  (``discord:channel:123``), so a reply goes back to the platform conversation the
+  message came from; OpenClaw renders the Markdown for that platform.
+- In: every ``poll_seconds``, ``openclaw message read --channel C --target T
+  [--after ID] --limit N --json`` for each configured listener. Each platform's
+  messages come back in its own shape (Discord's, Slack's, Matrix's, with OpenClaw's
+  ``timestampMs``); :func:`read_messages` reads the fields each one names
+  differently. The bot's own messages (``self_ids``, what the read marks as its own
+  or as a bot's, and what this process sent) and stale ones (older than
+  ``max_age_minutes``) are skipped.
+- What keeps messages safe: the last message id per listener is kept in
+  :class:`AdapterState` and moved past a message only after the hub's handler
+  returned, so a restart reads on from there instead of from the start, and a crash
+  in between reads the message again, which the hub drops by its id,
+  ``<channel>:<target>:<message id>``.
+- Errors: a call that fails (an exit status, a timeout) is a :class:`ChannelError`,
+  retried with the hub's backoff (OpenClaw itself waits out each platform's rate
+  limits); a gateway that wants credentials, a refused token, a missing or too old
+  ``openclaw`` is a :class:`ChannelFatalError`, which ``doctor`` reports; a send
+  OpenClaw can never make (a channel it does not have, a hook that suppressed it)
+  is a :class:`MessageRejectedError`.
+
+A sender id is ``<channel>:<the target that reaches them>`` (``discord:user:42``,
+``matrix:@ada:example.org``), so ids of different platforms never collide and an
+owner id is also the chat that reaches the owner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import re
+import signal
+from collections import deque
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+
+from memvault.channels.base import (
+    Adapter,
+    AdapterState,
+    Attachment,
+    ChannelError,
+    ChannelFatalError,
+    Inbound,
+    InboundHandler,
+    MessageRejectedError,
+    NotSupportedError,
+    Outbound,
+    Sent,
+)
+from memvault.config import OpenClawBridgeSettings
+from memvault.errors import NotFoundError
+from memvault.openclaw.host import MIN_VERSION, find_command, parse_version, shown
+
+log = logging.getLogger(__name__)
+
+# Messages asked for per read: a conversation rarely gets more between two polls.
+READ_LIMIT = 50
+# How long ``channels status`` may wait for a gateway that is starting.
+_STATUS_WAIT_MS = 10_000
+# Ids of messages this process sent, to know them when a read brings them back.
+_SENT_KEPT = 500
+# Channels whose direct-message target is ``user:<id>`` (OpenClaw's target formats,
+# docs/cli/message.md); elsewhere the sender's id is itself a target.
+_USER_TARGETS = frozenset({"discord", "slack", "mattermost", "msteams"})
+_CHANNEL_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+_NUMBER = re.compile(r"^\d+(\.\d+)?$")
+# How OpenClaw says that the gateway wants credentials or a platform refused the token.
+_AUTH_WORDS = (
+    "requires credentials",
+    "unauthorized",
+    "token mismatch",
+    "invalid token",
+    "invalid_auth",
+    "not_authed",
+)
+# How it says that a channel (or this action on it) is not there at all.
+_UNAVAILABLE_WORDS = ("channel is unavailable", "unknown channel", "not supported for channel")
+
+
+@dataclass(frozen=True)
+class PlatformMessage:
+    """One message as ``openclaw message read`` gave it, in the fields memvault reads."""
+
+    id: str
+    sender: str  # the platform's id of the author
+    sender_name: str
+    username: str | None
+    text: str
+    sent_at: datetime | None
+    own: bool  # marked as the reading bot's own (Matrix's isSelf)
+    bot: bool  # written by a bot (Discord's author.bot, Slack's bot_id)
+    reply_to: str | None
+    attachments: tuple[Attachment, ...]
+
+    def to_dict(self, channel: str) -> dict[str, Any]:
+        """JSON-ready form, the sender as memvault names them."""
+        return {
+            "id": self.id,
+            "sender_id": sender_id(channel, self.sender),
+            "sender_name": self.sender_name,
+            "username": self.username,
+            "text": self.text,
+            "sent_at": self.sent_at.isoformat(timespec="seconds") if self.sent_at else None,
+            "from_bot": self.own or self.bot,
+            "reply_to": self.reply_to,
+            "attachments": [a.to_dict() for a in self.attachments],
+        }
+
+
+def split_chat(chat_id: str) -> tuple[str, str]:
+    """``("discord", "channel:123")`` from ``discord:channel:123``."""
+    channel, _, target = chat_id.partition(":")
+    if not _CHANNEL_NAME.match(channel) or not target.strip():
+        raise MessageRejectedError(
+            f"{chat_id!r} is not an OpenClaw conversation; write it as <channel>:<target>, "
+            "e.g. 'telegram:123456789' or 'discord:channel:123'."
+        )
+    return channel, target
+
+
+def sender_id(channel: str, author: str) -> str:
+    """How memvault names a sender: ``<channel>:<the target that reaches them>``."""
+    if channel in _USER_TARGETS and not author.startswith("user:"):
+        author = f"user:{author}"
+    return f"{channel}:{author}"
+
+
+def read_messages(answer: dict[str, Any]) -> list[PlatformMessage]:
+    """The messages of a ``message read --json`` answer, oldest first."""
+    payload = answer.get("payload", answer)
+    raw = payload.get("messages") if isinstance(payload, dict) else None
+    if not isinstance(raw, list):
+        return []
+    found = [(n, m) for n, item in enumerate(raw) if (m := _message(item)) is not None]
+    # Most platforms answer newest first (Telegram oldest first): order by time, then id.
+    found.sort(key=lambda pair: (_moment(pair[1]), _rank(pair[1].id), -pair[0]))
+    return [m for _, m in found]
+
+
+class OpenClawBridge(Adapter):
+    """The ``openclaw`` CLI as one channel: its listeners polled, its sends made."""
+
+    name = "openclaw"
+
+    def __init__(self, settings: OpenClawBridgeSettings, *, state: AdapterState) -> None:
+        self.settings = settings
+        self.max_message_length = settings.max_message_length
+        self._state = state
+        self._command: Path | None = None
+        self._sent: deque[str] = deque(maxlen=_SENT_KEPT)
+
+    # -- the adapter -------------------------------------------------------------------
+
+    async def identify(self) -> str:
+        """``OpenClaw 2026.9.6``: the command found and recent enough."""
+        self._command = None  # found afresh at each start: it may have moved
+        text = await self._text(["--version"], "its version")
+        version = parse_version(text)
+        if version is None:
+            raise ChannelFatalError(
+                f"{self._find()} does not say an OpenClaw version ({text.strip()[:80]!r}); "
+                "set channels.openclaw.command to the openclaw command."
+            )
+        if version < MIN_VERSION:
+            raise ChannelFatalError(
+                f"OpenClaw {shown(version)} is older than {shown(MIN_VERSION)}, the first "
+                "release the bridge was checked against; update it (npm install -g openclaw)."
+            )
+        return f"OpenClaw {shown(version)}"
+
+    async def start(self, handler: InboundHandler) -> None:
+        """Poll every listener until cancelled; a listener's position moves past a
+        message only after ``handler`` returned."""
+        if not self.settings.listeners:
+            await asyncio.Event().wait()  # sending only
+        while True:
+            failures: list[str] = []
+            for listener in self.settings.listeners:
+                try:
+                    await self._poll(listener.channel, listener.target, handler)
+                except ChannelFatalError:
+                    raise
+                except ChannelError as exc:  # the other listeners are read all the same
+                    failures.append(exc.message)
+            if failures:
+                raise ChannelError(" ".join(failures))
+            await asyncio.sleep(self.settings.poll_seconds)
+
+    async def send(self, message: Outbound) -> Sent:
+        """One ``openclaw message send``: the text, the reply link and the files."""
+        channel, target = split_chat(message.chat_id)
+        if not message.text.strip() and not message.media:
+            raise MessageRejectedError("There is nothing to send: no text and no file.")
+        args = ["message", "send", "--channel", channel, "--target", target]
+        if message.text.strip():
+            args.append(f"--message={message.text}")  # one argument, even if it starts with -
+        if message.reply_to:
+            args.append(f"--reply-to={message.reply_to}")
+        for path in message.media:
+            if not path.is_file():
+                raise MessageRejectedError(f"The file {path} cannot be read.")
+            args.append(f"--media={path}")
+        answer = await self._json([*args, "--json"], f"the message to {message.chat_id}")
+        ids = _sent_ids(answer)
+        self._sent.extend(ids)
+        return Sent(ids)
+
+    async def download(self, attachment: Attachment) -> bytes:
+        """The bytes of a file the platform serves at an address (Discord's CDN)."""
+        if not attachment.file_id.startswith(("https://", "http://")):
+            raise NotSupportedError(
+                f"OpenClaw's read gives no address to fetch {attachment.name or 'the file'} "
+                "from; open it on the platform."
+            )
+        try:
+            async with httpx.AsyncClient(timeout=self.settings.timeout) as client:
+                response = await client.get(attachment.file_id, follow_redirects=True)
+        except httpx.HTTPError as exc:
+            raise ChannelError(f"The file {attachment.name} could not be fetched: {exc}.") from exc
+        if response.status_code in (403, 404, 410):
+            raise MessageRejectedError(
+                f"The platform no longer serves {attachment.name} (HTTP {response.status_code})."
+            )
+        if response.status_code >= 400:
+            raise ChannelError(
+                f"The file {attachment.name} could not be fetched (HTTP {response.status_code})."
+            )
+        return response.content
+
+    async def messages(self, chat_id: str, limit: int) -> list[dict[str, Any]]:
+        """The latest ``limit`` messages of a conversation as the platform has them,
+        oldest first (``openclaw message read``)."""
+        channel, target = split_chat(chat_id)
+        answer = await self._read(channel, target, limit, after=None)
+        return [m.to_dict(channel) for m in read_messages(answer)[-limit:]]
+
+    async def context(self, chat_id: str | None) -> dict[str, Any]:
+        """What OpenClaw says of its channels, and whether the conversation is listened to."""
+        found = await self.platform_status()
+        if chat_id is not None:
+            found["conversation"] = chat_id
+            found["listened"] = any(
+                f"{listener.channel}:{listener.target}" == chat_id
+                for listener in self.settings.listeners
+            )
+        return found
+
+    async def platform_status(self) -> dict[str, Any]:
+        """``openclaw channels list`` and ``channels status`` (both ``--json``), with the
+        listeners; a hint when OpenClaw has no channel configured yet."""
+        listed, status = await asyncio.gather(
+            self._json(["channels", "list", "--json"], "its channel list"),
+            self._json(
+                ["channels", "status", "--json", "--timeout", str(_STATUS_WAIT_MS)],
+                "its channel status",
+            ),
+        )
+        channels = listed.get("chat", {})
+        found: dict[str, Any] = {
+            "command": str(self._find()),
+            "channels": channels,
+            "status": status,
+            "listeners": [
+                {
+                    "channel": listener.channel,
+                    "target": listener.target,
+                    "last_seen": self._state.get(_position(listener.channel, listener.target)),
+                }
+                for listener in self.settings.listeners
+            ],
+        }
+        if not channels and not status.get("configuredChannels"):
+            found["hint"] = (
+                "OpenClaw has no channel configured yet; add one on its host, e.g. "
+                "`openclaw channels add --channel telegram --token <bot token>` "
+                "(`openclaw channels add --help` lists them)."
+            )
+        return found
+
+    # -- polling -----------------------------------------------------------------------
+
+    async def _poll(self, channel: str, target: str, handler: InboundHandler) -> None:
+        """Read one listener's new messages and hand each one over, in order."""
+        key = _position(channel, target)
+        last = self._state.get(key)
+        answer = await self._read(channel, target, READ_LIMIT, after=last)
+        messages = read_messages(answer)
+        ids = [m.id for m in messages]
+        if last in ids:  # a platform that ignores --after: only what came later
+            messages = messages[ids.index(last) + 1 :]
+        for message in messages:
+            inbound = self._inbound(channel, target, message)
+            if inbound is not None:
+                await handler(inbound)
+            self._state.put(key, message.id)
+
+    async def _read(
+        self, channel: str, target: str, limit: int, *, after: str | None
+    ) -> dict[str, Any]:
+        args = ["message", "read", "--channel", channel, "--target", target]
+        args += ["--limit", str(limit)]
+        if after:
+            args.append(f"--after={after}")
+        return await self._json(
+            [*args, "--json"], f"the messages of {channel}:{target}", listening=True
+        )
+
+    def _inbound(self, channel: str, target: str, message: PlatformMessage) -> Inbound | None:
+        """The message as an :class:`Inbound`, or None when it is skipped."""
+        why = self._skip(channel, message)
+        if why:
+            log.debug("openclaw message skipped", extra={"id": message.id, "reason": why})
+            return None
+        chat = f"{channel}:{target}"
+        return Inbound(
+            channel=self.name,
+            message_id=f"{chat}:{message.id}",
+            chat_id=chat,
+            sender_id=sender_id(channel, message.sender),
+            sender_name=message.sender_name,
+            username=message.username,
+            chat_type="private" if _direct(channel, target) else "group",
+            text=message.text,
+            sent_at=message.sent_at or datetime.now(UTC),
+            reply_to=message.reply_to,
+            attachments=message.attachments,
+            platform_message_id=message.id,
+        )
+
+    def _skip(self, channel: str, message: PlatformMessage) -> str | None:
+        """Why a message is not handed over (the bot's own, stale, empty), or None."""
+        own = {message.sender, sender_id(channel, message.sender), f"user:{message.sender}"}
+        if message.own or message.bot or message.id in self._sent:
+            return "the bot's own"
+        if own & set(self.settings.self_ids):
+            return "from self_ids"
+        age = timedelta(minutes=self.settings.max_age_minutes)
+        if message.sent_at is not None and datetime.now(UTC) - message.sent_at > age:
+            return "stale"
+        if not message.text.strip() and not message.attachments:
+            return "empty"
+        return None
+
+    # -- the command -------------------------------------------------------------------
+
+    def _find(self) -> Path:
+        """The ``openclaw`` executable (``command``, else the one on PATH)."""
+        if self._command is None:
+            try:
+                self._command = find_command(self.settings.command or None)
+            except NotFoundError as exc:
+                raise ChannelFatalError(
+                    f"{exc.message.split(';')[0].rstrip('.')}; install OpenClaw "
+                    "(npm install -g openclaw) or set channels.openclaw.command to its path."
+                ) from None
+        return self._command
+
+    async def _run(self, args: list[str], what: str) -> tuple[int, str, str]:
+        """Exit status, standard output and error of one call, within ``timeout``."""
+        command = self._find()
+        try:
+            process = await asyncio.create_subprocess_exec(
+                str(command),
+                *args,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,  # its own process group: a timeout ends Node too
+            )
+        except OSError as exc:
+            raise ChannelFatalError(f"{command} could not run: {exc.strerror}.") from None
+        try:
+            out, err = await asyncio.wait_for(process.communicate(), self.settings.timeout)
+        except TimeoutError:
+            _kill(process)
+            await process.wait()
+            raise ChannelError(
+                f"openclaw did not answer about {what} in {self.settings.timeout:g} s."
+            ) from None
+        except asyncio.CancelledError:
+            _kill(process)
+            with contextlib.suppress(asyncio.CancelledError):
+                await process.wait()  # reaped before the loop closes
+            raise
+        code = process.returncode if process.returncode is not None else -1
+        return code, out.decode(errors="replace"), err.decode(errors="replace")
+
+    async def _text(self, args: list[str], what: str) -> str:
+        code, out, err = await self._run(args, what)
+        if code != 0:
+            raise ChannelError(f"openclaw failed on {what} (exit {code}): {_reason(None, err)}")
+        return out
+
+    async def _json(self, args: list[str], what: str, *, listening: bool = False) -> dict[str, Any]:
+        """The JSON a ``--json`` call printed; its failure as the error class it is."""
+        code, out, err = await self._run(args, what)
+        answer = _parse(out)
+        if code == 0 and isinstance(answer, dict) and answer.get("ok") is not False:
+            return answer
+        if code == 0 and answer is None:
+            raise ChannelError(f"openclaw printed no JSON for {what}: {_reason(None, out)}")
+        failure = answer if isinstance(answer, dict) else None
+        reason = _reason(failure, err or out)
+        said = reason.lower()
+        if any(words in said for words in _AUTH_WORDS):
+            raise ChannelFatalError(f"OpenClaw refused {what}: {reason}")
+        if any(words in said for words in _UNAVAILABLE_WORDS):
+            if listening:  # a listener on a channel OpenClaw does not have: fix the config
+                raise ChannelFatalError(f"OpenClaw cannot give {what}: {reason}")
+            raise MessageRejectedError(f"OpenClaw cannot deliver {what}: {reason}")
+        if failure is not None and failure.get("deliveryStatus") == "suppressed":
+            raise MessageRejectedError(f"OpenClaw did not send {what}: {reason}")
+        raise ChannelError(f"openclaw failed on {what} (exit {code}): {reason}")
+
+
+# -- reading the platforms' shapes ---------------------------------------------------------
+
+
+def _message(raw: Any) -> PlatformMessage | None:
+    """One platform message; None when it has no id."""
+    if not isinstance(raw, dict):
+        return None
+    message_id = _first(raw, "id", "messageId", "eventId", "ts")
+    if message_id is None:
+        return None
+    author = _dict(raw.get("author"))
+    profile = _dict(raw.get("user_profile"))
+    props = _dict(raw.get("props"))
+    sender = (
+        _first(author, "id")
+        or _first(raw, "senderId", "user_id", "userId", "user", "sender", "from")
+        or "unknown"
+    )
+    # Telegram's ``sender`` is a display name beside ``senderId``; Matrix's is the id.
+    named = _first(raw, "sender") if raw.get("senderId") is not None else None
+    name = (
+        _first(author, "global_name", "username")
+        or _first(raw, "authorTag")
+        or _first(profile, "display_name", "real_name")
+        or named
+        or _first(raw, "senderUsername", "username")
+        or sender
+    )
+    return PlatformMessage(
+        id=message_id,
+        sender=sender,
+        sender_name=name,
+        username=_first(author, "username") or _first(raw, "senderUsername", "username"),
+        text=_first(raw, "content", "text", "body", "message", "caption") or "",
+        sent_at=_time(raw),
+        own=any(_yes(raw.get(key)) for key in ("isSelf", "fromMe", "isFromMe", "self")),
+        bot=_yes(author.get("bot"))
+        or _yes(raw.get("fromBot"))
+        or _yes(raw.get("isBot"))
+        or raw.get("bot_id") is not None
+        or raw.get("subtype") == "bot_message"
+        or _yes(props.get("from_bot")),
+        reply_to=_reply_to(raw, message_id),
+        attachments=_attachments(raw),
+    )
+
+
+def _reply_to(raw: dict[str, Any], message_id: str) -> str | None:
+    reference = raw.get("message_reference")
+    if isinstance(reference, dict) and reference.get("message_id"):
+        return str(reference["message_id"])
+    relates = raw.get("relatesTo")
+    if isinstance(relates, dict) and relates.get("eventId"):
+        return str(relates["eventId"])
+    thread = _first(raw, "replyToId", "parent_id", "thread_ts")
+    return thread if thread != message_id else None
+
+
+def _attachments(raw: dict[str, Any]) -> tuple[Attachment, ...]:
+    """Discord's ``attachments`` (with their CDN address), Slack's ``files``, Matrix's
+    ``attachment`` and Telegram's ``mediaType``: what the read tells of each file."""
+    found: list[Attachment] = []
+    for item in [*_dicts(raw.get("attachments")), *_dicts(raw.get("files"))]:
+        mime = _first(item, "content_type", "mimetype", "mime")
+        size = item.get("size")
+        found.append(
+            Attachment(
+                kind=_kind(mime),
+                # Discord's ``url`` is public; Slack's ``url_private`` wants the bot's token.
+                file_id=_first(item, "url", "id") or "",
+                name=_first(item, "filename", "name", "title"),
+                mime=mime,
+                size=size if isinstance(size, int) else None,
+            )
+        )
+    single = raw.get("attachment")
+    if isinstance(single, dict):
+        kind = {"image": "photo", "file": "document"}.get(str(single.get("kind")), "document")
+        found.append(Attachment(kind, _first(raw, "eventId") or "", _first(single, "filename")))
+    media = _first(raw, "mediaType")
+    if media:
+        kinds = {"photo": "photo", "voice": "voice", "audio": "audio", "video": "video"}
+        found.append(Attachment(kinds.get(media, "document"), _first(raw, "mediaRef") or ""))
+    return tuple(found)
+
+
+def _kind(mime: str | None) -> str:
+    major = (mime or "").split("/")[0]
+    return {"image": "photo", "audio": "audio", "video": "video"}.get(major, "document")
+
+
+def _time(raw: dict[str, Any]) -> datetime | None:
+    """When it was sent: OpenClaw's ``timestampMs``, else the platform's own field
+    (ISO text, seconds, or milliseconds, as OpenClaw's normalizeTimestamp reads them)."""
+    millis = raw.get("timestampMs")
+    if isinstance(millis, int | float) and not isinstance(millis, bool):
+        return datetime.fromtimestamp(millis / 1000, UTC)
+    for key in ("timestamp", "ts", "create_at", "createdAt", "date"):
+        value = raw.get(key)
+        if isinstance(value, bool) or value is None:
+            continue
+        if isinstance(value, int | float):
+            return datetime.fromtimestamp(value if value < 1e12 else value / 1000, UTC)
+        text = str(value).strip()
+        if _NUMBER.match(text):
+            number = float(text)
+            seconds = number / 1000 if "." not in text and len(text) >= 13 else number
+            return datetime.fromtimestamp(seconds, UTC)
+        with contextlib.suppress(ValueError):
+            moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+            return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return None
+
+
+def _moment(message: PlatformMessage) -> float:
+    return message.sent_at.timestamp() if message.sent_at else 0.0
+
+
+def _rank(message_id: str) -> Decimal:
+    """A numeric id (Discord's snowflakes, Slack's ``ts``, Telegram's) as a number."""
+    return Decimal(message_id) if _NUMBER.match(message_id) else Decimal(0)
+
+
+def _first(raw: dict[str, Any], *keys: str) -> str | None:
+    """The first of ``keys`` holding a non-empty text (or a number, as text)."""
+    for key in keys:
+        value = raw.get(key)
+        if isinstance(value, bool) or value is None:
+            continue
+        if isinstance(value, int | float | str) and str(value).strip():
+            return str(value).strip()
+    return None
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _yes(value: Any) -> bool:
+    return value is True or value == "true"
+
+
+def _direct(channel: str, target: str) -> bool:
+    """Whether a target names one person (a direct chat) rather than a room."""
+    if target.startswith(("user:", "@", "+", "uuid:", "username:")):
+        return True
+    return channel == "telegram" and target.isdigit()
+
+
+def _position(channel: str, target: str) -> str:
+    """The name under which a listener's last message id is kept."""
+    return f"last_seen.{channel}:{target}"
+
+
+# -- reading the command's answers ---------------------------------------------------------
+
+
+def _parse(out: str) -> Any:
+    """The JSON document a ``--json`` call printed (after any line of log), or None."""
+    start = out.find("{")
+    if start < 0:
+        return None
+    try:
+        return json.JSONDecoder().raw_decode(out[start:])[0]
+    except ValueError:
+        return None
+
+
+def _reason(failure: dict[str, Any] | None, text: str) -> str:
+    """OpenClaw's explanation, as one or two sentences: its JSON ``error.message``, else
+    the ``Reason:`` line it writes to standard error, else the last line."""
+    said = ""
+    if failure is not None:
+        error = failure.get("error")
+        said = str(error.get("message", "")) if isinstance(error, dict) else str(error or "")
+    if not said:
+        lines = [line.removeprefix("[openclaw]").strip() for line in text.splitlines()]
+        lines = [line for line in lines if line]
+        reasons = [line.removeprefix("Reason:").strip() for line in lines if "Reason:" in line]
+        said = (reasons or lines[-1:] or ["no output"])[0]
+    # The first lines say what and how to fix it; a "Config: path" line adds nothing.
+    kept = [line.strip() for line in said.splitlines() if line.strip()][:2]
+    sentence = " ".join(line if line.endswith((".", "!", "?")) else f"{line}." for line in kept)
+    return sentence or "no explanation."
+
+
+def _sent_ids(answer: dict[str, Any]) -> tuple[str, ...]:
+    """The platform's id of what was sent (``messageId``, where OpenClaw's
+    resolveMessageActionMessageId finds it); none for a dry run."""
+    payload = _dict(answer.get("payload"))
+    result = _dict(payload.get("result"))
+    for source in (answer, payload, result):
+        found = _first(source, "messageId")
+        if found:
+            return (found,)
+    return ()
+
+
+def _kill(process: asyncio.subprocess.Process) -> None:
+    """End a call and whatever it started (Node under a shell wrapper)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
