@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from daemon_process import DaemonProcess
-from memvault.openclaw.host import OpenClaw
 from memvault.openclaw.install import Installer, Target
+from memvault.openclaw_cli import OpenClaw
 from openclaw_support import Home, make_home, snapshot, write_command
 
 pytestmark = pytest.mark.timeout(600)

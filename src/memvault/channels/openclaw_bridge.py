@@ -65,7 +65,7 @@ from memvault.channels.base import (
 )
 from memvault.config import OpenClawBridgeSettings
 from memvault.errors import NotFoundError
-from memvault.openclaw.host import MIN_VERSION, find_command, parse_version, shown
+from memvault.openclaw_cli import MIN_VERSION, find_command, parse_version, shown
 
 log = logging.getLogger(__name__)
 

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from memvault.errors import ConflictError, InvalidInputError, NotFoundError, VaultError
 from memvault.locations import TOKEN_FILE, state_dir
-from memvault.openclaw.host import OpenClaw, OpenClawError, find_command, shown
+from memvault.openclaw_cli import OpenClaw, OpenClawError, find_command, shown
 from memvault.vault.store import replace_file
 
 if TYPE_CHECKING:
