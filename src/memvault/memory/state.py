@@ -3,7 +3,8 @@
 Unlike the index (derived from the vault, rebuildable at any time), this
 database holds what exists nowhere else: sessions and their messages, the
 event id counter, location samples, the channels' inbox, outbox, senders
-and approvals, and what the importers brought in. It is SQLite in WAL mode, shared by the
+and approvals, what the importers brought in, and
+the jobs' runs. It is SQLite in WAL mode, shared by the
 daemon's threads through one connection guarded by a lock; every write is a
 transaction.
 """
@@ -147,6 +148,22 @@ _MIGRATIONS: dict[int, str] = {
         imported_at TEXT NOT NULL,
         PRIMARY KEY (kind, item_hash)
     )
+    """,
+    # Jobs (jobs/engine.py): one row a run; the partial unique index lets one process at a
+    # time hold a job's ``running`` row, so a job never runs twice at once.
+    4: """
+    CREATE TABLE job_runs (
+        id INTEGER PRIMARY KEY,
+        job TEXT NOT NULL,
+        started TEXT NOT NULL,
+        finished TEXT,
+        status TEXT NOT NULL CHECK (status IN ('running', 'ok', 'failed', 'skipped')),
+        output TEXT NOT NULL DEFAULT '',
+        error TEXT,
+        metadata TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX job_runs_job ON job_runs (job, id);
+    CREATE UNIQUE INDEX job_runs_running ON job_runs (job) WHERE status = 'running'
     """,
 }
 SCHEMA_VERSION = max(_MIGRATIONS)
