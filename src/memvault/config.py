@@ -459,6 +459,24 @@ class ChannelsSettings(Section):
         return {name: value for name, value in found.items() if isinstance(value, ChannelSettings)}
 
 
+class JobSettings(Section):
+    """One job's switch and schedule; a built-in job's section adds its own fields."""
+
+    enabled: bool = Field(True, description="run the job on its schedule")
+    schedule: str | None = Field(
+        None, description="a cron expression in the vault's timezone, e.g. '0 9 * * *'"
+    )
+    every_seconds: int | None = Field(None, ge=1, description="or: run every N seconds")
+
+
+class JobsSettings(Section):
+    """The daemon's scheduled jobs (``[jobs.NAME]``), one sub-section per built-in job."""
+
+    tick_seconds: float = Field(
+        15.0, gt=0, le=3600, description="how often the scheduler looks for due jobs"
+    )
+
+
 class Settings(BaseSettings):
     """Every setting memvault reads. Sections group related settings."""
 
@@ -487,6 +505,7 @@ class Settings(BaseSettings):
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     cli: CliSettings = Field(default_factory=CliSettings)
     channels: ChannelsSettings = Field(default_factory=ChannelsSettings)
+    jobs: JobsSettings = Field(default_factory=JobsSettings)
 
     @field_validator("timezone")
     @classmethod

@@ -31,6 +31,7 @@ from memvault.gateway.telemetry import LocationDiary, LocationSample, Received
 from memvault.index.backfill import Backfill
 from memvault.index.index import SyncReport
 from memvault.index.watch import follow
+from memvault.jobs import JobEngine
 from memvault.llm.base import LLMNotConfiguredError, Provider, TextSink
 from memvault.llm.factory import make_provider
 from memvault.locations import APPROVAL_FILE, TOKEN_FILE, tighten
@@ -108,6 +109,14 @@ class Daemon:
                 responder=self._respond if self.provider is not None else None,
             ),
         )
+        # Built-in jobs arrive with their [jobs.NAME] sections; the engine runs whatever is listed.
+        self.jobs = JobEngine(
+            self.state,
+            runtime.clock,
+            [],
+            runtime=runtime,
+            publish=lambda kind, payload: self.bus.publish(kind, payload, source="jobs"),
+        )
         self.started_at = time.monotonic()
         self.watching = threading.Event()
         self.stopping = threading.Event()
@@ -134,6 +143,7 @@ class Daemon:
         self.hub.start()
         self._spawn("memvault-watch", self._watch)
         self._spawn("memvault-sessions", self._sweep_sessions)
+        self._spawn("memvault-jobs", self._run_jobs)
         if self.runtime.embedder.enabled:
             self._spawn("memvault-warmup", self._warm_up)
             self._backfill = Backfill(self.runtime.index, on_progress=self._embedded)
@@ -293,6 +303,19 @@ class Daemon:
                 self.closer.end_idle()
             except Exception:
                 log.exception("ending idle sessions failed")
+
+    def _run_jobs(self) -> None:
+        """Mark runs a crash interrupted as failed, then run due jobs every tick."""
+        try:
+            self.jobs.recover()
+        except Exception:
+            log.exception("recovering interrupted job runs failed")
+        every = self.runtime.settings.jobs.tick_seconds
+        while not self.stopping.wait(every):
+            try:
+                self.jobs.tick()
+            except Exception:
+                log.exception("running due jobs failed")
 
     # -- the agent ---------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ from memvault.memory.state import StateDB
 
 log = logging.getLogger(__name__)
 
-Publish = Callable[[str, dict[str, Any]], None]
+Publish = Callable[[str, dict[str, Any]], object]
 
 
 @dataclass
@@ -118,6 +118,10 @@ class JobEngine:
         self.runtime = runtime
         self._publish = publish
         self._since = clock.now()  # a job never run is first due at its first tick after this
+
+    def add(self, job: Job) -> None:
+        """Schedule one more job (a job of the same name is replaced)."""
+        self.jobs[job.name] = job
 
     def job(self, name: str) -> Job:
         """The job called ``name``."""
