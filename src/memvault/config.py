@@ -149,6 +149,63 @@ class ContextSettings(Section):
     pinned_tags: list[str] = Field(["core", "preference"], description="memories always included")
 
 
+class ShellSettings(Section):
+    """``[tools.shell]``: the ``run_shell_command`` tool (tier 3: approved every call)."""
+
+    enabled: bool = Field(False, description="offer run_shell_command to agents")
+    allowed_folders: list[Path] = Field(
+        default_factory=list, description="folders commands may run in (none: the tool refuses)"
+    )
+    working_dir: Path | None = Field(
+        None, description="default working folder; default the first allowed folder"
+    )
+    blocked_commands: list[str] = Field(
+        default_factory=lambda: [
+            "sudo",
+            "su",
+            "doas",
+            "rm",
+            "shred",
+            "dd",
+            "mkfs",
+            "shutdown",
+            "reboot",
+            "curl",
+            "wget",
+            "ssh",
+            "scp",
+            "nc",
+            "chmod",
+            "chown",
+        ],
+        description="programs never run, wherever they appear in a pipeline or chain",
+    )
+    allowed_commands: list[str] = Field(
+        default_factory=list, description="if not empty: the only programs that may run"
+    )
+    timeout_seconds: float = Field(
+        30.0, gt=0, le=3600, description="the command and its children are killed after this"
+    )
+    max_output_bytes: int = Field(
+        65_536, ge=256, le=10_000_000, description="stdout and stderr kept, each, at most"
+    )
+    save_output_by_default: bool = Field(
+        False, description="save each command's output to the journal unless told otherwise"
+    )
+
+
+class FileBridgeSettings(Section):
+    """``[tools.files]``: ``read_file_from_path`` / ``write_file_to_path`` (tier 2)."""
+
+    enabled: bool = Field(False, description="offer the file bridge tools to agents")
+    allowed_folders: list[Path] = Field(
+        default_factory=list, description="folders outside the vault the tools may read and write"
+    )
+    max_bytes: int = Field(
+        10_000_000, ge=1, le=1_000_000_000, description="largest file copied either way"
+    )
+
+
 class ToolSettings(Section):
     """How tool calls are approved."""
 
@@ -158,6 +215,8 @@ class ToolSettings(Section):
     mcp_dangerous: bool = Field(
         False, description="serve tier-3 tools (deletions) over MCP; the client asks its user"
     )
+    shell: ShellSettings = Field(default_factory=ShellSettings)
+    files: FileBridgeSettings = Field(default_factory=FileBridgeSettings)
 
 
 class LLMSettings(Section):
@@ -460,13 +519,107 @@ class ChannelsSettings(Section):
 
 
 class JobSettings(Section):
-    """One job's switch and schedule; a built-in job's section adds its own fields."""
+    """One job's switch and schedule; a built-in job's section adds its own fields.
 
-    enabled: bool = Field(True, description="run the job on its schedule")
+    A job runs on a cron expression (``schedule``) or an interval
+    (``every_seconds``); setting one in the config replaces the job's default
+    of the other kind.
+    """
+
+    enabled: bool = Field(False, description="run the job on its schedule")
     schedule: str | None = Field(
         None, description="a cron expression in the vault's timezone, e.g. '0 9 * * *'"
     )
     every_seconds: int | None = Field(None, ge=1, description="or: run every N seconds")
+
+    @model_validator(mode="after")
+    def _one_timing(self) -> JobSettings:
+        chosen = {"schedule", "every_seconds"} & self.model_fields_set
+        if chosen == {"schedule", "every_seconds"} and self.schedule and self.every_seconds:
+            raise ValueError("give schedule or every_seconds, not both")
+        if chosen == {"schedule"} and self.schedule:
+            self.every_seconds = None
+        elif chosen == {"every_seconds"} and self.every_seconds:
+            self.schedule = None
+        return self
+
+
+class ModelBudget(Section):
+    """Fields of a job that may call the model: a hard budget per run."""
+
+    max_model_calls: int = Field(2, ge=0, le=100, description="model calls per run at most")
+    max_model_tokens: int = Field(
+        4000, ge=0, le=1_000_000, description="model tokens (prompt and answer) per run at most"
+    )
+
+
+class DailyNoteJob(JobSettings, ModelBudget):
+    """``[jobs.daily_note]``: the day's summary section in its journal note."""
+
+    enabled: bool = Field(True, description="run the job on its schedule")
+    schedule: str | None = Field("0 21 * * *", description="cron expression (default 21:00)")
+    use_model: bool = Field(
+        True, description="summarise with the model when one is configured, else extractively"
+    )
+
+
+class LivingSummaryJob(JobSettings, ModelBudget):
+    """``[jobs.living_summary]``: MEMORY.md regenerated from the vault."""
+
+    schedule: str | None = Field("30 3 * * *", description="cron expression (default 03:30)")
+    path: str = Field("MEMORY.md", description="the vault note it maintains")
+    max_bytes: int = Field(
+        12_000, ge=1000, le=200_000, description="hard size budget of memvault's part of the file"
+    )
+    top_memories: int = Field(25, ge=0, le=500, description="memories listed at most")
+    daily_notes: int = Field(7, ge=0, le=90, description="recent daily notes summarised")
+    use_model: bool = Field(True, description="write it with the model when one is configured")
+
+
+class ArchivalJob(JobSettings):
+    """``[jobs.archival]``: retire old, unimportant, unused memories and old finished tasks."""
+
+    schedule: str | None = Field("0 4 * * 0", description="cron expression (default Sunday 04:00)")
+    older_than_days: int = Field(180, ge=1, description="memories at least this old")
+    max_importance: float = Field(
+        0.3, ge=0.0, le=1.0, description="memories at most this important"
+    )
+    recall_window_days: int = Field(
+        60, ge=0, description="memories no recall returned in this many days"
+    )
+    tasks_done_days: int = Field(
+        90, ge=1, description="finished tasks closed at least this many days ago"
+    )
+    tasks_folder: str = Field("Tasks/Archive", description="where archived tasks move")
+
+
+class HeartbeatJob(JobSettings, ModelBudget):
+    """``[jobs.heartbeat]``: the agent reviews HEARTBEAT.md and messages the owner if needed."""
+
+    every_seconds: int | None = Field(1800, ge=60, description="how often (default 30 minutes)")
+    active_hours: str = Field(
+        "08:00-22:00", description="local hours it may run, HH:MM-HH:MM (may wrap midnight)"
+    )
+    path: str = Field("HEARTBEAT.md", description="the owner's checklist note")
+    channel: str | None = Field(
+        None, description="channel for its messages; default the first one with an owner"
+    )
+    dedupe_hours: float = Field(
+        12.0, ge=0, description="the same message is not sent again within this many hours"
+    )
+
+
+class RemindersJob(JobSettings):
+    """``[jobs.reminders]``: due tasks and contact follow-ups messaged to the owner."""
+
+    enabled: bool = Field(True, description="run the job on its schedule")
+    every_seconds: int | None = Field(60, ge=10, description="how often it looks (default 60 s)")
+    channel: str | None = Field(
+        None, description="channel for reminders; default the first one with an owner"
+    )
+    remind_at: str = Field(
+        "09:00", description="local time a task due on a day (no time given) is announced"
+    )
 
 
 class JobsSettings(Section):
@@ -475,6 +628,16 @@ class JobsSettings(Section):
     tick_seconds: float = Field(
         15.0, gt=0, le=3600, description="how often the scheduler looks for due jobs"
     )
+    daily_note: DailyNoteJob = Field(default_factory=DailyNoteJob)
+    living_summary: LivingSummaryJob = Field(default_factory=LivingSummaryJob)
+    archival: ArchivalJob = Field(default_factory=ArchivalJob)
+    heartbeat: HeartbeatJob = Field(default_factory=HeartbeatJob)
+    reminders: RemindersJob = Field(default_factory=RemindersJob)
+
+    def sections(self) -> dict[str, JobSettings]:
+        """Every built-in job's settings by name."""
+        found = {name: getattr(self, name) for name in type(self).model_fields}
+        return {name: value for name, value in found.items() if isinstance(value, JobSettings)}
 
 
 class Settings(BaseSettings):

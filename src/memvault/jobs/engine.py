@@ -15,48 +15,96 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memvault.clock import Clock
-from memvault.errors import ConflictError, NotFoundError
+from memvault.errors import ConflictError, MemvaultError, NotFoundError
+from memvault.jobs import changes
+from memvault.jobs.budget import BudgetedModel
 from memvault.jobs.schedule import Schedule, backoff
+from memvault.llm.base import Provider
 from memvault.memory.state import StateDB
+
+if TYPE_CHECKING:
+    from memvault.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
 Publish = Callable[[str, dict[str, Any]], object]
+# Sends the owner a message: (text, channel or None for their preferred one) -> what happened.
+Notify = Callable[[str, str | None], dict[str, Any]]
+
+
+class SkipRun(MemvaultError):  # noqa: N818 (a signal, not a failure)
+    """Raised by a job with nothing it can do now; the run is recorded as skipped, with why."""
+
+    code = "skipped"
 
 
 @dataclass
 class JobContext:
-    """What a running job gets: its run id, the clock, and where to record what it did."""
+    """What a running job gets: its run id, the clock, the vault's services, the model
+    within the job's budget, a way to message the owner, and where to record what it did.
+
+    A job that changes a vault file calls :meth:`will_change` first, so the
+    run can be undone.
+    """
 
     job: str
     run_id: int
     clock: Clock
-    runtime: Any = None
+    runtime: Runtime | None = None
+    model: BudgetedModel | None = None
+    notify: Notify | None = None
+    settings: Any = None
     metadata: dict[str, Any] = field(default_factory=dict)
-    changed_files: list[str] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
+    changes: changes.RunChanges | None = None
 
     def record(self, line: str) -> None:
         """Add a line to the run's output."""
         self.lines.append(line)
 
+    @property
+    def services(self) -> Runtime:
+        """The vault's services (a job that needs them cannot run without)."""
+        if self.runtime is None:
+            raise MemvaultError(f"The {self.job} job needs the vault, and this engine has none.")
+        return self.runtime
+
+    def will_change(self, relpath: str) -> str:
+        """Keep a vault file as it is now, before this run changes, creates, moves or
+        deletes it, so ``memvault jobs undo`` can restore it. Returns the clean path."""
+        if self.changes is None:
+            self.changes = changes.RunChanges(self.services.vault, self.run_id)
+        return self.changes.will_change(relpath)
+
+    @property
+    def changed_files(self) -> list[str]:
+        """The files this run has changed so far."""
+        return self.changes.paths if self.changes is not None else []
+
 
 @dataclass(frozen=True)
 class Job:
-    """A named piece of work and when to do it; ``run`` returns its output text."""
+    """A named piece of work and when to do it; ``run`` returns its output text.
+
+    ``settings`` is the job's config section (handed to the run); ``budget``
+    (calls, tokens) marks a job that may call the model.
+    """
 
     name: str
     schedule: Schedule
     run: Callable[[JobContext], str | None]
     enabled: bool = True
     description: str = ""
+    settings: Any = None
+    budget: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -109,13 +157,17 @@ class JobEngine:
         clock: Clock,
         jobs: list[Job],
         *,
-        runtime: Any = None,
+        runtime: Runtime | None = None,
         publish: Publish | None = None,
+        provider: Provider | None = None,
+        notify: Notify | None = None,
     ) -> None:
         self.state = state
         self.clock = clock
         self.jobs = {job.name: job for job in jobs}
         self.runtime = runtime
+        self.provider = provider
+        self.notify = notify
         self._publish = publish
         self._since = clock.now()  # a job never run is first due at its first tick after this
 
@@ -132,18 +184,30 @@ class JobEngine:
             raise NotFoundError(f"There is no job called {name!r} (known: {known}).") from None
 
     def recover(self) -> int:
-        """Mark runs a crash left ``running`` as failed; return how many there were."""
+        """Mark runs a crash left ``running`` as failed; return how many there were.
+
+        A run whose process (recorded when it was claimed) is still alive, a
+        ``memvault jobs run`` beside the daemon say, is left to finish.
+        """
         now = self.clock.now().isoformat()
+        stale = [
+            row["id"]
+            for row in self.state.query(
+                "SELECT id, metadata FROM job_runs WHERE status = 'running'"
+            )
+            if not _alive(json.loads(row["metadata"] or "{}").get("pid"))
+        ]
+        if not stale:
+            return 0
         with self.state.transaction() as conn:
-            cursor = conn.execute(
+            conn.executemany(
                 "UPDATE job_runs SET status = 'failed', finished = ?, "
                 "error = 'The run was interrupted (the process stopped before it finished).' "
-                "WHERE status = 'running'",
-                (now,),
+                "WHERE id = ? AND status = 'running'",
+                [(now, run_id) for run_id in stale],
             )
-        if cursor.rowcount:
-            log.warning("jobs: marked interrupted runs failed", extra={"runs": cursor.rowcount})
-        return cursor.rowcount
+        log.warning("jobs: marked interrupted runs failed", extra={"runs": len(stale)})
+        return len(stale)
 
     def history(self, name: str | None = None, limit: int = 20) -> list[JobRun]:
         """The newest runs first, of one job or all."""
@@ -183,7 +247,8 @@ class JobEngine:
             return None
         rows = self.state.query(
             "SELECT started, finished, status FROM job_runs "
-            "WHERE job = ? AND status IN ('ok', 'failed', 'running') ORDER BY id DESC LIMIT 1",
+            "WHERE job = ? AND status IN ('ok', 'failed', 'running', 'skipped') "
+            "ORDER BY id DESC LIMIT 1",
             (name,),
         )
         tz = self.clock.tz
@@ -213,8 +278,9 @@ class JobEngine:
         try:
             with self.state.transaction() as conn:
                 cursor = conn.execute(
-                    "INSERT INTO job_runs (job, started, status) VALUES (?, ?, 'running')",
-                    (name, self.clock.now().isoformat()),
+                    "INSERT INTO job_runs (job, started, status, metadata) "
+                    "VALUES (?, ?, 'running', ?)",
+                    (name, self.clock.now().isoformat(), json.dumps({"pid": os.getpid()})),
                 )
         except sqlite3.IntegrityError:
             raise ConflictError(f"The job {name!r} is already running.") from None
@@ -224,19 +290,36 @@ class JobEngine:
     def execute(self, name: str, run_id: int) -> JobRun:
         """Run a claimed job and record the outcome; a failure is recorded, not raised."""
         job = self.job(name)
-        context = JobContext(job=name, run_id=run_id, clock=self.clock, runtime=self.runtime)
+        model = None
+        if job.budget is not None and self.provider is not None:
+            model = BudgetedModel(self.provider, name, *job.budget)
+        context = JobContext(
+            job=name,
+            run_id=run_id,
+            clock=self.clock,
+            runtime=self.runtime,
+            model=model,
+            notify=self.notify,
+            settings=job.settings,
+        )
         self._emit("job_started", {"job": name, "run_id": run_id})
         status, error, output = "ok", None, ""
         try:
             result = job.run(context)
             output = "\n".join([*context.lines, *([result] if result else [])])
+        except SkipRun as exc:
+            status, error = "skipped", exc.message
+            output = "\n".join(context.lines)
         except Exception as exc:  # a job's failure is its run's record, never the daemon's
             log.warning("jobs: run failed", extra={"job": name, "run_id": run_id}, exc_info=True)
-            status, error = "failed", str(exc) or type(exc).__name__
+            message = exc.message if isinstance(exc, MemvaultError) else str(exc)
+            status, error = "failed", message or type(exc).__name__
             output = "\n".join(context.lines)
         metadata = dict(context.metadata)
-        if context.changed_files:
-            metadata["changed_files"] = context.changed_files
+        if model is not None and model.calls:
+            metadata["model"] = model.report()
+        if context.changes is not None and context.changes.entries:
+            metadata["changes"] = context.changes.record()
         with self.state.transaction() as conn:
             conn.execute(
                 "UPDATE job_runs SET status = ?, finished = ?, output = ?, error = ?, "
@@ -247,6 +330,27 @@ class JobEngine:
             "job_finished", {"job": name, "run_id": run_id, "status": status, "error": error}
         )
         return self.run_record(run_id)
+
+    def undo(self, run_id: int) -> list[str]:
+        """Put back the files run ``run_id`` changed; returns their paths.
+
+        Refuses (ConflictError, nothing changed) when a file was edited since
+        the run, and when the run was already undone.
+        """
+        run = self.run_record(run_id)
+        if run.metadata.get("undone"):
+            raise ConflictError(f"Run {run_id} was already undone at {run.metadata['undone']}.")
+        if run.status == "running":
+            raise ConflictError(f"Run {run_id} of {run.job} is still running; undo it after.")
+        if self.runtime is None:
+            raise MemvaultError("Undoing a run needs the vault, and this engine has none.")
+        restored = changes.undo(self.runtime.vault, run_id, run.metadata.get("changes", []))
+        metadata = {**run.metadata, "undone": self.clock.now().isoformat(timespec="seconds")}
+        with self.state.transaction() as conn:
+            conn.execute(
+                "UPDATE job_runs SET metadata = ? WHERE id = ?", (json.dumps(metadata), run_id)
+            )
+        return restored
 
     def run_now(self, name: str) -> JobRun:
         """Claim and run ``name`` in this thread."""
@@ -269,3 +373,16 @@ class JobEngine:
                 self._publish(kind, data)
             except Exception:  # an event listener must not fail the run
                 log.warning("jobs: publishing %s failed", kind, exc_info=True)
+
+
+def _alive(pid: object) -> bool:
+    """Whether ``pid`` is another process that is still running."""
+    if not isinstance(pid, int) or pid == os.getpid() or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
