@@ -23,7 +23,7 @@ import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from memvault.clock import Clock
 from memvault.config import ContextSettings
@@ -105,6 +105,29 @@ class ContextResult:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
+
+
+def pinned_memories(memories: Iterable[Memory], pinned_tags: Iterable[str]) -> list[Memory]:
+    """The memories tagged (or categorised) with one of ``pinned_tags``, most important first."""
+    wanted = {t.casefold() for t in pinned_tags}
+    pinned = [
+        m for m in memories if wanted & ({t.casefold() for t in m.tags} | {m.category.casefold()})
+    ]
+    return sorted(pinned, key=lambda m: -m.importance)
+
+
+def rank_memories(
+    memories: Iterable[Memory], *, now: datetime, recency_bias: float
+) -> list[Memory]:
+    """Memories by ``importance * (1 - recency_bias) + recency * recency_bias``, best first;
+    recency halves every 30 days."""
+
+    def rank(memory: Memory) -> float:
+        age_days = (now - memory.created).total_seconds() / 86400 if memory.created else math.inf
+        recency = math.pow(0.5, max(age_days, 0.0) / _RECENCY_HALF_LIFE_DAYS)
+        return memory.importance * (1 - recency_bias) + recency * recency_bias
+
+    return sorted(memories, key=rank, reverse=True)
 
 
 class ContextBuilder:
@@ -254,13 +277,7 @@ class ContextBuilder:
         return entries[-_JOURNAL_TAIL:]
 
     def _pinned(self, memories: list[Memory]) -> list[Memory]:
-        wanted = {t.casefold() for t in self.settings.pinned_tags}
-        pinned = [
-            m
-            for m in memories
-            if wanted & ({t.casefold() for t in m.tags} | {m.category.casefold()})
-        ]
-        return sorted(pinned, key=lambda m: -m.importance)
+        return pinned_memories(memories, self.settings.pinned_tags)
 
     def _memory_line(self, memory: Memory) -> str:
         return f"- {_one_line(memory.text)} ({memory.category}, ^{memory.id})"
@@ -302,18 +319,11 @@ class ContextBuilder:
         return lines, hits.notice
 
     def _top_memories(self, memories: list[Memory], used: set[str]) -> list[Memory]:
-        bias = self.settings.recency_bias
-        now = self.clock.now()
-
-        def rank(memory: Memory) -> float:
-            age_days = (
-                (now - memory.created).total_seconds() / 86400 if memory.created else math.inf
-            )
-            recency = math.pow(0.5, max(age_days, 0.0) / _RECENCY_HALF_LIFE_DAYS)
-            return memory.importance * (1 - bias) + recency * bias
-
-        chosen = [m for m in memories if m.id not in used]
-        chosen.sort(key=rank, reverse=True)
+        chosen = rank_memories(
+            [m for m in memories if m.id not in used],
+            now=self.clock.now(),
+            recency_bias=self.settings.recency_bias,
+        )
         used.update(m.id for m in chosen)
         return chosen
 
