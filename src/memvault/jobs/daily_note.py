@@ -127,6 +127,8 @@ def run(ctx: JobContext) -> str | None:
             prose, how = _as_prose(answer.text), "by the model"
         else:
             how = f"extractive: {answer.problem}"
+        if answer.cut:
+            how += "; the material was cut to fit the token budget"
     body = "\n\n".join(p for p in (HEADING, prose, digest.count_line(), digest.lists()) if p)
     ctx.will_change(path)
     services.journal.ensure(day)

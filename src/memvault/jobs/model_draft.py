@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from memvault.errors import MemvaultError
+from memvault.index.chunking import CHARS_PER_TOKEN
 from memvault.jobs.budget import BudgetedModel
 from memvault.jobs.marked_section import Markers
 from memvault.llm.base import ChatMessage
@@ -33,6 +34,7 @@ class Draft:
 
     text: str | None
     problem: str | None = None
+    cut: bool = False  # the material was cut to fit the job's token budget
 
 
 def wrap_material(material: str) -> str:
@@ -50,28 +52,34 @@ def draft(
     max_tokens: int,
     max_bytes: int | None = None,
 ) -> Draft:
-    """One model call writing a part of a note from ``material``; see the module docstring."""
-    messages = [
-        ChatMessage("system", f"{instructions}\n\n{UNTRUSTED}"),
-        ChatMessage("user", wrap_material(material)),
-    ]
+    """One model call writing a part of a note from ``material``; see the module docstring.
+
+    Material too long for the job's token budget (with ``max_tokens`` left
+    for the answer) is cut at a line, and the draft says so.
+    """
+    system = f"{instructions}\n\n{UNTRUSTED}"
+    room = (model.tokens_left - max_tokens) * CHARS_PER_TOKEN - len(system) - 64
+    cut = len(material) > room
+    if cut:
+        kept = material[: max(room, 0)].rsplit("\n", 1)[0]
+        material = f"{kept}\n(the rest was left out to fit the job's token budget)"
+    messages = [ChatMessage("system", system), ChatMessage("user", wrap_material(material))]
     try:
         completion = model.complete(messages, max_tokens=max_tokens)
     except MemvaultError as exc:  # unreachable, refused, over the job's budget
-        return Draft(None, f"the model call failed: {exc.message}")
+        return Draft(None, f"the model call failed: {exc.message}", cut)
     text = completion.text.strip()
     fenced = _FENCE.match(text)
     if fenced:
         text = fenced.group(1).strip()
     if completion.stop_reason == "length":
-        return Draft(None, "the model's answer was cut off at its token limit")
+        return Draft(None, "the model's answer was cut off at its token limit", cut)
     if not text:
-        return Draft(None, "the model's answer was empty")
+        return Draft(None, "the model's answer was empty", cut)
     if markers.mentioned_in(text):
-        return Draft(None, "the model's answer held memvault's section markers")
+        return Draft(None, "the model's answer held memvault's section markers", cut)
     size = len(text.encode("utf-8"))
     if max_bytes is not None and size > max_bytes:
-        return Draft(
-            None, f"the model's answer ({size} bytes) was over the {max_bytes}-byte budget"
-        )
-    return Draft(text)
+        problem = f"the model's answer ({size} bytes) was over the {max_bytes}-byte budget"
+        return Draft(None, problem, cut)
+    return Draft(text, None, cut)
