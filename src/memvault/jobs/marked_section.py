@@ -71,11 +71,11 @@ class Markers:
 
     def inner(self, text: str, where: str) -> str | None:
         """The text between the markers, or None when the note has no block."""
-        found = self.span(text, where)
-        if found is None:
+        if self.span(text, where) is None:
             return None
-        block = text[found[0] : found[1]]
-        return block[len(self.start) : len(block) - len(self.end)].strip("\n")
+        (start,) = _marker_lines(text, self.start)
+        (end,) = _marker_lines(text, self.end)
+        return text[start[1] : end[0]].strip("\r\n")
 
     def put(
         self,
@@ -109,5 +109,5 @@ class Markers:
 
 def _marker_lines(text: str, marker: str) -> list[tuple[int, int]]:
     """The spans of the lines that hold just ``marker`` (spaces around allowed)."""
-    pattern = re.compile(rf"^[ \t]*{re.escape(marker)}[ \t]*\r?$", re.MULTILINE)
+    pattern = re.compile(rf"^[ \t]*{re.escape(marker)}[ \t]*(?=\r?$)", re.MULTILINE)
     return [(m.start(), m.end()) for m in pattern.finditer(text)]
