@@ -71,6 +71,7 @@ class _Reply:
     compute: ReplyFn | None = None
     delay: float = 0.0
     cut_after: int | None = None
+    pieces: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,7 @@ class Answer:
     input_tokens: int
     output_tokens: int
     model: str
+    pieces: tuple[str, ...] | None = None  # the stream's text deltas, when scripted
 
 
 class FakeLLMServer:
@@ -133,14 +135,26 @@ class FakeLLMServer:
         model: str | None = None,
         delay: float = 0.0,
         cut_after: int | None = None,
+        pieces: Sequence[str] | None = None,
     ) -> None:
         """Queue an answer; ``stop`` defaults to ``tool_use`` with tool calls, else ``stop``.
 
         ``cut_after=n`` (streams only) drops the connection after ``n`` text
         deltas, as a network failure in the middle of an answer would.
+        ``pieces`` (instead of ``text``) streams exactly these deltas, e.g.
+        ``["HEART", "BEAT", "_OK"]``.
         """
+        if pieces is not None:
+            text = "".join(pieces)
         reply = _Reply(
-            text, tuple(tool_calls), stop, usage, model, delay=delay, cut_after=cut_after
+            text,
+            tuple(tool_calls),
+            stop,
+            usage,
+            model,
+            delay=delay,
+            cut_after=cut_after,
+            pieces=tuple(pieces) if pieces is not None else None,
         )
         self._queue(reply)
 
@@ -243,7 +257,7 @@ class FakeLLMServer:
             len(text) // 4,
         )
         model = reply.model or str(request.get("model", "fake-model"))
-        return Answer(text, calls, stop, tokens_in, tokens_out, model)
+        return Answer(text, calls, stop, tokens_in, tokens_out, model, reply.pieces)
 
 
 def _handler_for(fake: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
@@ -412,7 +426,7 @@ class FakeOpenAI(FakeLLMServer):
             return f"data: {json.dumps(body)}\n\n"
 
         yield chunk({"role": "assistant", "content": "" if answer.text else None, "refusal": None})
-        for piece in _pieces(answer.text):
+        for piece in answer.pieces or _pieces(answer.text):
             yield chunk({"content": piece})
         for index, call in enumerate(answer.calls):
             opening = {"name": call.name, "arguments": ""}
@@ -507,7 +521,7 @@ class FakeAnthropic(FakeLLMServer):
                 "content_block_start",
                 {"index": index, "content_block": {"type": "text", "text": ""}},
             )
-            for piece in _pieces(answer.text):
+            for piece in answer.pieces or _pieces(answer.text):
                 delta = {"type": "text_delta", "text": piece}
                 yield _event("content_block_delta", {"index": index, "delta": delta})
             yield _event("content_block_stop", {"index": index})

@@ -44,6 +44,7 @@ from memvault.llm.base import (
 )
 from memvault.memory.outcomes import RunOutcome, one_line
 from memvault.memory.sessions import Message, Session, check_key
+from memvault.protocol_tokens import StreamFilter, is_only_protocol, strip_protocol_tokens
 from memvault.runtime import Runtime
 from memvault.tools import ToolRegistry, default_registry
 from memvault.tools.policy import Approver, DenyAll, Policy
@@ -97,6 +98,8 @@ class RunResult:
     usage: Usage = field(default_factory=Usage)
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
+    # The model answered only a protocol token (HEARTBEAT_OK, NO_REPLY): nothing to send.
+    silent: bool = False
 
     @property
     def ok(self) -> bool:
@@ -313,7 +316,12 @@ class Agent:
             messages.append(ChatMessage("assistant", completion.text, completion.tool_calls))
             self._log_assistant(completion, run)
             if not completion.tool_calls:
-                answer = completion.text.strip()
+                if is_only_protocol(completion.text):
+                    result = self._result(run, "done", "", "nothing to say (a protocol token)")
+                    result.silent = True
+                    return result
+                # A protocol token never reaches a person, on any path that shows the answer.
+                answer = strip_protocol_tokens(completion.text).strip()
                 if completion.stop_reason == "length":
                     answer += "\n\n(The answer was cut off at the model's output limit.)"
                 summary = _first_sentence(answer) if answer else "no answer text"
@@ -333,14 +341,22 @@ class Agent:
     def _complete(
         self, messages: list[ChatMessage], tools: list[ToolSpec], run: _Run
     ) -> Completion:
+        # The streamed answer passes the protocol-token filter here, once for every
+        # surface that shows it (the terminal, the HTTP event stream).
+        tokens = StreamFilter()
+
         def sink(text: str) -> None:
             if run.cancel.is_set():
                 raise RunCancelledError
-            if run.on_text is not None:
-                run.on_text(text)
+            shown = tokens.feed(text)
+            if run.on_text is not None and shown:
+                run.on_text(shown)
 
         run.emit(Step("model_call", {"iteration": run.iterations}))
         completion = self.provider.complete(messages, tools, on_text=sink)
+        rest = tokens.flush()
+        if run.on_text is not None and rest:
+            run.on_text(rest)
         run.usage = run.usage + completion.usage
         run.model = completion.model
         run.last_prompt_tokens = completion.usage.input_tokens + completion.usage.output_tokens
@@ -384,7 +400,8 @@ class Agent:
         calls = [
             {"id": c.id, "name": c.name, "arguments": c.arguments} for c in completion.tool_calls
         ]
-        text = completion.text.strip()
+        # A protocol token is memvault's business, not a turn of the conversation.
+        text = strip_protocol_tokens(completion.text).strip()
         if not text and not calls:
             return
         metadata: dict[str, Any] = {"model": completion.model}

@@ -55,6 +55,7 @@ from memvault.config import (
     TelegramSettings,
 )
 from memvault.errors import ConfigError, InvalidInputError, MemvaultError, NotFoundError
+from memvault.protocol_tokens import is_only_protocol, strip_protocol_tokens
 from memvault.runtime import Runtime
 from memvault.tools.policy import Answer, ApprovalRequest, Policy
 
@@ -467,9 +468,21 @@ class Hub:
     # -- the outbox --------------------------------------------------------------------
 
     def queue(self, channel: str, chat_id: str, parts: list[str], **options: Any) -> list[int]:
-        """Store a message in the outbox and wake the dispatcher."""
-        ids = self.store.queue(channel, chat_id, parts, **options)
-        self._wake_soon()
+        """Store a message in the outbox and wake the dispatcher.
+
+        Every message leaves through here, so here protocol tokens
+        (``HEARTBEAT_OK``, ...) are taken out: a part left empty is dropped,
+        and a message with nothing else is not queued at all (one with media
+        or buttons keeps them, with no text). The inbox row ``done`` names is
+        marked answered all the same.
+        """
+        kept = [strip_protocol_tokens(part) for part in parts]
+        kept = [part for part in kept if part.strip()]
+        if not kept and (options.get("media") or options.get("buttons")):
+            kept = [""]
+        ids = self.store.queue(channel, chat_id, kept, **options)
+        if ids:
+            self._wake_soon()
         return ids
 
     async def _dispatch(self, channel: str) -> None:
@@ -631,12 +644,19 @@ class Hub:
         self, channel: str, hint: str, text: str, *, media: tuple[str, ...] = (), wait: float = 15.0
     ) -> dict[str, Any]:
         """Send a message as the owner's agent (access rules apply); waits up to ``wait``
-        seconds for delivery and says whether it was sent or is queued for retry."""
+        seconds for delivery and says whether it was sent or is queued for retry.
+
+        Protocol tokens are taken out of the text; a text that was only one
+        (``HEARTBEAT_OK``) sends nothing, and the answer's status says
+        ``suppressed``."""
         adapter = self.adapter(channel)
         if not text.strip() and not media:
             raise InvalidTextError("The text is empty; say what to send.")
         chat_id = self.resolve_chat(channel, hint)
         self.access.check_send(channel, chat_id)
+        if is_only_protocol(text) and not media:
+            return self._suppressed(channel, chat_id)
+        text = strip_protocol_tokens(text)
         parts = Router.split(adapter, text) if text.strip() else [""]
         ids = self.queue(channel, chat_id, parts, kind="send", media=media)
         if text.strip():
@@ -664,6 +684,23 @@ class Hub:
             "outbox_ids": ids,
             "parts": len(ids),
             "error": errors[-1] if errors and status != "sent" else None,
+            "timestamp": self.runtime.clock.now().isoformat(timespec="seconds"),
+        }
+
+    def _suppressed(self, channel: str, chat_id: str) -> dict[str, Any]:
+        """The answer to a send whose text was only a protocol token: nothing was sent,
+        on purpose."""
+        return {
+            "adapter": channel,
+            "action": "send_message",
+            "chat_id": chat_id,
+            "status": "suppressed",
+            "message_id": "",
+            "outbox_ids": [],
+            "parts": 0,
+            "error": None,
+            "note": "The text was only a protocol token (such as HEARTBEAT_OK), "
+            "which is never sent to a person; nothing was sent.",
             "timestamp": self.runtime.clock.now().isoformat(timespec="seconds"),
         }
 

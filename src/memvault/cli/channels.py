@@ -194,6 +194,8 @@ def send(
     parts = f" in {result['parts']} parts" if result["parts"] > 1 else ""
     if result["status"] == "sent":
         say(f"Sent to {where}{parts}.")
+    elif result["status"] == "suppressed":
+        say(f"Nothing sent to {where}: the text was only a protocol token (such as HEARTBEAT_OK).")
     else:
         reason = f": {result['error']}" if result["error"] else ""
         say(f"Queued for {where}{parts}{reason}; it is sent once {result['adapter']} answers.")

@@ -395,6 +395,8 @@ class Daemon:
             sender_note=turn.contact,
         )
         self._announce_run(result)
+        if result.silent:
+            return ""  # a protocol token only (NO_REPLY): the message gets no answer
         if result.ok:
             return result.answer or "(The agent finished without an answer.)"
         return f"I could not finish that ({result.status}): {result.summary}"

@@ -456,9 +456,10 @@ class SentMessage(Result):
     adapter: str
     action: Literal["send_message"]
     message_id: str = Field(description="The outbox ids of the message's parts, joined by ','.")
-    status: Literal["sent", "queued", "failed"] = Field(
-        description="sent; queued (the channel is not reachable now: it is retried); or "
-        "failed (the platform refused it: see error and the outbox)."
+    status: Literal["sent", "queued", "failed", "suppressed"] = Field(
+        description="sent; queued (the channel is not reachable now: it is retried); "
+        "failed (the platform refused it: see error and the outbox); or suppressed (the "
+        "text was only a protocol token such as HEARTBEAT_OK: nothing was sent)."
     )
     chat_id: str
     outbox_ids: list[int]
