@@ -3,8 +3,8 @@
 Unlike the index (derived from the vault, rebuildable at any time), this
 database holds what exists nowhere else: sessions and their messages, the
 event id counter, location samples, the channels' inbox, outbox, senders
-and approvals, what the importers brought in, and
-the jobs' runs. It is SQLite in WAL mode, shared by the
+and approvals, what the importers brought in, the jobs' runs and when a
+search last returned each memory. It is SQLite in WAL mode, shared by the
 daemon's threads through one connection guarded by a lock; every write is a
 transaction.
 """
@@ -164,6 +164,15 @@ _MIGRATIONS: dict[int, str] = {
     );
     CREATE INDEX job_runs_job ON job_runs (job, id);
     CREATE UNIQUE INDEX job_runs_running ON job_runs (job) WHERE status = 'running'
+    """,
+    # Recalls (memory/recalls.py): when a search last returned each memory, so the
+    # archival job leaves alone what is still being recalled.
+    5: """
+    CREATE TABLE memory_recalls (
+        memory_id TEXT PRIMARY KEY,
+        last_recalled TEXT NOT NULL,
+        times INTEGER NOT NULL DEFAULT 1
+    )
     """,
 }
 SCHEMA_VERSION = max(_MIGRATIONS)
