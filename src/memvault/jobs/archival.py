@@ -151,16 +151,19 @@ class Archive:
         """The archived task notes."""
         return Collection(self.runtime.vault, (self.folder,), "archived task")
 
-    def unarchive_task(self, name: str) -> dict[str, str]:
-        """Move an archived task back to ``Tasks/completed/``."""
+    def archived_task(self, name: str) -> str:
+        """The path of the archived task ``name`` names."""
         try:
-            path = self.archived_tasks().find(name)
+            return self.archived_tasks().find(name)
         except NotFoundError:
             raise NotFoundError(
                 f"No archived task named {name!r} in {self.folder}.",
                 hint="List them with `memvault unarchive --list`.",
             ) from None
-        return self._move_task(path, COMPLETED_DIR, None)
+
+    def unarchive_task(self, name: str) -> dict[str, str]:
+        """Move an archived task back to ``Tasks/completed/``."""
+        return self._move_task(self.archived_task(name), COMPLETED_DIR, None)
 
     def unarchive_since(self, day: date) -> Retired:
         """Bring back every memory and task archived on or after ``day``."""
