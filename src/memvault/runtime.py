@@ -9,16 +9,20 @@ model) are created on first use.
 from __future__ import annotations
 
 import contextlib
+import logging
+import sqlite3
 from functools import cached_property
 
 from memvault.clock import Clock, load_timezone
 from memvault.config import Settings
+from memvault.errors import MemvaultError
 from memvault.index.embedders import Embedder, make_embedder
 from memvault.index.index import MemoryIndex
-from memvault.index.search import Searcher
+from memvault.index.search import Searcher, SearchResults
 from memvault.locations import STATE_DB, private_state_dir
 from memvault.memory.context import ContextBuilder
 from memvault.memory.outcomes import Outcomes
+from memvault.memory.recalls import RecallLog
 from memvault.memory.sessions import Session, Sessions
 from memvault.memory.state import StateDB
 from memvault.vault.contacts import Contacts
@@ -29,6 +33,8 @@ from memvault.vault.notes import Notes
 from memvault.vault.projects import Projects
 from memvault.vault.store import Change, Vault
 from memvault.vault.tasks import Tasks
+
+log = logging.getLogger(__name__)
 
 
 class Runtime:
@@ -103,8 +109,24 @@ class Runtime:
 
     @cached_property
     def searcher(self) -> Searcher:
-        """Hybrid search over the index."""
-        return Searcher(self.index)
+        """Hybrid search over the index; the memories each search returns are recorded."""
+        searcher = Searcher(self.index)
+        searcher.observe(self._record_recalls)
+        return searcher
+
+    @cached_property
+    def recalls(self) -> RecallLog:
+        """When a search last returned each memory (the archival job reads it)."""
+        return RecallLog(self.state)
+
+    def _record_recalls(self, results: SearchResults) -> None:
+        ids = [hit.id for hit in results if hit.id]
+        if not ids:
+            return
+        try:
+            self.recalls.record(ids, self.clock.now())
+        except (MemvaultError, sqlite3.Error):  # a read-only vault: the search still answers
+            log.debug("recall not recorded", exc_info=True)
 
     @cached_property
     def context(self) -> ContextBuilder:

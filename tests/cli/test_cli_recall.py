@@ -715,7 +715,11 @@ HOSTILE_QUERIES = [
 
 @pytest.mark.parametrize("query", HOSTILE_QUERIES, ids=range(len(HOSTILE_QUERIES)))
 def test_any_query_string_is_safe(library: Path, query: str) -> None:
-    before = snapshot(library)
+    # state.db notes which memories a search returned (the archival job's recall log).
+    def files() -> dict[str, str]:
+        return {p: h for p, h in snapshot(library).items() if not p.startswith(".memvault/state")}
+
+    before = files()
 
     # "--" ends the options, so a query starting with "-" is a query.
     hits = json.loads(ok(library, "search", "--json", "--", query).stdout)
@@ -723,7 +727,7 @@ def test_any_query_string_is_safe(library: Path, query: str) -> None:
     assert isinstance(hits, list)
     assert all(set(h) == HIT_KEYS for h in hits)
     assert isinstance(json.loads(ok(library, "recall", "--json", "--", query).stdout), list)
-    assert snapshot(library) == before
+    assert files() == before
 
 
 def test_a_query_with_a_control_character_is_refused(library: Path) -> None:

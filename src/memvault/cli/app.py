@@ -9,6 +9,7 @@ import typer
 
 from memvault import __version__
 from memvault.cli import agent as agent_cli
+from memvault.cli import archive as archive_cli
 from memvault.cli import mcp as mcp_cli
 from memvault.cli import memories as memory_cli
 from memvault.cli import recall as recall_cli
@@ -168,6 +169,7 @@ app.command()(agent_cli.ask)
 app.command()(agent_cli.chat)
 app.command()(serve_cli.serve)
 app.command()(serve_cli.doctor)
+app.command()(archive_cli.unarchive)
 
 
 def main() -> None:

@@ -41,7 +41,7 @@ def _memory_rows(memories: list[dict[str, Any]]) -> list[list[str]]:
             m["id"],
             m["category"],
             f"{m['importance']:.2f}",
-            _short(m["text"]),
+            ("(archived) " if m.get("archived") else "") + _short(m["text"]),
             " ".join(f"#{t}" for t in m["tags"]),
             (m["created"] or "")[:16].replace("T", " "),
         ]

@@ -23,8 +23,9 @@ The weights live in :class:`memvault.config.SearchSettings`; filters in
 from __future__ import annotations
 
 import json
+import logging
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -38,6 +39,8 @@ from memvault.index.filters import SearchFilters
 from memvault.index.index import MemoryIndex
 from memvault.index.query import ParsedQuery, parse_query
 from memvault.index.ranking import Evidence, Fusion, QueryTerms, Spread, Vocabulary, fts_phrase
+
+log = logging.getLogger(__name__)
 
 SNIPPET_CHARS = 700
 _EXPAND_TOP = 30
@@ -135,6 +138,10 @@ class SearchResults(list[Hit]):
         self.notice = notice
 
 
+# Told each search's results after it answered.
+SearchObserver = Callable[[SearchResults], None]
+
+
 class Searcher:
     """Runs hybrid searches on one index."""
 
@@ -143,6 +150,11 @@ class Searcher:
         self.settings = index.search_settings
         self.fusion = Fusion(self.settings)
         self.vocabulary = Vocabulary(TOKENIZER)
+        self._observers: list[SearchObserver] = []
+
+    def observe(self, observer: SearchObserver) -> None:
+        """Call ``observer(results)`` after every search (the runtime records recalls)."""
+        self._observers.append(observer)
 
     @property
     def conn(self) -> Any:
@@ -180,7 +192,13 @@ class Searcher:
         used = mode if qvec is not None else "keyword"
         with self.index.lock:
             hits = self._search(query, limit, filters, qvec, used, mmr_lambda, min_score)
-        return SearchResults(hits, mode=used, notice=notice)
+        results = SearchResults(hits, mode=used, notice=notice)
+        for observer in self._observers:
+            try:
+                observer(results)
+            except Exception:  # a listener must not fail the search
+                log.warning("search observer failed", exc_info=True)
+        return results
 
     def _search(
         self,

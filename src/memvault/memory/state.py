@@ -3,10 +3,10 @@
 Unlike the index (derived from the vault, rebuildable at any time), this
 database holds what exists nowhere else: sessions and their messages, the
 event id counter, location samples, the channels' inbox, outbox, senders
-and approvals, what the importers brought in, and
-the jobs' runs. It is SQLite in WAL mode, shared by the
-daemon's threads through one connection guarded by a lock; every write is a
-transaction.
+and approvals, what the importers brought in, the jobs' runs, when a search
+last returned each memory and which reminders were sent. It is SQLite in
+WAL mode, shared by the daemon's threads through one connection guarded by
+a lock; every write is a transaction.
 """
 
 from __future__ import annotations
@@ -164,6 +164,22 @@ _MIGRATIONS: dict[int, str] = {
     );
     CREATE INDEX job_runs_job ON job_runs (job, id);
     CREATE UNIQUE INDEX job_runs_running ON job_runs (job) WHERE status = 'running'
+    """,
+    # Recalls (memory/recalls.py): when a search last returned each memory, so the
+    # archival job leaves alone what is still being recalled. Reminders (jobs/reminders.py):
+    # each one sent, by what it was for and its date, so it is sent once.
+    5: """
+    CREATE TABLE memory_recalls (
+        memory_id TEXT PRIMARY KEY,
+        last_recalled TEXT NOT NULL,
+        times INTEGER NOT NULL DEFAULT 1
+    );
+    CREATE TABLE reminders_sent (
+        key TEXT PRIMARY KEY,
+        sent_at TEXT NOT NULL,
+        run_id INTEGER,
+        status TEXT NOT NULL
+    )
     """,
 }
 SCHEMA_VERSION = max(_MIGRATIONS)

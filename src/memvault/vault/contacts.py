@@ -51,6 +51,7 @@ class Contact:
     notes: str
     interactions: list[str] = field(default_factory=list)
     created: date | None = None
+    follow_up: date | None = None  # frontmatter ``follow_up``: when to get back in touch
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -66,6 +67,7 @@ class Contact:
             "notes": self.notes,
             "interactions": list(self.interactions),
             "created": self.created.isoformat() if self.created else None,
+            "follow_up": self.follow_up.isoformat() if self.follow_up else None,
         }
 
 
@@ -73,6 +75,20 @@ def _text(value: Any) -> str | None:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     return str(value).strip()
+
+
+def _date(value: Any) -> date | None:
+    """A frontmatter date: YAML's own, or text starting YYYY-MM-DD (a hand edit)."""
+    if isinstance(value, datetime):
+        return value.date()
+    if isinstance(value, date):
+        return value
+    if isinstance(value, str):
+        try:
+            return date.fromisoformat(value.strip()[:10])
+        except ValueError:
+            return None
+    return None
 
 
 def _identity_values(value: Any) -> list[str]:
@@ -111,6 +127,7 @@ def contact_from_note(path: str, note: Note) -> Contact:
         notes=section_text(note.body, "Notes") or "",
         interactions=interactions,
         created=created if isinstance(created, date) else None,
+        follow_up=_date(note.get("follow_up")),
     )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, datetime, time
 from typing import Any
 
 from memvault.clock import Clock, parse_date
@@ -98,6 +98,7 @@ class Task:
     steps: list[Step] = field(default_factory=list)
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    due_time: time | None = None  # when the due date was written with a time of day
 
     @property
     def is_open(self) -> bool:
@@ -123,11 +124,25 @@ class Task:
 
 
 def _as_date(value: Any) -> date | None:
+    if isinstance(value, datetime):  # YAML reads 2026-11-23T14:30 as a timestamp
+        return value.date()
     if isinstance(value, date):
         return value
     if isinstance(value, str) and value.strip():
         try:
             return date.fromisoformat(value.strip()[:10])
+        except ValueError:
+            return None
+    return None
+
+
+def _as_time(value: Any) -> time | None:
+    """The time of day of a due date written with one ("2026-11-23 14:30"), else None."""
+    if isinstance(value, datetime):
+        return value.time().replace(tzinfo=None)
+    if isinstance(value, str) and len(value.strip()) > 10:
+        try:
+            return datetime.fromisoformat(value.strip()).time().replace(tzinfo=None)
         except ValueError:
             return None
     return None
@@ -166,6 +181,7 @@ def task_from_note(path: str, note: Note) -> Task:
         priority=priority,
         created=_as_date(note.get("created")),
         due=_as_date(note.get("due")),
+        due_time=_as_time(note.get("due")),
         completed=_as_date(note.get("completed")),
         project=strip_link(str(project)) if project else None,
         tags=_tag_list(note.get("tags")),
