@@ -3,6 +3,7 @@ on a real runtime, real processes, real files."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -11,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from cli_support import ok as cli_ok
+from cli_support import ok_json
 from gateway_support import StartDaemon, failed, ok
 from memvault.config import Settings
 from memvault.runtime import Runtime
@@ -534,3 +537,15 @@ def test_the_daemon_lists_and_serves_the_shell_only_when_turned_on(
         )
         assert ok(ran)["result"]["stdout"] == "done\n"
     assert (work / "made").exists()
+
+
+def test_the_cli_lists_the_tools_the_vault_offers(vault: Vault, work: Path) -> None:
+    listed = {tool["name"] for tool in ok_json(vault.root, "tools", "list")}
+    assert "vault_read" in listed and not listed & BRIDGE_TOOLS
+    (vault.state_dir / "config.toml").write_text(
+        f'[tools.files]\nenabled = true\nallowed_folders = ["{work}"]\n'
+    )
+    listed = {tool["name"] for tool in ok_json(vault.root, "tools", "list")}
+    assert listed & BRIDGE_TOOLS == {"read_file_from_path", "write_file_to_path"}
+    exported = json.loads(cli_ok(vault.root, "tools", "export", "--max-tier", "2").stdout)
+    assert "write_file_to_path" in {entry["name"] for entry in exported}
