@@ -31,6 +31,7 @@ EXPECTED_TOOLS = {
     "vault_move", "task_create", "task_update", "task_complete", "task_list", "contact_create",
     "contact_update", "journal_append", "remember", "recall", "forget", "memory_search",
     "memory_get", "get_context", "related_notes", "backlinks",
+    "run_shell_command", "read_file_from_path", "write_file_to_path",
 }  # fmt: skip
 
 
@@ -44,7 +45,11 @@ def _ctx(runtime: Runtime, approver: Any = None, mode: str = "ask") -> ToolConte
 def test_every_tool_is_registered_once_with_a_tier() -> None:
     assert set(REGISTRY.names()) == EXPECTED_TOOLS
     tiers = {t.name: int(t.tier) for t in REGISTRY}
-    assert {n for n, t in tiers.items() if t == 3} == {"vault_delete", "forget"}
+    assert {n for n, t in tiers.items() if t == 3} == {
+        "vault_delete",
+        "forget",
+        "run_shell_command",
+    }
     assert {n for n, t in tiers.items() if t == 1} == {
         "vault_read", "vault_search", "vault_list", "task_list", "recall", "memory_search",
         "memory_get", "get_context", "related_notes", "backlinks",

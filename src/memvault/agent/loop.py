@@ -265,7 +265,10 @@ class Agent:
     def _tool_specs(self) -> list[ToolSpec]:
         """The registry's tools as the model sees them (schemas are built once)."""
         if self._specs is None:
-            self._specs = [ToolSpec(t.name, t.description, t.input_schema()) for t in self.registry]
+            self._specs = [
+                ToolSpec(t.name, t.description, t.input_schema())
+                for t in self.registry.offered(self.runtime.settings)
+            ]
         return self._specs
 
     def _end_if_idle(self, run: _Run) -> None:

@@ -16,6 +16,7 @@ from memvault.cli.common import (
     emit_json,
     group,
     open_runtime,
+    root_vault,
     say,
     stderr,
     stdout,
@@ -35,11 +36,9 @@ app = group("The tools agents call: list, export as schemas, call one.")
 
 
 @app.command("list")
-def list_tools(as_json: JsonOption = False) -> None:
-    """List the tools with their tiers."""
-    from memvault.channels.tools import full_registry
-
-    registry = full_registry()
+def list_tools(ctx: typer.Context, as_json: JsonOption = False) -> None:
+    """List the tools the vault offers, with their tiers."""
+    registry = _offered(ctx)
     if as_json:
         emit_json(
             [
@@ -81,6 +80,7 @@ def list_tools(as_json: JsonOption = False) -> None:
 
 @app.command("export")
 def export_tools(
+    ctx: typer.Context,
     fmt: Annotated[
         str, typer.Option("--format", "-f", help=f"One of: {', '.join(FORMATS)}.")
     ] = "mcp",
@@ -89,19 +89,20 @@ def export_tools(
     ] = 3,
 ) -> None:
     """Print the tool schemas as JSON for Anthropic, OpenAI or MCP clients."""
-    from memvault.channels.tools import full_registry
     from memvault.tools.export import export
-    from memvault.tools.policy import Tier
 
-    registry = full_registry()
-    kept = [t.name for t in registry.visible(Tier(max_tier))]
-    emit_json(
-        [
-            entry
-            for name, entry in zip(registry.names(), export(registry, fmt), strict=True)
-            if name in kept
-        ]
-    )
+    emit_json(export(_offered(ctx, max_tier), fmt))
+
+
+def _offered(ctx: typer.Context, max_tier: int = 3) -> ToolRegistry:
+    """The tools the vault's settings offer (the shell only when turned on), up to a tier."""
+    from memvault.channels.tools import full_registry
+    from memvault.config import load_settings
+    from memvault.tools.policy import Tier
+    from memvault.tools.registry import ToolRegistry
+
+    settings = load_settings(root_vault(ctx)).settings
+    return ToolRegistry(full_registry().offered(settings, Tier(max_tier)))
 
 
 @app.command("call")

@@ -147,7 +147,7 @@ class MemvaultMCP:
 
     def tools(self) -> list[Tool]:
         """The registry tools this server offers."""
-        return self.registry.visible(self.max_tier)
+        return self.registry.offered(self.runtime.settings, self.max_tier)
 
     async def list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -176,9 +176,13 @@ class MemvaultMCP:
     ) -> types.CallToolResult:
         offered = {tool.name for tool in self.tools()}
         if params.name not in offered:
-            if params.name in self.registry.names():
+            tool = self.registry.get(params.name) if params.name in self.registry.names() else None
+            if tool is not None and not tool.offered(self.runtime.settings):
+                message = tool.turned_off()
+            elif tool is not None:
                 message = (
-                    f"{params.name} is not offered over MCP: it deletes things. The owner can "
+                    f"{params.name} is not offered over MCP: it is a tier-3 tool (it deletes "
+                    "things or runs commands). The owner can "
                     "enable it with tools.mcp_dangerous = true in the vault's config."
                 )
             else:

@@ -9,6 +9,10 @@ registry; none re-describes a tool.
 :meth:`ToolRegistry.call` is the one way a tool runs: it validates the
 input, applies the tier policy, runs the handler, and turns every failure
 into a :class:`ToolResult` whose message tells the model what to try next.
+
+A tool a setting turns on (the shell, the file bridge) is, while it is off,
+left out of :meth:`ToolRegistry.offered` (what every surface lists) and
+refused by :meth:`ToolRegistry.call` with a sentence naming the setting.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from memvault.text import check_fields
 from memvault.tools.policy import ApprovalRequest, Policy, Tier
 
 if TYPE_CHECKING:
+    from memvault.config import Settings
     from memvault.index.search import SearchResults
     from memvault.runtime import Runtime
 
@@ -110,6 +115,27 @@ class Tool:
     not_found_hint: str | None = None
     # It searches the index: the CLI starts a daemon for it rather than load the model.
     searches: bool = False
+    # The setting that offers it (dotted, e.g. "tools.shell.enabled"); None: always offered.
+    enabled_by: str | None = None
+    # Refuses, before the owner is asked, a call that could never run (a blocked command).
+    precheck: Handler | None = None
+
+    def offered(self, settings: Settings) -> bool:
+        """Whether the vault's settings offer this tool (a tool off is neither listed nor run)."""
+        if self.enabled_by is None:
+            return True
+        value: Any = settings
+        for part in self.enabled_by.split("."):
+            value = getattr(value, part)
+        return bool(value)
+
+    def turned_off(self) -> str:
+        """The sentence a call of this tool gets while its setting is off."""
+        section, _, key = (self.enabled_by or "").rpartition(".")
+        return (
+            f"{self.name} is turned off in this vault; the owner can turn it on with "
+            f"{key} = true under [{section}] in the vault's config."
+        )
 
     def input_schema(self) -> dict[str, Any]:
         """The JSON schema of the input, flattened and without pydantic's titles."""
@@ -243,12 +269,18 @@ class ToolRegistry:
         """Tools up to ``max_tier``."""
         return [t for t in self._tools.values() if t.tier <= max_tier]
 
+    def offered(self, settings: Settings, max_tier: Tier = Tier.DANGEROUS) -> list[Tool]:
+        """Tools up to ``max_tier`` that the vault's settings turn on: what a surface lists."""
+        return [t for t in self.visible(max_tier) if t.offered(settings)]
+
     def call(self, name: str, arguments: dict[str, Any] | None, context: ToolContext) -> ToolResult:
         """Validate, authorize and run one call; failures come back as a ToolResult."""
         try:
             tool = self.get(name)
         except NotFoundError as exc:
             return ToolResult(False, error=str(exc), code=exc.code)
+        if not tool.offered(context.runtime.settings):
+            return ToolResult(False, error=tool.turned_off(), code="tool_disabled")
         if arguments is not None and not isinstance(arguments, dict):
             return ToolResult(
                 False, error=f"{name} takes a JSON object of arguments.", code="validation_failed"
@@ -260,6 +292,11 @@ class ToolRegistry:
             return ToolResult(False, error=exc.message, code=exc.code)
         except ValidationError as exc:
             return ToolResult(False, error=explain_validation(tool, exc), code="validation_failed")
+        if tool.precheck is not None:
+            try:
+                tool.precheck(context, parsed)
+            except MemvaultError as exc:
+                return ToolResult(False, error=str(exc), code=exc.code)
         request = ApprovalRequest(
             tool=tool.name,
             tier=tool.tier,

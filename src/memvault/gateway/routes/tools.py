@@ -25,6 +25,7 @@ _STATUS = {
     "validation_failed": 400,
     "unsafe_path": 400,
     "not_approved": 403,
+    "tool_disabled": 403,
     "not_found": 404,
     "conflict": 409,
     "embedder_changed": 409,
@@ -35,7 +36,7 @@ _STATUS = {
 
 @router.get("/tools", response_model=Envelope[list[ToolInfo]], responses=errors(*COMMON_ERRORS))
 def list_tools(daemon: DaemonDep) -> dict[str, Any]:
-    """Every tool: name, description, permission tier, input schema and annotations."""
+    """Every tool the vault offers: name, description, tier, input schema and annotations."""
     return {
         "ok": True,
         "result": [
@@ -53,7 +54,7 @@ def list_tools(daemon: DaemonDep) -> dict[str, Any]:
                     "open_world": tool.annotations.open_world,
                 },
             }
-            for tool in daemon.registry
+            for tool in daemon.registry.offered(daemon.runtime.settings)
         ],
     }
 

@@ -1,0 +1,317 @@
+"""The shell: ``run_shell_command``, an agent's hands on the owner's computer, off by default.
+
+``run_shell_command`` (tier 3: the owner approves every call) runs one
+command line with ``/bin/sh -c`` when ``[tools.shell] enabled`` is true.
+Before the owner is asked, every program the line names is checked against
+the blocked and allowed lists (:mod:`memvault.tools.shell_guard`) and the
+working folder must lie, symlinks followed, inside ``allowed_folders`` and
+outside the vault's ``.memvault``. The folder rule confines where a command
+starts, not where it may go (``cd ..`` works); the command lists are a
+guard, and the owner's approval of each call is the gate.
+
+The command runs in a session of its own with a trimmed environment (no
+API keys or tokens the daemon holds): at the timeout its whole process group
+is killed, and whatever it left running in the background ends with it.
+Output is read as it comes, without waiting on a full pipe, and kept up to
+``max_output_bytes`` per stream. On request the command and the start of
+its output go to the day's journal, under "Shell".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import selectors
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from memvault.config import ShellSettings
+from memvault.errors import InvalidInputError, NotFoundError
+from memvault.text import scrub
+from memvault.tools.folders import allowed_folders, confined, within
+from memvault.tools.inputs import ToolInput, names
+from memvault.tools.policy import SHELL, Tier
+from memvault.tools.registry import Annotations, Tool, ToolContext
+from memvault.tools.shell_guard import check_command
+from memvault.vault.store import Vault
+
+SHELL_SETTING = "tools.shell.enabled"
+# The start of a command's output kept in the journal.
+JOURNAL_OUTPUT_BYTES = 4096
+# After a kill, how long output still in the pipes is collected.
+_DRAIN_SECONDS = 1.0
+# What a command inherits of the daemon's environment: no keys, tokens or passwords.
+_KEPT_ENV = {"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM"}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|m|min)?\s*$")
+
+
+# -- inputs -----------------------------------------------------------------------------
+
+
+class ShellCommand(ToolInput):
+    command: str = Field(
+        description=(
+            "One command line for /bin/sh, e.g. 'ls -la' or 'git status && git log -3'. "
+            "Pipes and && are fine; command substitution ($(...), backticks) is not."
+        ),
+        validation_alias=names("command", "cmd", "script"),
+        min_length=1,
+        max_length=10_000,
+    )
+    working_dir: str | None = Field(
+        None,
+        description=(
+            "Folder to run in (absolute, or relative to the default one); it must be inside "
+            "the allowed folders. Default: the configured working folder."
+        ),
+        validation_alias=names("working_dir", "cwd", "workdir", "directory", "dir", "folder"),
+    )
+    timeout: float | None = Field(
+        None,
+        gt=0,
+        description=(
+            "Seconds before the command and its children are killed (also '30s', '2m'); "
+            "at most the vault's limit, which is also the default."
+        ),
+        validation_alias=names("timeout", "timeout_seconds"),
+    )
+    save_output: bool | None = Field(
+        None,
+        description="Save the command and the start of its output to today's journal.",
+        validation_alias=names("save_output", "save", "journal"),
+    )
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            match = _DURATION.match(value)
+            if match is None:
+                raise ValueError("give seconds, e.g. 30, '30s' or '2m'")
+            unit = match.group(2) or "s"
+            scale = {"ms": 0.001, "s": 1, "sec": 1, "m": 60, "min": 60}[unit]
+            return float(match.group(1)) * scale
+        return value
+
+
+# -- folders ----------------------------------------------------------------------------
+
+
+def working_folder(requested: str | None, settings: ShellSettings, vault: Vault) -> str:
+    """The real folder a command starts in, checked against the allowed folders."""
+    folders = allowed_folders(settings.allowed_folders, "tools.shell")
+    default = Path(folders[0])
+    if settings.working_dir is not None:
+        configured = settings.working_dir.expanduser()
+        default = configured if configured.is_absolute() else default / configured
+    chosen = Path(requested).expanduser() if requested else default
+    if not chosen.is_absolute():
+        chosen = default / chosen
+    real = os.path.realpath(chosen)
+    confined(real, folders, "tools.shell", f"The working folder {chosen}")
+    if within(real, os.path.realpath(vault.state_dir)):
+        raise InvalidInputError(
+            f"The working folder {chosen} is memvault's own folder (tokens, config, index); "
+            "no command runs there."
+        )
+    if not os.path.isdir(real):
+        raise NotFoundError(f"The working folder {chosen} does not exist or is not a folder.")
+    return real
+
+
+# -- running a command ------------------------------------------------------------------
+
+
+@dataclass
+class CommandRun:
+    """What a finished (or killed) command gave back."""
+
+    exit_code: int
+    timed_out: bool
+    stdout: bytes
+    stderr: bytes
+    stdout_bytes: int
+    stderr_bytes: int
+    seconds: float
+
+
+def run_command(command: str, cwd: str, timeout: float, max_bytes: int) -> CommandRun:
+    """Run ``command`` with /bin/sh in ``cwd``, in a process group of its own.
+
+    At ``timeout`` the whole group is killed (exit code -1); when the shell ends
+    first, whatever it left in the group is killed too, so nothing outlives the
+    call. Each stream keeps its first ``max_bytes`` bytes; the rest is read and
+    dropped, so the command never stalls on a full pipe.
+    """
+    env = {k: v for k, v in os.environ.items() if k in _KEPT_ENV or k.startswith("LC_")}
+    started = time.monotonic()
+    process = subprocess.Popen(
+        ["/bin/sh", "-c", command],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    kept = {"stdout": bytearray(), "stderr": bytearray()}
+    seen = dict.fromkeys(kept, 0)
+    deadline = started + timeout
+    timed_out = False
+    ended = False
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(process.stdout, selectors.EVENT_READ, "stdout")
+            selector.register(process.stderr, selectors.EVENT_READ, "stderr")
+            while selector.get_map():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    if timed_out or ended:
+                        break  # a process outside the group still holds the pipes
+                    timed_out = True
+                    _kill_group(process.pid)
+                    deadline = time.monotonic() + _DRAIN_SECONDS
+                    continue
+                for key, _ in selector.select(min(remaining, 0.05)):
+                    chunk = os.read(key.fd, 65_536)
+                    if not chunk:
+                        selector.unregister(key.fileobj)
+                        continue
+                    room = max_bytes - len(kept[key.data])
+                    kept[key.data] += chunk[:room] if room > 0 else b""
+                    seen[key.data] += len(chunk)
+                if not ended and not timed_out and _has_ended(process):
+                    ended = True
+                    _kill_group(process.pid)  # its background processes end with it
+                    deadline = min(deadline, time.monotonic() + _DRAIN_SECONDS)
+        while not (ended or timed_out):  # it closed its output but runs on
+            if _has_ended(process):
+                ended = True
+            elif time.monotonic() >= deadline:
+                timed_out = True
+            else:
+                time.sleep(0.02)
+    finally:
+        _kill_group(process.pid)
+        process.wait()
+        process.stdout.close()
+        process.stderr.close()
+    return CommandRun(
+        exit_code=-1 if timed_out else process.returncode,
+        timed_out=timed_out,
+        stdout=bytes(kept["stdout"]),
+        stderr=bytes(kept["stderr"]),
+        stdout_bytes=seen["stdout"],
+        stderr_bytes=seen["stderr"],
+        seconds=time.monotonic() - started,
+    )
+
+
+def _has_ended(process: subprocess.Popen[bytes]) -> bool:
+    """Whether the shell has exited, leaving it unreaped: while its pid is taken, its
+    process group's id cannot go to another process, so killing the group stays safe."""
+    if not hasattr(os, "waitid"):  # macOS: reaping is the only way to ask
+        return process.poll() is not None
+    try:
+        found = os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True
+    return found is not None
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
+
+
+# -- the shell tool ---------------------------------------------------------------------
+
+
+def _check_shell(ctx: ToolContext, args: ShellCommand) -> str:
+    """Refuse a blocked command or a folder outside the allowed ones; the real folder."""
+    settings = ctx.runtime.settings.tools.shell
+    check_command(args.command, settings.blocked_commands, settings.allowed_commands)
+    return working_folder(args.working_dir, settings, ctx.runtime.vault)
+
+
+def _run_shell(ctx: ToolContext, args: ShellCommand) -> dict[str, Any]:
+    settings = ctx.runtime.settings.tools.shell
+    cwd = _check_shell(ctx, args)  # again: the precheck ran before the owner was asked
+    timeout = min(args.timeout or settings.timeout_seconds, settings.timeout_seconds)
+    run = run_command(args.command, cwd, timeout, settings.max_output_bytes)
+    truncated = max(run.stdout_bytes, run.stderr_bytes) > settings.max_output_bytes
+    result: dict[str, Any] = {
+        "exit_code": run.exit_code,
+        "timed_out": run.timed_out,
+        "stdout": _text(run.stdout),
+        "stderr": _text(run.stderr),
+        "truncated": truncated,
+        "stdout_bytes": run.stdout_bytes,
+        "stderr_bytes": run.stderr_bytes,
+        "working_dir": cwd,
+        "seconds": round(run.seconds, 3),
+    }
+    if run.timed_out:
+        result["note"] = f"Killed with its child processes after {timeout:g} s."
+    elif truncated:
+        result["note"] = f"Output cut at {settings.max_output_bytes} bytes per stream."
+    save = settings.save_output_by_default if args.save_output is None else args.save_output
+    if save:
+        result["saved_to"] = _journal(ctx, args.command, cwd, run)
+    return result
+
+
+def _journal(ctx: ToolContext, command: str, cwd: str, run: CommandRun) -> str:
+    """Put the command, how it ended and the start of its output in today's journal."""
+    outcome = "timed out" if run.timed_out else f"exit {run.exit_code}"
+    output = b"\n".join(part.rstrip(b"\n") for part in (run.stdout, run.stderr) if part.strip())
+    shown = _text(output[:JOURNAL_OUTPUT_BYTES])
+    if len(output) > JOURNAL_OUTPUT_BYTES:
+        shown += "\n[output cut]"
+    block = scrub(f"$ {command}\n{shown}").rstrip()
+    longest = max((len(run_) for run_ in re.findall(r"`+", block)), default=0)
+    fence = "`" * max(3, longest + 1)  # a fence the output cannot close
+    first_line = command.splitlines()[0] if command.strip() else command
+    entry = f"Ran `{scrub(first_line)}` in {cwd} ({outcome})\n{fence}text\n{block}\n{fence}"
+    return ctx.runtime.journal.append("Shell", entry).path
+
+
+def _shell_summary(args: ShellCommand) -> str:
+    command = args.command if len(args.command) <= 300 else args.command[:300] + "…"
+    where = f" in {args.working_dir}" if args.working_dir else ""
+    return f"run the shell command {command!r}{where}"
+
+
+TOOLS = [
+    Tool(
+        name="run_shell_command",
+        title="Run a shell command",
+        description=(
+            "Run one command line with /bin/sh on the owner's computer, in an allowed folder, "
+            "and return its stdout, stderr and exit code. The owner approves every call. "
+            "Blocked programs (sudo, rm, curl ...) are refused wherever they appear; command "
+            "substitution is refused; the command is killed with its children at the timeout. "
+            "Prefer the vault tools for notes."
+        ),
+        input_model=ShellCommand,
+        handler=_run_shell,
+        tier=Tier.DANGEROUS,
+        category=SHELL,
+        annotations=Annotations(destructive=True, open_world=True),
+        summarize=_shell_summary,
+        enabled_by=SHELL_SETTING,
+        precheck=_check_shell,
+    ),
+]
