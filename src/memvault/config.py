@@ -16,7 +16,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -41,6 +41,15 @@ class Section(BaseModel):
     """Base for nested settings sections: unknown keys are mistakes, not silently ignored."""
 
     model_config = ConfigDict(extra="forbid")
+
+
+SectionT = TypeVar("SectionT", bound=Section)
+
+
+def subsections(section: Section, kind: type[SectionT]) -> dict[str, SectionT]:
+    """The sub-sections of ``section`` that are of ``kind``, by their names."""
+    found = {name: getattr(section, name) for name in type(section).model_fields}
+    return {name: value for name, value in found.items() if isinstance(value, kind)}
 
 
 class MemorySettings(Section):
@@ -514,8 +523,7 @@ class ChannelsSettings(Section):
 
     def sections(self) -> dict[str, ChannelSettings]:
         """Every channel's settings by name, enabled or not."""
-        found = {name: getattr(self, name) for name in type(self).model_fields}
-        return {name: value for name, value in found.items() if isinstance(value, ChannelSettings)}
+        return subsections(self, ChannelSettings)
 
 
 class JobSettings(Section):
@@ -567,6 +575,9 @@ class LivingSummaryJob(JobSettings, ModelBudget):
     """``[jobs.living_summary]``: MEMORY.md regenerated from the vault."""
 
     schedule: str | None = Field("30 3 * * *", description="cron expression (default 03:30)")
+    max_model_tokens: int = Field(
+        10_000, ge=0, le=1_000_000, description="model tokens (prompt and answer) per run at most"
+    )
     path: str = Field("MEMORY.md", description="the vault note it maintains")
     max_bytes: int = Field(
         12_000, ge=1000, le=200_000, description="hard size budget of memvault's part of the file"
@@ -598,7 +609,9 @@ class HeartbeatJob(JobSettings, ModelBudget):
 
     every_seconds: int | None = Field(1800, ge=60, description="how often (default 30 minutes)")
     active_hours: str = Field(
-        "08:00-22:00", description="local hours it may run, HH:MM-HH:MM (may wrap midnight)"
+        "08:00-22:00",
+        pattern=r"^([01]\d|2[0-4]):[0-5]\d-([01]\d|2[0-4]):[0-5]\d$",
+        description="local hours it may run, HH:MM-HH:MM (may wrap midnight)",
     )
     path: str = Field("HEARTBEAT.md", description="the owner's checklist note")
     channel: str | None = Field(
@@ -618,7 +631,9 @@ class RemindersJob(JobSettings):
         None, description="channel for reminders; default the first one with an owner"
     )
     remind_at: str = Field(
-        "09:00", description="local time a task due on a day (no time given) is announced"
+        "09:00",
+        pattern=r"^([01]\d|2[0-3]):[0-5]\d$",
+        description="local time a task due on a day (no time given) is announced",
     )
 
 
@@ -636,8 +651,7 @@ class JobsSettings(Section):
 
     def sections(self) -> dict[str, JobSettings]:
         """Every built-in job's settings by name."""
-        found = {name: getattr(self, name) for name in type(self).model_fields}
-        return {name: value for name, value in found.items() if isinstance(value, JobSettings)}
+        return subsections(self, JobSettings)
 
 
 class Settings(BaseSettings):

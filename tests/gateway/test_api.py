@@ -286,7 +286,7 @@ def test_tasks_create_update_complete_list(live: Live, api: httpx.Client) -> Non
 
 def test_tools_listing_and_tier_policy(live: Live, api: httpx.Client) -> None:
     tools = {t["name"]: t for t in ok(api.get("/v1/tools"))}
-    assert len(tools) == 29
+    assert len(tools) == 32
     assert tools["vault_delete"]["tier"] == 3 and tools["vault_write"]["tier"] == 2
     assert tools["memory_search"]["annotations"]["read_only"] is True
     assert "query" in tools["memory_search"]["input_schema"]["properties"]
@@ -418,6 +418,7 @@ def test_doctor_reports_checks_and_503_on_error(live: Live, api: httpx.Client) -
         "server_bind",
         "state_db",
         "llm",
+        "jobs",
     }
     assert names["embedder"]["details"]["provider"] == "test"
     assert names["llm"]["status"] == "warning"  # no model configured: normal, but said
@@ -442,3 +443,10 @@ def test_a_token_left_readable_by_others_is_made_owner_only_at_start(  # type: i
     os.chmod(token, 0o644)  # behind a private folder, loosened by hand
     start_daemon(tmp_path / "v")
     assert stat.S_IMODE(token.stat().st_mode) == 0o600
+
+
+def test_a_tool_error_answers_with_its_own_status_not_500(api: httpx.Client) -> None:
+    # Found by the OpenAPI fuzzer: a channel tool on a vault with no channel enabled.
+    response = api.post("/v1/tools/list_channel_conversations", json={})
+    error = failed(response, 400, "adapter_not_found")
+    assert "channels.telegram.enabled" in error["message"]

@@ -26,9 +26,10 @@ import pytest
 from cli_support import EXIT_CONFLICT, fail, invoke, ok, ok_json
 from daemon_process import DaemonProcess, daemon_env
 from gateway_support import Live, failed
-from memvault.gateway.client import DaemonClient, DaemonInfo, process_start, read_info, write_info
+from memvault.gateway.client import DaemonClient, DaemonInfo, read_info, write_info
 from memvault.index.local_model import ModelFile
 from memvault.locations import private_state_dir
+from memvault.processes import process_start
 from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -25,12 +24,6 @@ START, END = daily_note.MARKERS.start, daily_note.MARKERS.end
 
 def at(text: str) -> datetime:
     return datetime.fromisoformat(text).replace(tzinfo=TZ)
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        yield server
 
 
 def seed(runtime: Runtime, clock: MovableClock) -> None:

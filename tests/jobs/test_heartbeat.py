@@ -4,23 +4,21 @@ API as the owner's channel (no daemon: a send is delivered from this process).""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime, time, timedelta
-from pathlib import Path
 from textwrap import dedent
 from typing import Any
 
 import pytest
 
-from channel_support import OWNER, delivered, telegram_config
+from channel_support import OWNER, delivered
 from llm_fakes import FakeOpenAI, llm_settings
 from memvault.channels.hub import Hub
-from memvault.config import HeartbeatJob, Settings
+from memvault.config import HeartbeatJob
 from memvault.jobs import Job, JobEngine, JobRun, Schedule, heartbeat
 from memvault.jobs.engine import Notify
 from memvault.llm.factory import make_provider
 from memvault.runtime import Runtime
-from support import TZ, HashEmbedder, MovableClock
+from support import TZ, MovableClock
 from telegram_fake import FakeTelegram
 
 CHECKLIST = dedent(
@@ -43,21 +41,13 @@ def at(hour: int, minute: int = 0, day: int = 22) -> datetime:
 
 
 @pytest.fixture
-def runtime(tmp_path: Path, tg: FakeTelegram, clock: MovableClock) -> Iterator[Runtime]:
-    settings = Settings(
-        vault=tmp_path / "vault",
-        timezone="Europe/Berlin",
-        channels={"telegram": telegram_config(tg)},
-    )
-    opened = Runtime.open(settings, clock=clock, embedder=HashEmbedder(), create=True)
-    yield opened
-    opened.close()
+def runtime(telegram_runtime: Runtime) -> Runtime:
+    return telegram_runtime
 
 
 @pytest.fixture
-def llm() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as fake:
-        yield fake
+def llm(fake: FakeOpenAI) -> FakeOpenAI:
+    return fake
 
 
 @pytest.fixture
@@ -401,10 +391,12 @@ def test_active_hours() -> None:
             heartbeat.parse_hours(bad)
 
 
-def test_a_bad_active_hours_setting_fails_with_a_sentence(
-    runtime: Runtime, llm: FakeOpenAI, hub: Hub
-) -> None:
-    checklist(runtime)
-    run = engine(runtime, llm, hub, active_hours="8am-10pm").run_now("heartbeat")
-    assert run.status == "failed" and "HH:MM-HH:MM" in (run.error or "")
-    assert llm.requests == []
+def test_a_bad_active_hours_setting_is_refused_when_the_config_loads(runtime: Runtime) -> None:
+    from memvault.config import load_settings
+    from memvault.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="active_hours") as caught:
+        load_settings(
+            runtime.vault.root, overrides={"jobs": {"heartbeat": {"active_hours": "8am-10pm"}}}
+        )
+    assert "\n" not in caught.value.message.strip()

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from channel_support import OWNER, delivered, telegram_config, wait_for
+from channel_support import OWNER, delivered, wait_for
 from memvault.channels.hub import Hub
 from memvault.config import RemindersJob, Settings
 from memvault.jobs import Job, JobEngine, JobRun, Schedule, reminders
@@ -248,25 +246,13 @@ def test_without_a_channel_to_the_owner_it_skips_and_keeps_them(
     assert outbox.texts == ["Reminder: Pay rent is due today."]
 
 
-def test_a_bad_remind_at_is_one_sentence(runtime: Runtime, clock: MovableClock) -> None:
-    runtime.tasks.create("Pay rent", due="2026-11-22")
-    run = run_at(engine(runtime, clock, Outbox(), remind_at="9am"), clock, "2026-11-22T09:30")
-    assert run.status == "failed"
-    assert run.error == (
-        "jobs.reminders.remind_at must be a time of day as HH:MM, e.g. 09:00 (got '9am')."
-    )
+def test_a_bad_remind_at_is_refused_when_the_config_loads(runtime: Runtime) -> None:
+    from memvault.config import load_settings
+    from memvault.errors import ConfigError
 
-
-@pytest.fixture
-def telegram_runtime(tmp_path: Path, tg: FakeTelegram, clock: MovableClock) -> Iterator[Runtime]:
-    settings = Settings(
-        vault=tmp_path / "vault",
-        timezone="Europe/Berlin",
-        channels={"telegram": telegram_config(tg)},
-    )
-    opened = Runtime.open(settings, clock=clock, embedder=HashEmbedder(), create=True)
-    yield opened
-    opened.close()
+    overrides = {"jobs": {"reminders": {"remind_at": "9am"}}}
+    with pytest.raises(ConfigError, match="remind_at"):
+        load_settings(runtime.vault.root, overrides=overrides)
 
 
 def test_the_reminder_reaches_the_owner_on_telegram(

@@ -11,6 +11,8 @@ decision takes effect at once whichever process makes it.
 
 from __future__ import annotations
 
+from typing import Any
+
 from memvault.channels.access import shown_code
 from memvault.channels.hub import Hub
 from memvault.channels.store import Queued, Sender
@@ -73,3 +75,25 @@ def describe(sender: Sender) -> str:
     """A sender as the owner is shown them: name, @username, id, and a live pairing code."""
     code = f", code {shown_code(sender.code)}" if sender.code else ""
     return f"{sender.label}{code}"
+
+
+def owner_channel(hub: Hub, channel: str | None = None) -> str | None:
+    """The channel to reach the owner on: ``channel`` if given, else the first enabled
+    channel with an owner id set; None when no channel can reach them."""
+    if channel is not None:
+        return hub.channel_named(channel)
+    for name in hub.adapters:
+        if hub.access.config(name).owner:
+            return name
+    return None
+
+
+def tell_owner(hub: Hub, text: str, channel: str | None = None) -> dict[str, Any]:
+    """Send the owner a message (a job's report, a reminder) on their channel."""
+    chosen = owner_channel(hub, channel)
+    if chosen is None:
+        raise InvalidInputError(
+            "No enabled channel has an owner id to write to; set channels.NAME.owner "
+            "(for example channels.telegram.owner) in .memvault/config.toml."
+        )
+    return hub.send(chosen, "owner", text)

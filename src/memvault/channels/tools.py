@@ -32,10 +32,15 @@ from pydantic import AfterValidator, BeforeValidator, Field
 
 from memvault.channels.hub import Hub
 from memvault.channels.openclaw_bridge import OpenClawBridge
+from memvault.channels.owner import tell_owner
 from memvault.errors import MemvaultError
+from memvault.jobs import JobEngine
+from memvault.jobs.catalog import make_engine
+from memvault.llm.factory import optional_provider
 from memvault.runtime import Runtime
-from memvault.tools import default_registry
+from memvault.tools import default_registry, job_tools
 from memvault.tools.inputs import ToolInput, names
+from memvault.tools.job_tools import EngineFor
 from memvault.tools.policy import NETWORK_ACCESS, Tier
 from memvault.tools.registry import Annotations, Tool, ToolContext, ToolRegistry
 
@@ -358,6 +363,34 @@ def own_hubs() -> HubFor:
     return hub_for
 
 
-def full_registry(hub_for: HubFor | None = None) -> ToolRegistry:
-    """Every tool a serving surface offers: the built-in ones and the channel tools."""
-    return ToolRegistry([*default_registry(), *channel_tools(hub_for or own_hubs())])
+def own_engines(hub_for: HubFor) -> EngineFor:
+    """One job engine per runtime, made on first use, whose messages to the owner go
+    through ``hub_for``'s hub (the daemon passes its own engine instead)."""
+    made: dict[int, JobEngine] = {}
+
+    def engine_for(runtime: Runtime) -> JobEngine:
+        engine = made.get(id(runtime))
+        if engine is None:
+            engine = made[id(runtime)] = make_engine(
+                runtime,
+                provider=optional_provider(runtime.settings.llm),
+                notify=lambda text, channel: tell_owner(hub_for(runtime), text, channel),
+            )
+        return engine
+
+    return engine_for
+
+
+def full_registry(
+    hub_for: HubFor | None = None, engine_for: EngineFor | None = None
+) -> ToolRegistry:
+    """Every tool a serving surface offers: the built-in ones, the channel tools and the
+    job tools."""
+    hubs = hub_for or own_hubs()
+    return ToolRegistry(
+        [
+            *default_registry(),
+            *channel_tools(hubs),
+            *job_tools.tools(engine_for or own_engines(hubs)),
+        ]
+    )

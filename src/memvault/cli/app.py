@@ -42,6 +42,7 @@ class RootGroup(ErrorBoundaryGroup):
         "channels": "memvault.cli.channels",
         "import": "memvault.cli.imports",
         "openclaw": "memvault.cli.openclaw",
+        "jobs": "memvault.cli.jobs",
     }
 
 

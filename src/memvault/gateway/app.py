@@ -25,6 +25,7 @@ from memvault.gateway.routes import (
     agent,
     channels,
     events,
+    jobs,
     line,
     memory,
     notes,
@@ -85,6 +86,7 @@ def create_app(daemon: Daemon) -> FastAPI:
         line,
         events,
         telemetry,
+        jobs,
     ):
         app.include_router(module.router)
     app.router.routes.extend(mcp_routes)

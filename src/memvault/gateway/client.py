@@ -40,6 +40,7 @@ from memvault.locations import (
     private_state_dir,
     state_dir,
 )
+from memvault.processes import process_alive, process_start
 
 # Where a client connects when the daemon listens on every address.
 _CONNECT_TO = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
@@ -115,40 +116,6 @@ def remove_info(vault: Path, pid: int) -> None:
     if info is not None and info.pid == pid:
         with contextlib.suppress(FileNotFoundError):
             info_path(vault).unlink()
-
-
-def _proc_stat(pid: int) -> list[str] | None:
-    """The fields of ``/proc/<pid>/stat`` from the state on (field 3 of proc(5) first),
-    or None where /proc cannot say (no such process, or no /proc: macOS)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    except OSError:
-        return None
-
-
-def process_alive(pid: int) -> bool:
-    """Whether a process with this id runs (an exited one its parent has not reaped does not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    fields = _proc_stat(pid)
-    return fields is None or fields[:1] != ["Z"]  # without /proc the signal test is all
-
-
-def process_start(pid: int) -> int | None:
-    """When process ``pid`` started (clock ticks after boot), or None where /proc cannot say.
-
-    Together with the pid it names one process: a pid reused after a crash
-    has another start time.
-    """
-    fields = _proc_stat(pid)
-    try:
-        return int(fields[19]) if fields is not None else None  # field 22 of proc(5)
-    except (IndexError, ValueError):
-        return None
 
 
 def is_process(info: DaemonInfo) -> bool:

@@ -20,6 +20,7 @@ from typing import Any
 from memvault.agent.loop import Agent, RunResult, StepSink
 from memvault.agent.sessions import SessionCloser
 from memvault.channels.hub import Hub
+from memvault.channels.owner import owner_channel, tell_owner
 from memvault.channels.router import Hooks, Turn
 from memvault.channels.tools import full_registry
 from memvault.errors import MemvaultError
@@ -31,7 +32,8 @@ from memvault.gateway.telemetry import LocationDiary, LocationSample, Received
 from memvault.index.backfill import Backfill
 from memvault.index.index import SyncReport
 from memvault.index.watch import follow
-from memvault.jobs import JobEngine
+from memvault.jobs import SkipRun
+from memvault.jobs.catalog import make_engine
 from memvault.llm.base import LLMNotConfiguredError, Provider, TextSink
 from memvault.llm.factory import make_provider
 from memvault.locations import APPROVAL_FILE, TOKEN_FILE, tighten
@@ -82,8 +84,10 @@ class Daemon:
         )
         self.sessions = runtime.sessions
         self.diary = LocationDiary(self.state, runtime.journal, runtime.clock, settings.telemetry)
-        # The channel tools send and read through this daemon's hub (made below).
-        self.registry = registry or full_registry(lambda _runtime: self.hub)
+        # The channel and job tools use this daemon's hub and job engine (made below).
+        self.registry = registry or full_registry(
+            lambda _runtime: self.hub, lambda _runtime: self.jobs
+        )
         self.token_path = state_dir / TOKEN_FILE
         self.approval_path = state_dir / APPROVAL_FILE
         self.token = self._secret(self.token_path)
@@ -109,12 +113,10 @@ class Daemon:
                 responder=self._respond if self.provider is not None else None,
             ),
         )
-        # Built-in jobs arrive with their [jobs.NAME] sections; the engine runs whatever is listed.
-        self.jobs = JobEngine(
-            self.state,
-            runtime.clock,
-            [],
-            runtime=runtime,
+        self.jobs = make_engine(
+            runtime,
+            provider=self.provider,
+            notify=self._tell_owner,
             publish=lambda kind, payload: self.bus.publish(kind, payload, source="jobs"),
         )
         self.started_at = time.monotonic()
@@ -168,6 +170,7 @@ class Daemon:
         self.hub.stop(timeout=max(deadline - time.monotonic(), 0.0))
         for thread in self._threads:
             thread.join(max(deadline - time.monotonic(), 0.0))
+        self.jobs.wait(max(deadline - time.monotonic(), 0.0))
         try:
             self.runtime.close()
         finally:
@@ -313,9 +316,20 @@ class Daemon:
         every = self.runtime.settings.jobs.tick_seconds
         while not self.stopping.wait(every):
             try:
-                self.jobs.tick()
+                if self.jobs.tick():
+                    self.jobs.prune()
             except Exception:
                 log.exception("running due jobs failed")
+
+    def _tell_owner(self, text: str, channel: str | None) -> dict[str, Any]:
+        """A job's message to the owner, over this daemon's hub; a skipped run if no channel
+        can reach them."""
+        if owner_channel(self.hub, channel) is None:
+            raise SkipRun(
+                "No enabled channel has an owner id to write to; set channels.NAME.owner "
+                "(for example channels.telegram.owner) in .memvault/config.toml."
+            )
+        return tell_owner(self.hub, text, channel)
 
     # -- the agent ---------------------------------------------------------------------
 

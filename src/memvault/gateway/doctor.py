@@ -352,6 +352,35 @@ def _llm(runtime: Runtime, daemon: DaemonFacts | None) -> Check:
     return Check("llm", "ok", f"Language model: {label}.", facts)
 
 
+def _jobs(runtime: Runtime) -> Check:
+    """Jobs whose latest runs failed (they back off, the others go on), and jobs that are
+    on but need a model none is configured for."""
+    from memvault.jobs.catalog import make_engine
+
+    engine = make_engine(runtime)
+    jobs = engine.overview()
+    failing = [j for j in jobs if j["failures_in_a_row"]]
+    if failing:
+        parts = [
+            f"{j['name']} failed {j['failures_in_a_row']} time(s) in a row "
+            f"(last: {j['last_run']['error']}; next try {(j['next_run'] or 'when on')[:16]})"
+            for j in failing
+        ]
+        status = "error" if any(j["failures_in_a_row"] >= 3 for j in failing) else "warning"
+        return Check("jobs", status, "; ".join(parts) + ".", failing)
+    on = [j["name"] for j in jobs if j["enabled"]]
+    if runtime.settings.llm.provider == "none" and "heartbeat" in on:
+        return Check(
+            "jobs",
+            "warning",
+            "The heartbeat job is on but no language model is configured, so every run is "
+            "skipped; set [llm] provider and model.",
+            on,
+        )
+    shown = ", ".join(on) if on else "none"
+    return Check("jobs", "ok", f"Jobs on: {shown}; none failing.", on)
+
+
 def diagnose(runtime: Runtime, daemon: DaemonFacts | None = None) -> Report:
     """Run every check that applies (the daemon's own only inside the daemon)."""
     report = Report()
@@ -365,6 +394,7 @@ def diagnose(runtime: Runtime, daemon: DaemonFacts | None = None) -> Report:
             ("unreadable_notes", lambda: _unreadable(runtime)),
             ("embedder", lambda: _embedder(runtime, daemon)),
             ("pending_embeddings", lambda: _pending(runtime, daemon)),
+            ("jobs", lambda: _jobs(runtime)),
         ]
     steps.append(("local_model", lambda: _local_model(runtime)))
     steps.append(("disk_space", lambda: _disk(runtime)))

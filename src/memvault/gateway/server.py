@@ -30,8 +30,9 @@ from pythonjsonlogger.json import JsonFormatter
 from memvault import __version__
 from memvault.errors import ConflictError, VaultError
 from memvault.gateway.app import create_app
-from memvault.gateway.client import DaemonInfo, process_start
+from memvault.gateway.client import DaemonInfo
 from memvault.gateway.daemon import Daemon
+from memvault.processes import process_start
 from memvault.shutdown import EXIT_GRACE, leave_cleanly
 
 log = logging.getLogger("memvault.gateway")

@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import sqlite3
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -29,6 +30,7 @@ from memvault.jobs.budget import BudgetedModel
 from memvault.jobs.schedule import Schedule, backoff
 from memvault.llm.base import Provider
 from memvault.memory.state import StateDB
+from memvault.processes import process_alive, process_start
 
 if TYPE_CHECKING:
     from memvault.runtime import Runtime
@@ -36,6 +38,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Publish = Callable[[str, dict[str, Any]], object]
+# Quiet runs (ok or skipped, nothing recorded) kept per job; see JobEngine.prune.
+QUIET_RUNS_KEPT = 200
+
 # Sends the owner a message: (text, channel or None for their preferred one) -> what happened.
 Notify = Callable[[str, str | None], dict[str, Any]]
 
@@ -169,6 +174,7 @@ class JobEngine:
         self.provider = provider
         self.notify = notify
         self._publish = publish
+        self._threads: list[threading.Thread] = []
         self._since = clock.now()  # a job never run is first due at its first tick after this
 
     def add(self, job: Job) -> None:
@@ -195,7 +201,7 @@ class JobEngine:
             for row in self.state.query(
                 "SELECT id, metadata FROM job_runs WHERE status = 'running'"
             )
-            if not _alive(json.loads(row["metadata"] or "{}").get("pid"))
+            if not _alive(json.loads(row["metadata"] or "{}"))
         ]
         if not stale:
             return 0
@@ -262,6 +268,26 @@ class JobEngine:
             return max(due, (failed_at + backoff(self.failures(name))).astimezone(tz))
         return due
 
+    def describe(self, name: str) -> dict[str, Any]:
+        """A job as the surfaces list it: schedule, switch, last run, next run, failures."""
+        job = self.job(name)
+        last = self.history(name, limit=1)
+        nxt = self.next_due(name)
+        return {
+            "name": name,
+            "description": job.description,
+            "enabled": job.enabled,
+            "schedule": job.schedule.describe(),
+            "uses_model": job.budget is not None,
+            "last_run": last[0].as_dict() if last else None,
+            "next_run": nxt.isoformat(timespec="seconds") if nxt is not None else None,
+            "failures_in_a_row": self.failures(name),
+        }
+
+    def overview(self) -> list[dict[str, Any]]:
+        """Every job, by name, as :meth:`describe` gives it."""
+        return [self.describe(name) for name in sorted(self.jobs)]
+
     def due(self) -> list[str]:
         """Names of the enabled jobs due now."""
         now = self.clock.now()
@@ -280,7 +306,7 @@ class JobEngine:
                 cursor = conn.execute(
                     "INSERT INTO job_runs (job, started, status, metadata) "
                     "VALUES (?, ?, 'running', ?)",
-                    (name, self.clock.now().isoformat(), json.dumps({"pid": os.getpid()})),
+                    (name, self.clock.now().isoformat(), json.dumps(_claimant())),
                 )
         except sqlite3.IntegrityError:
             raise ConflictError(f"The job {name!r} is already running.") from None
@@ -352,9 +378,40 @@ class JobEngine:
             )
         return restored
 
+    def trigger(self, name: str) -> int:
+        """Start a run of ``name`` in a thread of its own; returns its run id at once."""
+        run_id = self.claim(name)
+        thread = threading.Thread(
+            target=self.execute, args=(name, run_id), name=f"memvault-job-{name}", daemon=True
+        )
+        thread.start()
+        self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+        return run_id
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Wait for runs :meth:`trigger` started (at most ``timeout`` seconds each)."""
+        for thread in list(self._threads):
+            thread.join(timeout)
+
     def run_now(self, name: str) -> JobRun:
         """Claim and run ``name`` in this thread."""
         return self.execute(name, self.claim(name))
+
+    def prune(self, keep: int = QUIET_RUNS_KEPT) -> int:
+        """Forget quiet runs (ok or skipped, nothing recorded) beyond the newest ``keep`` of
+        each job, so a job that looks every minute does not grow state.db for ever; runs
+        that failed, changed files or recorded anything are kept. Returns how many went."""
+        removed = 0
+        with self.state.transaction() as conn:
+            for name in self.jobs:
+                cursor = conn.execute(
+                    "DELETE FROM job_runs WHERE job = ? AND status IN ('ok', 'skipped') "
+                    "AND metadata IN ('{}', '') AND id NOT IN "
+                    "(SELECT id FROM job_runs WHERE job = ? ORDER BY id DESC LIMIT ?)",
+                    (name, name, keep),
+                )
+                removed += cursor.rowcount
+        return removed
 
     def tick(self) -> list[JobRun]:
         """Run every job due now, one after another; a busy job is left for the next tick."""
@@ -375,14 +432,16 @@ class JobEngine:
                 log.warning("jobs: publishing %s failed", kind, exc_info=True)
 
 
-def _alive(pid: object) -> bool:
-    """Whether ``pid`` is another process that is still running."""
-    if not isinstance(pid, int) or pid == os.getpid() or pid <= 0:
+def _claimant() -> dict[str, Any]:
+    """This process, as a running row records it, so a later start can tell it still runs."""
+    return {"pid": os.getpid(), "process_start": process_start(os.getpid())}
+
+
+def _alive(claimed: dict[str, Any]) -> bool:
+    """Whether the process that claimed a run (its pid and start time) is another one that
+    still runs; a pid reused since by a new process does not count."""
+    pid = claimed.get("pid")
+    if not isinstance(pid, int) or pid == os.getpid() or pid <= 0 or not process_alive(pid):
         return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    started = claimed.get("process_start")
+    return started is None or process_start(pid) in (None, started)

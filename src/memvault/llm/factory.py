@@ -45,6 +45,14 @@ def make_provider(settings: LLMSettings) -> Provider:
     return OpenAIProvider(settings)
 
 
+def optional_provider(settings: LLMSettings) -> Provider | None:
+    """The provider for ``settings``, or None when no model is configured (a normal state)."""
+    try:
+        return make_provider(settings)
+    except LLMNotConfiguredError:
+        return None
+
+
 def describe(settings: LLMSettings) -> dict[str, Any]:
     """The configured model for ``doctor`` and ``config show``; never the key itself."""
     key_env = settings.api_key_env or DEFAULT_KEY_ENV.get(settings.provider)

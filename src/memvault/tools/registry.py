@@ -159,6 +159,8 @@ class ToolResult:
     code: str | None = None
     # One sentence for the caller when the answer is less than asked (keywords only).
     notice: str | None = None
+    # The HTTP status the failure's error class names (the HTTP surface answers with it).
+    status: int | None = None
 
     def text(self) -> str:
         """The result as a model reads it: JSON for data, a sentence for an error."""
@@ -278,7 +280,7 @@ class ToolRegistry:
         try:
             tool = self.get(name)
         except NotFoundError as exc:
-            return ToolResult(False, error=str(exc), code=exc.code)
+            return ToolResult(False, error=str(exc), code=exc.code, status=exc.http_status)
         if not tool.offered(context.runtime.settings):
             return ToolResult(False, error=tool.turned_off(), code="tool_disabled")
         if arguments is not None and not isinstance(arguments, dict):
@@ -289,14 +291,14 @@ class ToolRegistry:
             check_fields(arguments or {})  # text no file or index can hold: refused here
             parsed = tool.input_model.model_validate(arguments or {})
         except InvalidInputError as exc:
-            return ToolResult(False, error=exc.message, code=exc.code)
+            return ToolResult(False, error=exc.message, code=exc.code, status=exc.http_status)
         except ValidationError as exc:
             return ToolResult(False, error=explain_validation(tool, exc), code="validation_failed")
         if tool.precheck is not None:
             try:
                 tool.precheck(context, parsed)
             except MemvaultError as exc:
-                return ToolResult(False, error=str(exc), code=exc.code)
+                return ToolResult(False, error=str(exc), code=exc.code, status=exc.http_status)
         request = ApprovalRequest(
             tool=tool.name,
             tier=tool.tier,
@@ -314,9 +316,9 @@ class ToolRegistry:
             message = str(exc)
             if tool.not_found_hint:
                 message = f"{exc.message} {tool.not_found_hint}"
-            return ToolResult(False, error=message, code=exc.code)
+            return ToolResult(False, error=message, code=exc.code, status=exc.http_status)
         except MemvaultError as exc:
-            return ToolResult(False, error=str(exc), code=exc.code)
+            return ToolResult(False, error=str(exc), code=exc.code, status=exc.http_status)
         except Exception as exc:  # a bug: the model gets a sentence, the log the traceback
             log.exception("tool failed", extra={"tool": name})
             return ToolResult(

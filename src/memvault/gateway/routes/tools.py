@@ -113,4 +113,5 @@ def call_tool(
             "approval_required",
             f"{result.error} Send the owner's approval token as X-Memvault-Approval.",
         )
-    raise ApiError(_STATUS.get(code, 500), code, result.error or f"{name} failed.")
+    status = _STATUS.get(code) or result.status or 500
+    raise ApiError(status, code, result.error or f"{name} failed.")

@@ -1,0 +1,43 @@
+"""Whether a process still runs, told apart from a later one that reuses its id.
+
+Standard library only: the CLI asks before it imports anything heavy.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` from the state on (field 3 of proc(5) first),
+    or None where /proc cannot say (no such process, or no /proc: macOS)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process with this id runs (an exited one its parent has not reaped does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    fields = _proc_stat(pid)
+    return fields is None or fields[:1] != ["Z"]  # without /proc the signal test is all
+
+
+def process_start(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks after boot), or None where /proc cannot say.
+
+    Together with the pid it names one process: a pid reused after a crash
+    has another start time.
+    """
+    fields = _proc_stat(pid)
+    try:
+        return int(fields[19]) if fields is not None else None  # field 22 of proc(5)
+    except (IndexError, ValueError):
+        return None
