@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -88,3 +89,15 @@ def failed(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
     assert error["code"] == code, error
     assert error["message"] and error["message"].endswith((".", "?")), error
     return dict(error)
+
+
+def sse_frames(response: httpx.Response) -> list[tuple[str, dict[str, Any]]]:
+    """The (event, data) frames of a server-sent event stream, in order."""
+    frames = []
+    kind = ""
+    for line in response.iter_lines():
+        if line.startswith("event: "):
+            kind = line[7:]
+        elif line.startswith("data: "):
+            frames.append((kind, json.loads(line[6:])))
+    return frames

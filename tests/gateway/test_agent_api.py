@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -11,7 +10,7 @@ from typing import Any
 import httpx2 as httpx
 import pytest
 
-from gateway_support import Live, StartDaemon, failed, ok
+from gateway_support import Live, StartDaemon, failed, ok, sse_frames
 from llm_fakes import FakeOpenAI, llm_settings
 from support import MovableClock
 
@@ -30,17 +29,6 @@ def agent_live(start_daemon: StartDaemon, fake: FakeOpenAI) -> Live:
 
 def _events(live: Live, kind: str) -> list[dict[str, Any]]:
     return [e.to_dict() for e in live.daemon.bus.since(0) if e.type == kind]
-
-
-def _sse(response: httpx.Response) -> list[tuple[str, dict[str, Any]]]:
-    frames = []
-    kind = ""
-    for line in response.iter_lines():
-        if line.startswith("event: "):
-            kind = line[7:]
-        elif line.startswith("data: "):
-            frames.append((kind, json.loads(line[6:])))
-    return frames
 
 
 def test_a_run_answers_with_its_result_and_is_announced(agent_live: Live, fake: FakeOpenAI) -> None:
@@ -70,7 +58,7 @@ def test_the_stream_carries_steps_text_and_the_result(agent_live: Live, fake: Fa
     ):
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
-        frames = _sse(response)
+        frames = sse_frames(response)
     kinds = [k for k, _ in frames]
     assert kinds[-1] == "done" and kinds.count("done") == 1
     steps = [d["kind"] for k, d in frames if k == "step"]

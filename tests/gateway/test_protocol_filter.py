@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
 
-import httpx2 as httpx
 import pytest
 
 from channel_support import OWNER, delivered, telegram_config, wait_for
-from gateway_support import Live, StartDaemon, ok
+from gateway_support import Live, StartDaemon, ok, sse_frames
 from llm_fakes import FakeOpenAI, llm_settings
 from telegram_fake import FakeTelegram
 
@@ -37,17 +35,6 @@ def live(start_daemon: StartDaemon, tg: FakeTelegram, llm: FakeOpenAI) -> Live:
     started = start_daemon(settings=settings)
     wait_for(lambda: started.daemon.hub.statuses["telegram"].state == "running", "telegram")
     return started
-
-
-def _sse(response: httpx.Response) -> list[tuple[str, dict[str, Any]]]:
-    frames = []
-    kind = ""
-    for line in response.iter_lines():
-        if line.startswith("event: "):
-            kind = line[7:]
-        elif line.startswith("data: "):
-            frames.append((kind, json.loads(line[6:])))
-    return frames
 
 
 def _no_token(text: str) -> bool:
@@ -110,7 +97,7 @@ def test_the_http_stream_never_carries_a_token(
         ) as response,
     ):
         assert response.status_code == 200
-        frames = _sse(response)
+        frames = sse_frames(response)
     texts = [d["text"] for kind, d in frames if kind == "text"]
     assert all(_no_token(text) and "HEART" not in text for text in texts), texts
     assert "".join(texts).strip() == answer
