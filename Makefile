@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 OPENCLAW_DIR := $(VENV)/openclaw
 OPENCLAW_STAMP := $(OPENCLAW_DIR)/.installed
 
-.PHONY: install openclaw run test lint typecheck pytest bench bench-quick clean
+.PHONY: install openclaw run test lint typecheck pytest bench bench-quick bench-qa clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,11 @@ bench: $(STAMP) $(OPENCLAW_STAMP)
 
 bench-quick: $(STAMP) $(OPENCLAW_STAMP)
 	cd bench && ../$(BIN)/python run.py --quick
+
+# LoCoMo answer accuracy with the model MEMVAULT_QA_BASE_URL / MEMVAULT_QA_MODEL name
+# (retrieval only without one); pass options with QA_ARGS="--conversations 1 --limit 20".
+bench-qa: $(STAMP)
+	cd bench && ../$(BIN)/python locomo_qa.py $(QA_ARGS)
 
 clean:
 	rm -rf $(VENV) $(DEMO_VAULT) .pytest_cache .mypy_cache .ruff_cache

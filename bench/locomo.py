@@ -23,6 +23,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from memvault.config import Settings
 from memvault.index.embedders import LocalEmbedder
 from memvault.index.query import terms_of
 from memvault.runtime import Runtime
+from memvault.vault.memories import Remembered
 
 DEFAULT_FILE = Path(__file__).resolve().parents[1].parent / "shared/data/locomo/locomo_dev.json"
 KS = (5, 10)
@@ -44,6 +46,11 @@ UTC = ZoneInfo("UTC")
 def session_date(text: str) -> datetime:
     """LoCoMo's "1:56 pm on 8 May, 2023"."""
     return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+
+
+def load(files: Sequence[Path]) -> list[dict[str, Any]]:
+    """Every conversation of the LoCoMo-format ``files``, in order."""
+    return [sample for file in files for sample in json.loads(file.read_text())]
 
 
 def turns_of(sample: dict[str, Any]) -> list[dict[str, Any]]:
@@ -104,21 +111,19 @@ def run(files: Sequence[Path], *, quiet: bool = False) -> dict[str, Any]:
     methods = {"memvault": Scores(), "bm25": Scores(), "cosine": Scores(), "hybrid_0.7": Scores()}
     counts = {"conversations": 0, "turns": 0, "questions": 0}
     timings: dict[str, float] = defaultdict(float)
-    for file in files:
-        for sample in json.loads(file.read_text()):
-            turns = turns_of(sample)
-            questions = questions_of(sample)
-            counts["conversations"] += 1
-            counts["turns"] += len(turns)
-            counts["questions"] += len(questions)
-            with tempfile.TemporaryDirectory() as tmp:
-                _one_conversation(Path(tmp), sample, turns, questions, embedder, methods, timings)
-            if not quiet:
-                print(
-                    f"  {sample.get('sample_id', '?')}: "
-                    f"{len(turns)} turns, {len(questions)} questions",
-                    file=sys.stderr,
-                )
+    for sample in load(files):
+        turns = turns_of(sample)
+        questions = questions_of(sample)
+        counts["conversations"] += 1
+        counts["turns"] += len(turns)
+        counts["questions"] += len(questions)
+        with tempfile.TemporaryDirectory() as tmp:
+            _one_conversation(Path(tmp), sample, turns, questions, embedder, methods, timings)
+        if not quiet:
+            print(
+                f"  {sample.get('sample_id', '?')}: {len(turns)} turns, {len(questions)} questions",
+                file=sys.stderr,
+            )
     result: dict[str, Any] = {name: scores.metrics() for name, scores in methods.items()}
     result["_meta"] = {
         **counts,
@@ -129,20 +134,37 @@ def run(files: Sequence[Path], *, quiet: bool = False) -> dict[str, Any]:
     return result
 
 
-def _one_conversation(
+@dataclass
+class Conversation:
+    """One conversation ingested into its own memvault, one memory per turn."""
+
+    runtime: Runtime
+    remembered: list[Remembered]
+    dia_of: dict[str, list[str]]  # memory id -> the dia_ids of the turns it holds
+
+    def search(self, question: str, k: int = 10) -> list[str]:
+        """The dia_ids of the turns memvault's search returns for ``question``, best first."""
+        hits = self.runtime.searcher.search(question, limit=k)
+        return [dia for h in hits if h.id for dia in self.dia_of[h.id]]
+
+    def close(self) -> None:
+        """Close its index and state."""
+        self.runtime.close()
+
+
+def ingest(
     root: Path,
     sample: dict[str, Any],
     turns: list[dict[str, Any]],
-    questions: list[dict[str, Any]],
     embedder: LocalEmbedder,
-    methods: dict[str, Scores],
-    timings: dict[str, float],
-) -> None:
+    timings: dict[str, float] | None = None,
+) -> Conversation:
+    """A memvault in ``root`` holding ``turns`` through its real ingestion, indexed and embedded."""
+    timings = defaultdict(float) if timings is None else timings
     settings = Settings(vault=root / "vault", timezone="UTC")
-    clock = Clock(UTC)
-    runtime = Runtime.open(settings, clock=clock, embedder=embedder, create=True)
+    runtime = Runtime.open(settings, clock=Clock(UTC), embedder=embedder, create=True)
     started = time.perf_counter()
-    results = runtime.memories.remember_many(
+    remembered = runtime.memories.remember_many(
         [
             (
                 t["text"],
@@ -161,14 +183,24 @@ def _one_conversation(
     runtime.index.embed_pending()
     timings["embed"] += time.perf_counter() - started
     dia_of: dict[str, list[str]] = defaultdict(list)
-    for turn, result in zip(turns, results, strict=True):
+    for turn, result in zip(turns, remembered, strict=True):
         dia_of[result.memory.id].append(turn["id"])
+    return Conversation(runtime, remembered, dia_of)
 
+
+def _one_conversation(
+    root: Path,
+    sample: dict[str, Any],
+    turns: list[dict[str, Any]],
+    questions: list[dict[str, Any]],
+    embedder: LocalEmbedder,
+    methods: dict[str, Scores],
+    timings: dict[str, float],
+) -> None:
+    conversation = ingest(root, sample, turns, embedder, timings)
     started = time.perf_counter()
     for q in questions:
-        hits = runtime.searcher.search(q["question"], limit=10)
-        ranked = [dia for h in hits if h.id for dia in dia_of[h.id]]
-        methods["memvault"].add(q["category"], q["evidence"], ranked)
+        methods["memvault"].add(q["category"], q["evidence"], conversation.search(q["question"]))
     timings["search"] += time.perf_counter() - started
 
     # Baselines on the same turns.
@@ -176,9 +208,9 @@ def _one_conversation(
     texts = [t["text"] for t in turns]
     turn_vectors = embedder.embed(texts)
     question_vectors = embedder.embed([q["question"] for q in questions])
-    conn = runtime.index.conn
-    rowid_to_turn = {}
-    for result, turn in zip(results, turns, strict=True):
+    conn = conversation.runtime.index.conn
+    rowid_to_turn: dict[int, str] = {}
+    for result, turn in zip(conversation.remembered, turns, strict=True):
         row = conn.execute(
             "SELECT chunk_id FROM memories WHERE id = ?", (result.memory.id,)
         ).fetchone()
@@ -205,7 +237,7 @@ def _one_conversation(
         methods["hybrid_0.7"].add(
             q["category"], q["evidence"], [ids[i] for i in np.argsort(-fused)]
         )
-    runtime.close()
+    conversation.close()
 
 
 def render(result: dict[str, Any]) -> str:
