@@ -637,6 +637,34 @@ class RemindersJob(JobSettings):
     )
 
 
+class DistillJob(JobSettings, ModelBudget):
+    """``[jobs.distill]``: related memories distilled into insight notes in ``Insights/``."""
+
+    schedule: str | None = Field("0 5 * * *", description="cron expression (default 05:00)")
+    max_model_calls: int = Field(
+        10, ge=0, le=100, description="model calls per run at most (one per insight)"
+    )
+    max_model_tokens: int = Field(
+        20_000, ge=0, le=1_000_000, description="model tokens (prompt and answer) per run at most"
+    )
+    folder: str = Field("Insights", description="where insight notes are written")
+    min_cluster_size: int = Field(3, ge=2, le=50, description="memories an insight needs at least")
+    max_cluster_size: int = Field(12, ge=2, le=100, description="memories an insight takes at most")
+    min_age_days: float = Field(
+        1.0, ge=0, description="memories younger than this many days wait for a later run"
+    )
+    similarity: float = Field(
+        0.5, gt=0, le=1.0, description="cosine similarity that makes two memories related"
+    )
+    keyword_similarity: float = Field(
+        0.3,
+        gt=0,
+        le=1.0,
+        description="without embeddings: share of words (Jaccard) that makes two related",
+    )
+    use_model: bool = Field(True, description="write insights with the model when one is set")
+
+
 class JobsSettings(Section):
     """The daemon's scheduled jobs (``[jobs.NAME]``), one sub-section per built-in job."""
 
@@ -648,6 +676,7 @@ class JobsSettings(Section):
     archival: ArchivalJob = Field(default_factory=ArchivalJob)
     heartbeat: HeartbeatJob = Field(default_factory=HeartbeatJob)
     reminders: RemindersJob = Field(default_factory=RemindersJob)
+    distill: DistillJob = Field(default_factory=DistillJob)
 
     def sections(self) -> dict[str, JobSettings]:
         """Every built-in job's settings by name."""

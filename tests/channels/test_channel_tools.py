@@ -82,7 +82,7 @@ def receive(runtime: Runtime, tg: FakeTelegram, chat: int, text: str) -> None:
 
 def test_the_full_registry_adds_the_channel_tools_with_their_tiers() -> None:
     full = full_registry()
-    job_tools = {"list_agent_jobs", "trigger_agent_job", "get_agent_job_history"}
+    job_tools = {"list_agent_jobs", "trigger_agent_job", "get_agent_job_history", "distill_now"}
     assert set(full.names()) - set(default_registry().names()) == CHANNEL_TOOLS | job_tools
     send = full.get("send_channel_message")
     assert (send.tier, send.category) == (Tier.WRITE, "network_access")

@@ -1,6 +1,7 @@
 """The job tools, under the earlier design's names: ``list_agent_jobs``,
 ``trigger_agent_job`` (returns a run id at once; the run goes on in the
-background) and ``get_agent_job_history``.
+background) and ``get_agent_job_history``; and ``distill_now``, which starts
+the distill job the same way.
 
 They work on a :class:`~memvault.jobs.JobEngine` the caller provides
 through ``engine_for``: the daemon passes its own, whose runs share its
@@ -36,6 +37,10 @@ class JobTrigger(ToolInput):
     job: str = Field(description="The job's name, e.g. daily_note.", validation_alias=_JOB)
 
 
+class DistillNow(ToolInput):
+    pass
+
+
 class JobHistory(ToolInput):
     job: str | None = Field(
         None, description="Only this job's runs (default: every job's).", validation_alias=_JOB
@@ -45,7 +50,7 @@ class JobHistory(ToolInput):
 
 
 def tools(engine_for: EngineFor) -> list[Tool]:
-    """The three job tools on the engines ``engine_for`` gives."""
+    """The job tools on the engines ``engine_for`` gives."""
 
     def list_jobs(ctx: ToolContext, _args: JobList) -> dict[str, Any]:
         return {"jobs": engine_for(ctx.runtime).overview()}
@@ -59,6 +64,9 @@ def tools(engine_for: EngineFor) -> list[Tool]:
             "status": "running",
             "note": "The run goes on in the background; get_agent_job_history shows its outcome.",
         }
+
+    def distill_now(ctx: ToolContext, _args: DistillNow) -> dict[str, Any]:
+        return trigger(ctx, JobTrigger(job="distill"))
 
     def history(ctx: ToolContext, args: JobHistory) -> dict[str, Any]:
         runs = engine_for(ctx.runtime).history(args.job, limit=args.limit)
@@ -91,6 +99,22 @@ def tools(engine_for: EngineFor) -> list[Tool]:
             annotations=Annotations(),
             summarize=lambda a: f"run the {a.job} job now",
             not_found_hint=_JOBS,
+        ),
+        Tool(
+            name="distill_now",
+            title="Distil memories into insights now",
+            description=(
+                "Run the distill job now: clusters of related memories not yet distilled "
+                "become insight notes in Insights/ that link to each source memory, and "
+                "insights whose sources changed are refreshed. Returns the run id at once; "
+                "get_agent_job_history shows what it wrote (undo with memvault jobs undo)."
+            ),
+            input_model=DistillNow,
+            handler=distill_now,
+            tier=Tier.WRITE,
+            category=FILE_WRITES,
+            annotations=Annotations(),
+            summarize=lambda _a: "distil related memories into insight notes now",
         ),
         Tool(
             name="get_agent_job_history",
