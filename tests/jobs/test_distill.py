@@ -300,3 +300,17 @@ def test_distill_now_runs_the_job_through_the_engine(
     assert done.job == "distill" and done.status == "ok", done.error
     assert len(insights(vault)) == 2
     assert registry.get("distill_now").tier == Tier.WRITE
+
+
+def test_a_superseded_source_leaves_the_insight(
+    runtime: Runtime, clock: MovableClock, vault: Vault
+) -> None:
+    ids = seed(runtime, clock)
+    run(runtime, clock)
+    path, _ = by_sources(vault, [ids[t] for t in CYCLING])
+    runtime.memories.update_fields(ids[CYCLING[0]], superseded="2026-11-23")
+    done = run(runtime, clock)
+    assert f"refreshed {path}" in done.output
+    note = Note.parse((vault.root / path).read_text("utf-8"))
+    assert set(note.get("sources")) == {ids[t] for t in CYCLING[1:]}
+    assert links(note.body) == {ids[t] for t in CYCLING[1:]}
