@@ -12,7 +12,14 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from memvault.config import JobSettings, JobsSettings, ModelBudget
-from memvault.jobs import archival, daily_note, heartbeat, living_summary, reminders
+from memvault.jobs import (
+    archival,
+    daily_note,
+    heartbeat,
+    living_summary,
+    reminders,
+    skill_discovery,
+)
 from memvault.jobs.engine import Job, JobEngine, Notify, Publish
 from memvault.jobs.schedule import Schedule
 from memvault.llm.base import Provider
@@ -26,6 +33,7 @@ MODULES: dict[str, ModuleType] = {
     "archival": archival,
     "heartbeat": heartbeat,
     "reminders": reminders,
+    "skill_discovery": skill_discovery,
 }
 
 
