@@ -21,7 +21,7 @@ from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
 from telegram_fake import FakeTelegram
 
-BUILT_IN = {"archival", "daily_note", "heartbeat", "living_summary", "reminders"}
+BUILT_IN = {"archival", "daily_note", "heartbeat", "living_summary", "reminders", "skill_discovery"}
 
 
 def add_note_job(live: Live, gate: threading.Event | None = None) -> None:

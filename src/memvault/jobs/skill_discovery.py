@@ -18,7 +18,7 @@ journal of those days.
   at least half of the calls, and it is for requests like the ones seen.
 
 A skill is written as ``<folder>/<Name>.md`` (see :mod:`memvault.vault.skills`)
-tagged ``auto-discovered``, unless a skill of the same name (letters and
+tagged ``skill`` and ``auto-discovered``, unless a skill of the same name (letters and
 digits compared, case aside) or of nearly the same words (name and when to
 use) exists: an existing skill, a person's above all, is never overwritten
 or written twice.
@@ -44,7 +44,7 @@ from memvault.memory.outcomes import one_line
 from memvault.memory.sessions import Sessions
 from memvault.vault.markdown import normalize_tag
 from memvault.vault.paths import safe_filename
-from memvault.vault.skills import AUTO_TAG, Skill, read_skills
+from memvault.vault.skills import AUTO_TAGS, Skill, read_skills
 from memvault.vocabulary import counted
 
 if TYPE_CHECKING:
@@ -228,7 +228,7 @@ def repeated_sequences(runs: list[AgentRun], min_repeats: int) -> list[Skill]:
                 _name_of(tools),
                 when,
                 steps,
-                (AUTO_TAG,),
+                AUTO_TAGS,
                 source_sessions=tuple(sessions),
             )
         )
@@ -339,7 +339,7 @@ def _entry(entry: Any, sessions: set[int]) -> Skill | None:
     clean_steps = tuple(_NUMBERED.sub("", one_line(s, 10_000)) for s in steps)
     if not all(clean_steps) or any(len(s) > MAX_STEP for s in clean_steps):
         return None
-    tags = [AUTO_TAG]
+    tags = list(AUTO_TAGS)
     raw_tags = entry.get("tags", [])
     for tag in raw_tags if isinstance(raw_tags, list) else []:
         try:
@@ -363,8 +363,10 @@ def normal_name(name: str) -> str:
 
 
 def _words(skill: Skill) -> set[str]:
+    """The words of name and when to use, plurals folded ("fridays" is "friday")."""
     text = f"{skill.name} {skill.when_to_use}".casefold()
-    return {w for w in _WORD.findall(text) if w not in STOPWORDS and len(w) > 1}
+    words = (w for w in _WORD.findall(text) if w not in STOPWORDS and len(w) > 1)
+    return {w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in words}
 
 
 def duplicate_of(skill: Skill, existing: list[Skill]) -> str | None:

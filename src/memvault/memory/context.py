@@ -298,13 +298,15 @@ class ContextBuilder:
         """Search hits worth an agent's attention (close to the best, and a real match),
         and the search's notice."""
         # Room for hits already shown as pinned memories, within the searcher's limit.
-        hits = self.searcher.search(
+        found = self.searcher.search(
             query,
             limit=min(_MAX_RELEVANT + len(used), _SEARCH_LIMIT),
             wait_for_model=wait_for_model,
         )
+        notice = found.notice
+        hits = [hit for hit in found if not self._is_skill(hit.path)]  # they have their section
         if not hits:
-            return [], hits.notice
+            return [], notice
         floor = hits[0].score * _RELEVANT_SHARE
         lines = []
         for hit in hits:
@@ -315,7 +317,7 @@ class ContextBuilder:
                     continue
                 used.add(hit.id)
                 lines.append(f"- {_one_line(hit.snippet)} ({hit.category or 'memory'}, ^{hit.id})")
-            elif hit.path not in _CORE_NOTES and not self._is_skill(hit.path):
+            elif hit.path not in _CORE_NOTES:
                 link = hit.path.removesuffix(".md")
                 heading = hit.heading.rsplit(" > ", 1)[-1]
                 if heading and heading != hit.title:
@@ -326,7 +328,7 @@ class ContextBuilder:
                 lines.append(f"- [[{link}]]: {body[:200]}" if body else f"- [[{link}]]")
             if len(lines) >= _MAX_RELEVANT:
                 break
-        return lines, hits.notice
+        return lines, notice
 
     def _is_skill(self, path: str) -> bool:
         """Whether ``path`` is a skill note (shown in its own section)."""

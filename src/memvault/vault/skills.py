@@ -4,7 +4,7 @@ A skill note reads the same in Obsidian and to an agent::
 
     ---
     name: Plan a trip
-    tags: [auto-discovered]
+    tags: [skill, auto-discovered]
     created: 2026-11-23
     source_sessions: [12, 15]
     ---
@@ -35,6 +35,7 @@ from memvault.vault.store import Vault
 
 SKILLS_DIR = "Skills"
 AUTO_TAG = "auto-discovered"
+AUTO_TAGS = ("skill", AUTO_TAG)  # what a job's skill is tagged: the template's tag, and how
 WHEN = "When to use"
 STEPS = "Steps"
 _ITEM = re.compile(r"^\s{0,3}(?:\d+[.)]|[-*+])\s+(.*)$")
