@@ -665,6 +665,21 @@ class DistillJob(JobSettings, ModelBudget):
     use_model: bool = Field(True, description="write insights with the model when one is set")
 
 
+class SkillDiscoveryJob(JobSettings, ModelBudget):
+    """``[jobs.skill_discovery]``: repeated successful procedures become ``Skills/`` notes."""
+
+    schedule: str | None = Field("0 6 * * 1", description="cron expression (default Monday 06:00)")
+    max_model_calls: int = Field(1, ge=0, le=100, description="model calls per run at most")
+    max_model_tokens: int = Field(
+        8000, ge=0, le=1_000_000, description="model tokens (prompt and answer) per run at most"
+    )
+    window_days: int = Field(30, ge=1, le=365, description="sessions and journal days looked at")
+    folder: str = Field("Skills", description="where skill notes are kept (and looked up)")
+    min_repeats: int = Field(
+        2, ge=2, le=100, description="sessions a procedure must have succeeded in"
+    )
+
+
 class JobsSettings(Section):
     """The daemon's scheduled jobs (``[jobs.NAME]``), one sub-section per built-in job."""
 
@@ -677,6 +692,7 @@ class JobsSettings(Section):
     heartbeat: HeartbeatJob = Field(default_factory=HeartbeatJob)
     reminders: RemindersJob = Field(default_factory=RemindersJob)
     distill: DistillJob = Field(default_factory=DistillJob)
+    skill_discovery: SkillDiscoveryJob = Field(default_factory=SkillDiscoveryJob)
 
     def sections(self) -> dict[str, JobSettings]:
         """Every built-in job's settings by name."""

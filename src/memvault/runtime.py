@@ -141,6 +141,7 @@ class Runtime:
             searcher=self.searcher,
             settings=self.settings.context,
             last_session=self._last_session,
+            skills_folder=self.settings.jobs.skill_discovery.folder,
         )
 
     def _last_session(self) -> Session | None:

@@ -21,7 +21,10 @@ from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
 from telegram_fake import FakeTelegram
 
-BUILT_IN = {"archival", "daily_note", "distill", "heartbeat", "living_summary", "reminders"}
+BUILT_IN = {
+    "archival", "daily_note", "distill", "heartbeat", "living_summary", "reminders",
+    "skill_discovery",
+}  # fmt: skip
 
 
 def add_note_job(live: Live, gate: threading.Event | None = None) -> None:

@@ -12,7 +12,15 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from memvault.config import JobSettings, JobsSettings, ModelBudget
-from memvault.jobs import archival, daily_note, distill, heartbeat, living_summary, reminders
+from memvault.jobs import (
+    archival,
+    daily_note,
+    distill,
+    heartbeat,
+    living_summary,
+    reminders,
+    skill_discovery,
+)
 from memvault.jobs.engine import Job, JobEngine, Notify, Publish
 from memvault.jobs.schedule import Schedule
 from memvault.llm.base import Provider
@@ -27,6 +35,7 @@ MODULES: dict[str, ModuleType] = {
     "heartbeat": heartbeat,
     "reminders": reminders,
     "distill": distill,
+    "skill_discovery": skill_discovery,
 }
 
 

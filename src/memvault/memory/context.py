@@ -7,10 +7,13 @@ It fills a token budget in priority order:
    latest entries of today's journal;
 2. pinned memories: those tagged (or categorised) ``core`` or ``preference``;
 3. what is relevant to the request: memories and notes from a hybrid search;
-4. the most important memories, ranked by
+4. skills: the procedures in ``Skills/`` whose name or *when to use* match
+   the request (a search within that folder), with their steps (shown
+   there, not among what is relevant);
+5. the most important memories, ranked by
    ``importance * (1 - recency_bias) + recency * recency_bias``;
-5. the last session: the summary of the conversation that ended last;
-6. recent activity: the latest entries of earlier journal days.
+6. the last session: the summary of the conversation that ended last;
+7. recent activity: the latest entries of earlier journal days.
 
 Tokens are estimated as four characters each (the same estimate everywhere
 in memvault). Lines are never cut: an item that does not fit is left out,
@@ -29,6 +32,7 @@ from memvault.clock import Clock
 from memvault.config import ContextSettings
 from memvault.errors import InvalidInputError, NotFoundError, NotTextError
 from memvault.index.chunking import CHARS_PER_TOKEN, estimate_tokens
+from memvault.index.filters import SearchFilters
 from memvault.index.index import MemoryIndex
 from memvault.index.search import Searcher
 from memvault.memory.sessions import Session
@@ -38,6 +42,7 @@ from memvault.vault.layout import CORE_NOTES
 from memvault.vault.memories import Memories, Memory
 from memvault.vault.note import Note
 from memvault.vault.notes import Notes
+from memvault.vault.skills import SKILLS_DIR, Skill
 from memvault.vault.tasks import Tasks
 from memvault.vocabulary import counted
 
@@ -57,6 +62,8 @@ MIN_BUDGET = 50
 MAX_BUDGET = 200_000
 _KNOWN_ISSUES = 5
 _RECENT_DAYS = 3
+_MAX_SKILLS = 3
+_SKILL_CHARS = 400
 
 
 @dataclass
@@ -145,6 +152,7 @@ class ContextBuilder:
         searcher: Searcher,
         settings: ContextSettings | None = None,
         last_session: Callable[[], Session | None] | None = None,
+        skills_folder: str = SKILLS_DIR,
     ) -> None:
         self.clock = clock
         self.notes = notes
@@ -155,6 +163,7 @@ class ContextBuilder:
         self.searcher = searcher
         self.settings = settings or ContextSettings()
         self.last_session = last_session
+        self.skills_folder = skills_folder.strip("/")
 
     def build(self, query: str | None = None, budget_tokens: int | None = None) -> str:
         """Markdown for an agent's system prompt, at most ``budget_tokens`` (estimated)."""
@@ -196,6 +205,7 @@ class ContextBuilder:
         if query and query.strip():
             relevant, notice = self._relevant(query.strip(), used, wait_for_model)
             sections.append(Section(f"Relevant to: {_one_line(query)[:80]}", relevant))
+            sections.append(Section("Skills", self._skills(query.strip(), wait_for_model)))
         top = self._top_memories(memories, used)
         sections.append(Section("Important memories", [self._memory_line(m) for m in top]))
         sections.append(Section("Last session", self._last_session()))
@@ -288,13 +298,15 @@ class ContextBuilder:
         """Search hits worth an agent's attention (close to the best, and a real match),
         and the search's notice."""
         # Room for hits already shown as pinned memories, within the searcher's limit.
-        hits = self.searcher.search(
+        found = self.searcher.search(
             query,
             limit=min(_MAX_RELEVANT + len(used), _SEARCH_LIMIT),
             wait_for_model=wait_for_model,
         )
+        notice = found.notice
+        hits = [hit for hit in found if not self._is_skill(hit.path)]  # they have their section
         if not hits:
-            return [], hits.notice
+            return [], notice
         floor = hits[0].score * _RELEVANT_SHARE
         lines = []
         for hit in hits:
@@ -316,7 +328,45 @@ class ContextBuilder:
                 lines.append(f"- [[{link}]]: {body[:200]}" if body else f"- [[{link}]]")
             if len(lines) >= _MAX_RELEVANT:
                 break
-        return lines, hits.notice
+        return lines, notice
+
+    def _is_skill(self, path: str) -> bool:
+        """Whether ``path`` is a skill note (shown in its own section)."""
+        return path.startswith(f"{self.skills_folder}/")
+
+    def _skills(self, query: str, wait_for_model: bool) -> list[str]:
+        """The skills matching ``query`` best (as :meth:`_relevant` judges a hit), each
+        with when to use it and its steps."""
+        if not self.index.vault.resolve(self.skills_folder).is_dir():
+            return []
+        hits = self.searcher.search(
+            query,
+            limit=_MAX_RELEVANT,
+            filters=SearchFilters(folder=self.skills_folder),
+            wait_for_model=wait_for_model,
+        )
+        if not hits:
+            return []
+        floor = hits[0].score * _RELEVANT_SHARE
+        paths: list[str] = []
+        for hit in hits:
+            if hit.score < floor or (hit.text_score == 0 and hit.vector_score < _RELEVANT_COSINE):
+                continue
+            if hit.path not in paths:
+                paths.append(hit.path)
+        lines = []
+        for path in paths[:_MAX_SKILLS]:
+            try:
+                skill = Skill.parse(self.notes.read(path).text, path)
+            except (NotFoundError, NotTextError):  # gone since it was indexed
+                continue
+            line = f"- [[{path.removesuffix('.md')}|{skill.name}]]"
+            if skill.when_to_use:
+                line += f": {skill.when_to_use}"
+            if skill.steps:
+                line += " Steps: " + " ".join(f"{n}. {s}" for n, s in enumerate(skill.steps, 1))
+            lines.append(line if len(line) <= _SKILL_CHARS else line[: _SKILL_CHARS - 1] + "…")
+        return lines
 
     def _top_memories(self, memories: list[Memory], used: set[str]) -> list[Memory]:
         chosen = rank_memories(

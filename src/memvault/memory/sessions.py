@@ -237,11 +237,19 @@ class Sessions:
         return session
 
     def list(
-        self, *, active: bool | None = None, channel: str | None = None, limit: int = 50
+        self,
+        *,
+        active: bool | None = None,
+        channel: str | None = None,
+        since: datetime | None = None,
+        limit: int = 50,
     ) -> builtins.list[Session]:
-        """Sessions, the most recently active first."""
+        """Sessions, the most recently active first (with ``since``: active since then)."""
         clauses: list[str] = []
         params: list[Any] = []
+        if since is not None:
+            clauses.append("coalesce(last_message_at, started_at) >= ?")
+            params.append(self.clock.localize(since).isoformat())
         if active is not None:
             clauses.append("ended_at IS NULL" if active else "ended_at IS NOT NULL")
         if channel is not None:
