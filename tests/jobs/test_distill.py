@@ -11,11 +11,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from llm_fakes import FakeOpenAI, llm_settings
-from memvault.config import DistillJob, Settings
+from job_support import job_engine, run_job
+from llm_fakes import FakeOpenAI
+from memvault.config import Settings
 from memvault.index.embedders import NoEmbedder
-from memvault.jobs import Job, JobEngine, JobRun, Schedule, distill
-from memvault.llm.factory import make_provider
+from memvault.jobs import JobEngine, JobRun, distill
 from memvault.runtime import Runtime
 from memvault.tools import job_tools
 from memvault.tools.policy import Policy, Tier
@@ -53,24 +53,12 @@ def seed(runtime: Runtime, clock: MovableClock) -> dict[str, str]:
     return ids
 
 
-def engine(
-    runtime: Runtime, clock: MovableClock, *, fake: FakeOpenAI | None = None, **settings: Any
-) -> JobEngine:
-    job = Job(
-        "distill",
-        Schedule(cron="0 5 * * *"),
-        distill.run,
-        settings=DistillJob(**settings),
-        budget=(10, 20_000),
-    )
-    provider = make_provider(llm_settings(fake, max_retries=0)) if fake else None
-    return JobEngine(runtime.state, clock, [job], runtime=runtime, provider=provider)
+def engine(runtime: Runtime, clock: MovableClock, **kwargs: Any) -> JobEngine:
+    return job_engine(runtime, clock, "distill", **kwargs)
 
 
 def run(runtime: Runtime, clock: MovableClock, **kwargs: Any) -> JobRun:
-    done = engine(runtime, clock, **kwargs).run_now("distill")
-    assert done.status == "ok", done.error
-    return done
+    return run_job(runtime, clock, "distill", **kwargs)
 
 
 def snapshot(root: Path) -> dict[str, bytes]:

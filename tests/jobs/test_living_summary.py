@@ -8,11 +8,10 @@ from typing import Any
 
 import pytest
 
-from llm_fakes import FakeOpenAI, llm_settings
-from memvault.config import LivingSummaryJob
+from job_support import job_engine, run_job
+from llm_fakes import FakeOpenAI
 from memvault.errors import ConflictError
 from memvault.jobs import Job, JobEngine, JobRun, Schedule, daily_note, living_summary
-from memvault.llm.factory import make_provider
 from memvault.runtime import Runtime
 from memvault.vault.layout import MEMORY
 from support import TZ, MovableClock
@@ -53,24 +52,12 @@ def seed(runtime: Runtime, clock: MovableClock, write: Any) -> None:
     clock.set(at("2026-11-23T03:30"))
 
 
-def engine(
-    runtime: Runtime, clock: MovableClock, *, fake: FakeOpenAI | None = None, **settings: Any
-) -> JobEngine:
-    job = Job(
-        "living_summary",
-        Schedule(cron="30 3 * * *"),
-        living_summary.run,
-        settings=LivingSummaryJob(**settings),
-        budget=(1, 8000),
-    )
-    provider = make_provider(llm_settings(fake, max_retries=0)) if fake else None
-    return JobEngine(runtime.state, clock, [job], runtime=runtime, provider=provider)
+def engine(runtime: Runtime, clock: MovableClock, **kwargs: Any) -> JobEngine:
+    return job_engine(runtime, clock, "living_summary", **kwargs)
 
 
 def run(runtime: Runtime, clock: MovableClock, **kwargs: Any) -> JobRun:
-    done = engine(runtime, clock, **kwargs).run_now("living_summary")
-    assert done.status == "ok", done.error
-    return done
+    return run_job(runtime, clock, "living_summary", **kwargs)
 
 
 def block(text: str) -> str:

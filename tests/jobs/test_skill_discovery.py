@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from job_support import job_engine, run_job
 from llm_fakes import FakeOpenAI, llm_settings
 from memvault.agent.loop import Agent
-from memvault.config import SkillDiscoveryJob
-from memvault.jobs import Job, JobEngine, JobRun, Schedule, skill_discovery
+from memvault.jobs import JobEngine, JobRun
 from memvault.llm.factory import make_provider
 from memvault.runtime import Runtime
 from memvault.vault.note import Note
@@ -49,24 +49,12 @@ def turn(
         runtime.sessions.log(key, answer, role="assistant", metadata={"model": "fake-model"})
 
 
-def engine(
-    runtime: Runtime, clock: MovableClock, *, fake: FakeOpenAI | None = None, **settings: Any
-) -> JobEngine:
-    job = Job(
-        "skill_discovery",
-        Schedule(cron="0 6 * * 1"),
-        skill_discovery.run,
-        settings=SkillDiscoveryJob(**settings),
-        budget=(1, 8000),
-    )
-    provider = make_provider(llm_settings(fake, max_retries=0)) if fake else None
-    return JobEngine(runtime.state, clock, [job], runtime=runtime, provider=provider)
+def engine(runtime: Runtime, clock: MovableClock, **kwargs: Any) -> JobEngine:
+    return job_engine(runtime, clock, "skill_discovery", **kwargs)
 
 
 def run(runtime: Runtime, clock: MovableClock, **kwargs: Any) -> JobRun:
-    done = engine(runtime, clock, **kwargs).run_now("skill_discovery")
-    assert done.status == "ok", done.error
-    return done
+    return run_job(runtime, clock, "skill_discovery", **kwargs)
 
 
 def seed_trips(runtime: Runtime, clock: MovableClock) -> None:
