@@ -59,6 +59,21 @@ class MemorySettings(Section):
     default_importance: float = Field(
         0.5, ge=0.0, le=1.0, description="importance of a memory stored without one"
     )
+    consolidation: Literal["auto", "model", "rule", "off"] = Field(
+        "auto",
+        description="how a new memory is compared with its nearest ones: auto (the model when "
+        "one is configured, else the rule), model (only the model), rule (near-identical text "
+        "is not stored again) or off",
+    )
+    consolidation_min_confidence: float = Field(
+        0.7, ge=0.0, le=1.0, description="a model decision less sure than this goes to review"
+    )
+    consolidation_timeout: float = Field(
+        10.0, gt=0, le=300, description="seconds the model may take to decide (no retries)"
+    )
+    consolidation_max_tokens: int = Field(
+        3000, ge=200, le=100_000, description="token budget of one decision (prompt and answer)"
+    )
 
 
 class EmbedderSettings(Section):

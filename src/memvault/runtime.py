@@ -19,10 +19,13 @@ from memvault.errors import MemvaultError
 from memvault.index.embedders import Embedder, make_embedder
 from memvault.index.index import MemoryIndex
 from memvault.index.search import Searcher, SearchResults
+from memvault.llm.base import Provider
 from memvault.locations import STATE_DB, private_state_dir
+from memvault.memory.consolidation import Consolidator
 from memvault.memory.context import ContextBuilder
 from memvault.memory.outcomes import Outcomes
 from memvault.memory.recalls import RecallLog
+from memvault.memory.revisions import RevisionLog
 from memvault.memory.sessions import Session, Sessions
 from memvault.memory.state import StateDB
 from memvault.vault.contacts import Contacts
@@ -159,6 +162,41 @@ class Runtime:
     def sessions(self) -> Sessions:
         """Every conversation the agent takes part in."""
         return Sessions(self.state, self.clock, self.journal)
+
+    @cached_property
+    def consolidation(self) -> Consolidator:
+        """Stores single memories (tools, CLI, HTTP, channels) with consolidation on write."""
+        return Consolidator(
+            self.memories,
+            lambda: self.index,
+            lambda: self.revisions,
+            self.journal,
+            self.clock,
+            self.settings.memory,
+            self._consolidation_model,
+        )
+
+    @cached_property
+    def revisions(self) -> RevisionLog:
+        """What consolidation changed in memories, and the decisions left for review."""
+        return RevisionLog(self.state)
+
+    @cached_property
+    def _consolidation_provider(self) -> tuple[Provider | None]:
+        from memvault.llm.factory import optional_provider
+
+        llm = self.settings.llm
+        quick = llm.model_copy(
+            update={
+                "timeout": min(llm.timeout, self.settings.memory.consolidation_timeout),
+                "max_retries": 0,
+            }
+        )
+        return (optional_provider(quick),)
+
+    def _consolidation_model(self) -> Provider | None:
+        """The model consolidation asks (short timeout, no retries), or None."""
+        return self._consolidation_provider[0]
 
     @cached_property
     def outcomes(self) -> Outcomes:

@@ -47,6 +47,7 @@ MEMORY_KEYS = {
     "path",
     "line",
     "archived",
+    "superseded_by",
 }
 TASK_KEYS = {
     "path",
@@ -199,7 +200,7 @@ def test_remember_appends_one_bullet_with_a_block_id(vault_dir: Path) -> None:
 def test_remember_json_and_an_exact_duplicate(vault_dir: Path) -> None:
     first = ok_json(vault_dir, "remember", "Coffee at 7 every morning", "-c", "fact")
 
-    assert set(first) == MEMORY_KEYS | {"created_new"}
+    assert set(first) == MEMORY_KEYS | {"created_new", "consolidation"}
     assert first["created_new"] is True
     assert first["path"] == "Memory/Facts.md"
     assert first["category"] == "fact"
@@ -221,7 +222,7 @@ def test_get_memories_and_forget(vault_dir: Path) -> None:
     work = ok_json(vault_dir, "remember", "Works at Acme", "-i", "0.9", "--tags", "work")
 
     got = ok_json(vault_dir, "get", dark["id"])
-    assert got == {k: v for k, v in dark.items() if k != "created_new"}
+    assert got == {k: v for k, v in dark.items() if k not in ("created_new", "consolidation")}
     shown = ok(vault_dir, "get", dark["id"]).stdout.splitlines()
     assert shown[0] == "Prefers dark mode"
     assert shown[1].startswith(f"{dark['id']} ")

@@ -190,7 +190,12 @@ def test_what_direct_mode_accepts_the_daemon_accepts(served: Live, vault: Path) 
     stored = [e for e in served.daemon.bus.since(None) if e.type == "memory_stored"]
     assert stored and stored[-1].payload["id"] == through_daemon["id"], "the daemon stored it"
     again = ok_json(vault, "--direct", "remember", "Sixty tags", "--tags", many_tags)
-    assert again == {**through_daemon, "created_new": False}
+    assert again["consolidation"]["action"] == "noop"
+    assert {**again, "consolidation": None} == {
+        **through_daemon,
+        "created_new": False,
+        "consolidation": None,
+    }
     long_source = ok_json(vault, "remember", "From far away", "--source", "s" * 300)
     assert long_source["source"] == "s" * 200
     for args in (

@@ -161,7 +161,9 @@ def test_remember_get_search_forget(live: Live, api: httpx.Client) -> None:
     assert again["created_new"] is False and again["id"] == stored["id"]
 
     got = ok(api.get(f"/v1/memories/{stored['id']}"))
-    assert got == {k: v for k, v in stored.items() if k != "created_new"}
+    assert got == {k: v for k, v in stored.items() if k not in ("created_new", "consolidation")}
+    assert stored["consolidation"]["action"] == "add"
+    assert again["consolidation"]["action"] == "noop"
 
     hits = ok(api.get("/v1/memories/search", params={"q": "what is the boat called"}))
     assert hits[0]["id"] == stored["id"] and set(hits[0]) == HIT_KEYS

@@ -38,6 +38,8 @@ def channels(
     }
     if llm is not None:
         out["llm"] = llm_settings(llm)
+        # The scripted replies are the agent's: consolidation on write must not take one.
+        out["memory"] = {"consolidation": "rule"}
     return out
 
 

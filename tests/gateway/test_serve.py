@@ -51,7 +51,12 @@ def test_cli_goes_through_the_daemon_and_answers_like_direct_mode(
     assert served_ids == [stored["id"]], "the daemon stored it"
 
     direct = ok_json(vault, "--direct", "remember", "The boat is called Halcyon")
-    assert direct == {**stored, "created_new": False}
+    assert direct["consolidation"]["action"] == "noop"
+    assert {**direct, "consolidation": None} == {
+        **stored,
+        "created_new": False,
+        "consolidation": None,
+    }
     ok_json(vault, "--direct", "remember", "The mooring is in Kiel harbour", "-c", "fact")
     assert [e["payload"]["id"] for e in events(served) if e["type"] == "memory_stored"] == [
         stored["id"]

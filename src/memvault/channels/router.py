@@ -458,10 +458,14 @@ class Router:
     def _remember(self, message: Inbound, arg: str) -> str:
         if not arg:
             return "Say what to remember: /remember I prefer short answers."
-        result = self.runtime.memories.remember(arg, source=message.channel)
+        result = self.runtime.consolidation.remember(arg, source=message.channel)
         memory = result.memory
+        if result.action == "update":
+            return f"Merged into {memory.id}: {memory.text}"
         if not result.created:
             return f"Already remembered as {memory.id}."
+        if result.action == "supersede":
+            return f"Remembered ({memory.category}, {memory.id}); it replaces {result.target}."
         return f"Remembered ({memory.category}, {memory.id})."
 
     def _recall(self, message: Inbound, arg: str) -> str:

@@ -43,6 +43,7 @@ class RootGroup(ErrorBoundaryGroup):
         "import": "memvault.cli.imports",
         "openclaw": "memvault.cli.openclaw",
         "jobs": "memvault.cli.jobs",
+        "memory": "memvault.cli.memory",
     }
 
 

@@ -41,7 +41,9 @@ def _memory_rows(memories: list[dict[str, Any]]) -> list[list[str]]:
             m["id"],
             m["category"],
             f"{m['importance']:.2f}",
-            ("(archived) " if m.get("archived") else "") + _short(m["text"]),
+            ("(superseded) " if m.get("superseded_by") is not None else "")
+            + ("(archived) " if m.get("archived") else "")
+            + _short(m["text"]),
             " ".join(f"#{t}" for t in m["tags"]),
             (m["created"] or "")[:16].replace("T", " "),
         ]
@@ -65,7 +67,7 @@ def remember(
     vault: VaultOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Store a memory (an exact duplicate is not stored twice)."""
+    """Store a memory, consolidated with the nearest ones (a duplicate is not stored twice)."""
     tag_list = split_tags(tags)
     body = {
         "text": text,
@@ -76,14 +78,27 @@ def remember(
     }
 
     def here() -> dict[str, Any]:
-        result = open_runtime(ctx, vault).memories.remember(
+        result = open_runtime(ctx, vault).consolidation.remember(
             text, category=category, importance=importance, tags=tag_list, source=source
         )
-        return {**result.memory.to_dict(), "created_new": result.created}
+        return {
+            **result.memory.to_dict(),
+            "created_new": result.created,
+            "consolidation": result.to_dict(),
+        }
 
     data = via_daemon(ctx, vault, "POST", "/v1/memories", body=body) or here()
+    action = (data.get("consolidation") or {}).get("action", "add")
     if as_json:
         emit_json(data)
+    elif action == "update":
+        say(f"Merged into {data['id']} in {data['path']}: {_short(data['text'])}")
+    elif action == "supersede":
+        target = data["consolidation"]["target"]
+        say(f"Remembered {data['id']} in {data['path']}; it supersedes {target}")
+    elif action == "review":
+        note = data["consolidation"]["note"]
+        say(f"Remembered {data['id']} in {data['path']} ({note})")
     elif data["created_new"]:
         say(f"Remembered {data['id']} in {data['path']}")
     else:

@@ -148,7 +148,7 @@ def memory_chunks(
                 category=memory.category,
                 importance=memory.importance,
                 created=memory.created.timestamp() if memory.created else None,
-                archived=memory.archived,
+                archived=memory.retired,  # archived or superseded: hidden by default
                 tags=list(memory.tags),
             )
         )

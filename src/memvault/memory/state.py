@@ -4,7 +4,8 @@ Unlike the index (derived from the vault, rebuildable at any time), this
 database holds what exists nowhere else: sessions and their messages, the
 event id counter, location samples, the channels' inbox, outbox, senders
 and approvals, what the importers brought in, the jobs' runs, when a search
-last returned each memory and which reminders were sent. It is SQLite in
+last returned each memory, which reminders were sent, and what consolidation
+changed in memories or left for review. It is SQLite in
 WAL mode, shared by the daemon's threads through one connection guarded by
 a lock; every write is a transaction.
 """
@@ -180,6 +181,40 @@ _MIGRATIONS: dict[int, str] = {
         run_id INTEGER,
         status TEXT NOT NULL
     )
+    """,
+    # Consolidation on write (memory/consolidation.py): every change it made to a memory,
+    # and the decisions it was not sure enough of, kept for the owner to apply or dismiss.
+    6: """
+    CREATE TABLE memory_changes (
+        id INTEGER PRIMARY KEY,
+        memory_id TEXT NOT NULL,
+        action TEXT NOT NULL,
+        old_text TEXT,
+        new_text TEXT,
+        related_id TEXT,
+        reason TEXT NOT NULL DEFAULT '',
+        decided_by TEXT NOT NULL,
+        at TEXT NOT NULL
+    );
+    CREATE INDEX memory_changes_memory ON memory_changes (memory_id, id);
+    CREATE INDEX memory_changes_related ON memory_changes (related_id, id);
+    CREATE TABLE memory_reviews (
+        id INTEGER PRIMARY KEY,
+        memory_id TEXT NOT NULL,
+        text TEXT NOT NULL,
+        action TEXT,
+        target TEXT,
+        merged_text TEXT,
+        reason TEXT NOT NULL DEFAULT '',
+        confidence REAL,
+        problem TEXT,
+        candidates TEXT NOT NULL DEFAULT '[]',
+        status TEXT NOT NULL DEFAULT 'pending'
+            CHECK (status IN ('pending', 'applied', 'dismissed')),
+        created_at TEXT NOT NULL,
+        resolved_at TEXT
+    );
+    CREATE INDEX memory_reviews_status ON memory_reviews (status, id)
     """,
 }
 SCHEMA_VERSION = max(_MIGRATIONS)

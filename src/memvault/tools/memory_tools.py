@@ -108,14 +108,16 @@ class NoteRef(ToolInput):
 
 def _remember(ctx: ToolContext, args: Remember) -> dict[str, Any]:
     source = f"{ctx.surface}:{ctx.session}" if ctx.session else ctx.surface
-    result = ctx.runtime.memories.remember(
+    result = ctx.runtime.consolidation.remember(
         args.fact, category=args.category, importance=args.importance, tags=args.tags, source=source
     )
     memory = result.memory
     return {
         "id": memory.id,
         "stored": result.created,
-        "note": "stored" if result.created else "already remembered; nothing was added",
+        "note": result.note(),
+        "action": result.action,
+        "target": result.target,
         "category": memory.category,
         "path": memory.path,
         "line": memory.line,
@@ -236,7 +238,8 @@ TOOLS = [
             "Store one fact, preference, decision or correction for future sessions. Do it "
             "when the owner asks you to remember something, when a decision is made, a "
             "preference or correction is stated, or an important fact comes up. One "
-            "self-contained sentence per memory; an exact duplicate is not stored twice."
+            "self-contained sentence per memory; it is checked against the nearest memories: a "
+            "duplicate is not stored twice, a correction supersedes what it corrects."
         ),
         input_model=Remember,
         handler=_remember,

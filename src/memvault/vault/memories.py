@@ -71,6 +71,18 @@ class Memory:
         """Whether the archival job has retired this memory."""
         return "archived" in self.fields
 
+    @property
+    def superseded_by(self) -> str | None:
+        """The id of the memory that replaced this one (consolidation on write), if any."""
+        if "superseded" not in self.fields:
+            return None
+        return self.fields.get("superseded_by") or ""
+
+    @property
+    def retired(self) -> bool:
+        """Archived or superseded: left out of default lists, search and context."""
+        return self.archived or "superseded" in self.fields
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {
@@ -84,6 +96,7 @@ class Memory:
             "path": self.path,
             "line": self.line,
             "archived": self.archived,
+            "superseded_by": self.superseded_by,
         }
 
 
@@ -354,10 +367,11 @@ class Memories:
         return [entry.path for entry in self.vault.list(MEMORY_DIR)]
 
     def all(self, *, include_archived: bool = True) -> list[Memory]:
-        """Every memory in the vault, file by file, in file order."""
+        """Every memory in the vault, file by file, in file order (without
+        ``include_archived``, archived and superseded ones are left out)."""
         out: list[Memory] = []
         for read in self.readable():
-            out.extend(m for m in read.memories if include_archived or not m.archived)
+            out.extend(m for m in read.memories if include_archived or not m.retired)
         return out
 
     def readable(self) -> builtins.list[MemoryFile]:
@@ -425,6 +439,17 @@ class Memories:
                 f"Unknown memory category {category!r}; use one of {', '.join(CATEGORIES)}."
             )
         return key
+
+    def prepare(
+        self,
+        text: str,
+        category: str | None = None,
+        importance: float | None = None,
+        tags: Iterable[str] = (),
+        source: str | None = None,
+    ) -> Memory:
+        """The memory ``remember`` would store for these values (checked; no id yet)."""
+        return self._prepare(text, category, importance, tags, source, None)
 
     def _prepare(
         self,
@@ -596,9 +621,57 @@ class Memories:
 
     def update_fields(self, memory_id: str, **fields: str | None) -> Memory:
         """Set (or, with None, remove) extra inline fields such as ``archived``."""
+
+        def change(memory: Memory) -> Memory:
+            for key, value in fields.items():
+                if value is None:
+                    memory.fields.pop(key, None)
+                else:
+                    memory.fields[key] = _clean_value(value, 200) or ""
+            return memory
+
+        return self._rewrite(memory_id, change, keep_derived_id=False)
+
+    def update_text(self, memory_id: str, text: str, **fields: str | None) -> Memory:
+        """Replace a memory's text in place, keeping its id, metadata and every other line.
+
+        ``fields`` are set as :meth:`update_fields` sets them (e.g. ``updated``).
+        A bullet typed without an id keeps the id it had, now written out.
+        """
+        found = self.get(memory_id)
+        clean = self._prepare(text, found.category, found.importance, (), None, None)
+
+        def change(memory: Memory) -> Memory:
+            memory.text = clean.text
+            memory.tags = _unique([*clean.tags, *memory.tags])
+            for key, value in fields.items():
+                if value is None:
+                    memory.fields.pop(key, None)
+                else:
+                    memory.fields[key] = _clean_value(value, 200) or ""
+            return memory
+
+        return self._rewrite(memory_id, change, keep_derived_id=True)
+
+    def _rewrite(
+        self, memory_id: str, change: Callable[[Memory], Memory], *, keep_derived_id: bool
+    ) -> Memory:
+        """Re-render one memory's line through ``change``; the file's other bytes stay as they are.
+
+        The line is changed as it reads now (edited by hand, perhaps), through
+        :meth:`Vault.edit_text`. A bullet typed without an id gets one written
+        out: its own (``keep_derived_id``) or a new one (its text may stay the
+        same elsewhere, so the derived id would collide).
+        """
         with self.vault.lock(_LOCK):
             found = self.get(memory_id)
-            new_id = None if found.explicit_id else _new_id({m.id for m in self.all()}.__contains__)
+            new_id = None
+            if not found.explicit_id:
+                new_id = (
+                    found.id
+                    if keep_derived_id
+                    else _new_id({m.id for m in self.all()}.__contains__)
+                )
             updated: list[Memory] = []
 
             def rewrite(text: str | None) -> str | None:
@@ -615,13 +688,9 @@ class Memories:
                     raise NotFoundError(
                         f"No memory with id {found.id!r}: it was removed meanwhile."
                     )
-                # The line as it reads now (edited by hand, perhaps), with the fields changed.
-                memory = replace(current, fields=dict(current.fields), tags=list(current.tags))
-                for key, value in fields.items():
-                    if value is None:
-                        memory.fields.pop(key, None)
-                    else:
-                        memory.fields[key] = _clean_value(value, 200) or ""
+                memory = change(
+                    replace(current, fields=dict(current.fields), tags=list(current.tags))
+                )
                 if new_id is not None:
                     memory.id, memory.explicit_id = new_id, True
                 ending = "\r\n" if lines[index].endswith("\r\n") else "\n"

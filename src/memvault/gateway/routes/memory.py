@@ -74,15 +74,24 @@ def run_search(
 
 @router.post("/memories", response_model=Envelope[Remembered], responses=errors(*COMMON_ERRORS))
 def remember(body: RememberBody, daemon: DaemonDep) -> dict[str, Any]:
-    """Store a memory; an exact duplicate returns the existing one (``created_new`` false)."""
-    result = daemon.runtime.memories.remember(
+    """Store a memory with consolidation on write; a duplicate, or an update merged into an
+    existing memory, returns that memory (``created_new`` false); ``consolidation`` says
+    what was decided."""
+    result = daemon.runtime.consolidation.remember(
         body.text,
         category=body.category,
         importance=body.importance,
         tags=body.tags,
         source=body.source if body.source is not None else "api",
     )
-    return {"ok": True, "result": {**result.memory.to_dict(), "created_new": result.created}}
+    return {
+        "ok": True,
+        "result": {
+            **result.memory.to_dict(),
+            "created_new": result.created,
+            "consolidation": result.to_dict(),
+        },
+    }
 
 
 @router.get("/memories", response_model=Envelope[list[MemoryOut]], responses=errors(*COMMON_ERRORS))
