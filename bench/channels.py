@@ -61,6 +61,8 @@ def run(size: int, runs: int) -> dict[str, Any]:
             timezone="Europe/Berlin",
             llm=llm_settings(model),
             tools=ToolSettings(mode="autonomous"),
+            # The scripted model answers the agent only; consolidation keeps to its rule.
+            memory={"consolidation": "rule"},  # type: ignore[arg-type]
             embedder={"provider": "none"},  # type: ignore[arg-type]
             channels=ChannelsSettings(
                 telegram=TelegramSettings(
