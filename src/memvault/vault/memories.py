@@ -623,11 +623,7 @@ class Memories:
         """Set (or, with None, remove) extra inline fields such as ``archived``."""
 
         def change(memory: Memory) -> Memory:
-            for key, value in fields.items():
-                if value is None:
-                    memory.fields.pop(key, None)
-                else:
-                    memory.fields[key] = _clean_value(value, 200) or ""
+            _set_fields(memory, fields)
             return memory
 
         return self._rewrite(memory_id, change, keep_derived_id=False)
@@ -644,11 +640,7 @@ class Memories:
         def change(memory: Memory) -> Memory:
             memory.text = clean.text
             memory.tags = _unique([*clean.tags, *memory.tags])
-            for key, value in fields.items():
-                if value is None:
-                    memory.fields.pop(key, None)
-                else:
-                    memory.fields[key] = _clean_value(value, 200) or ""
+            _set_fields(memory, fields)
             return memory
 
         return self._rewrite(memory_id, change, keep_derived_id=True)
@@ -726,3 +718,12 @@ def _unique(tags: Iterable[str]) -> list[str]:
             seen.add(tag.casefold())
             out.append(tag)
     return out
+
+
+def _set_fields(memory: Memory, fields: dict[str, str | None]) -> None:
+    """Set a memory's extra inline fields; None removes one."""
+    for key, value in fields.items():
+        if value is None:
+            memory.fields.pop(key, None)
+        else:
+            memory.fields[key] = _clean_value(value, 200) or ""
