@@ -29,6 +29,7 @@ from memvault.memory.revisions import RevisionLog
 from memvault.memory.sessions import Session, Sessions
 from memvault.memory.state import StateDB
 from memvault.vault.contacts import Contacts
+from memvault.vault.entities import Entities
 from memvault.vault.journal import Journal
 from memvault.vault.layout import init_vault
 from memvault.vault.memories import Memories
@@ -60,6 +61,7 @@ class Runtime:
         self.contacts = Contacts(self.vault, clock)
         self.projects = Projects(self.vault, clock, self.tasks)
         self.journal = Journal(self.vault, clock)
+        self.entities = Entities(self.vault)
         self._embedder = embedder
         self._index_enabled = True
         self.vault.observe(self._keep_index_current)

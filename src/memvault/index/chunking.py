@@ -36,9 +36,10 @@ KIND_FOLDERS: dict[str, str] = {
     "Journal": "journal",
     "Insights": "insight",
     "Skills": "skill",
+    "Entities": "entity",
 }
 # Kinds whose frontmatter fields describe the thing itself and are worth searching.
-_FIELD_KINDS = frozenset({"task", "contact", "project", "insight", "skill"})
+_FIELD_KINDS = frozenset({"task", "contact", "project", "insight", "skill", "entity"})
 _SKIP_FIELDS = frozenset({"tags", "aliases", "cssclasses", "cssclass", "publish", "position"})
 _JOURNAL_DAY = re.compile(r"(\d{4}-\d{2}-\d{2})\.md$")
 

@@ -133,6 +133,14 @@ _MIGRATIONS: dict[int, str] = {
     """,
     # The inode change time: an edit whose mtime was put back (rsync -t) still changes it.
     2: "ALTER TABLE notes ADD COLUMN ctime_ns INTEGER NOT NULL DEFAULT 0",
+    # A link's relation type (the knowledge graph's typed edges: ``- works_at [[Acme]]`` under
+    # a Relations heading, or the frontmatter property holding the link) and, for a relation
+    # that ended, its ``valid_until`` date. Every note is read again at the next sync to fill
+    # them in; unchanged chunks keep their vectors.
+    3: "ALTER TABLE links ADD COLUMN relation TEXT;"
+    " ALTER TABLE links ADD COLUMN valid_until TEXT;"
+    " CREATE INDEX links_relation ON links(relation) WHERE relation IS NOT NULL;"
+    " UPDATE notes SET hash = '', mtime_ns = 0",
 }
 SCHEMA_VERSION = max(_MIGRATIONS)
 

@@ -7,6 +7,7 @@ tags and, when vectors exist, similar meaning.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import defaultdict
 from collections.abc import Iterable
@@ -187,3 +188,246 @@ def _paths_of(index: MemoryIndex, ids: Iterable[int]) -> list[Any]:
         chosen,
     ).fetchall()
     return rows
+
+
+# -- the knowledge graph --------------------------------------------------------
+
+ENTITY_KINDS = ("contact", "project", "entity")
+
+
+@dataclass
+class GraphNode:
+    """A node: an entity note, another note, a memory or a tag."""
+
+    id: str
+    name: str
+    type: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return dict(self.__dict__)
+
+
+@dataclass
+class GraphEdge:
+    """A directed edge: a typed relation, or a plain link (``links_to``)."""
+
+    source: str
+    target: str
+    relation: str
+    current: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return dict(self.__dict__)
+
+
+@dataclass
+class KnowledgeGraph:
+    """Nodes and edges, around one entity or for the whole vault."""
+
+    nodes: list[GraphNode]
+    edges: list[GraphEdge]
+    center: str | None = None
+    truncated: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "center": self.center,
+            "nodes": [n.to_dict() for n in self.nodes],
+            "edges": [e.to_dict() for e in self.edges],
+            "truncated": self.truncated,
+        }
+
+
+def _node_type(kind: str, frontmatter: str) -> str:
+    declared = json.loads(frontmatter or "{}").get("type")
+    if isinstance(declared, str) and declared.strip():
+        return declared.strip().casefold()
+    return {"contact": "person", "project": "project", "entity": "thing"}.get(kind, kind)
+
+
+@locked
+def entity_path(index: MemoryIndex, name: str) -> str:
+    """The indexed note an entity name (path, file name, title or alias) stands for."""
+    wanted = name.strip().removeprefix("[[").removesuffix("]]").split("|")[0].strip()
+    if not wanted:
+        raise InvalidInputError("Name an entity, e.g. 'Caroline'.")
+    with contextlib.suppress(NotFoundError, InvalidInputError):
+        return _known_path(index, wanted)
+    found = index.resolver().resolve(wanted)
+    if found is None:
+        folded = wanted.casefold()
+        for r in index.conn.execute(
+            "SELECT path FROM notes WHERE lower(title) = ? ORDER BY kind != 'entity', path",
+            (folded,),
+        ):
+            return str(r[0])
+        raise NotFoundError(
+            f"No entity or note called {wanted!r}.",
+            hint="Entities are the notes in Contacts/, Projects/ and Entities/.",
+        )
+    return found
+
+
+@locked
+def knowledge_graph(
+    index: MemoryIndex,
+    entity: str | None = None,
+    *,
+    depth: int = 1,
+    max_nodes: int = 500,
+    include_ended: bool = True,
+) -> KnowledgeGraph:
+    """The graph around ``entity`` up to ``depth`` hops, or of every entity in the vault.
+
+    Nodes are notes (entities are the notes of ``Contacts/``, ``Projects/``,
+    ``Entities/`` or with a frontmatter ``type``), memories and tags; edges are
+    the index's links, typed where the note says how (a Relations item, a
+    frontmatter property), and ``mentions`` from a memory linking a note. Only
+    entities are walked through: a note or memory at the edge is a leaf, so a
+    hub like ``Memory/Facts.md`` does not pull in the whole vault.
+    """
+    if not 0 <= depth <= 5:
+        raise InvalidInputError("The depth must be between 0 and 5.")
+    conn = index.conn
+    notes = {
+        str(r["path"]): r
+        for r in conn.execute("SELECT id, path, title, kind, frontmatter, tags FROM notes")
+    }
+
+    def is_entity(path: str) -> bool:
+        row = notes.get(path)
+        return row is not None and (
+            row["kind"] in ENTITY_KINDS or '"type"' in str(row["frontmatter"] or "")
+        )
+
+    nodes: dict[str, GraphNode] = {}
+    edges: dict[tuple[str, str, str], GraphEdge] = {}
+    truncated = False
+
+    def node(path: str) -> str:
+        nonlocal truncated
+        if path not in nodes:
+            if len(nodes) >= max_nodes:
+                truncated = True
+                return ""
+            row = notes[path]
+            nodes[path] = GraphNode(
+                path, str(row["title"]), _node_type(row["kind"], row["frontmatter"])
+            )
+        return path
+
+    def memory_node(memory_id: str, text: str) -> str:
+        key = f"memory:{memory_id}"
+        if key not in nodes and len(nodes) < max_nodes:
+            nodes[key] = GraphNode(key, text if len(text) <= 160 else text[:159] + "…", "memory")
+        return key if key in nodes else ""
+
+    def edge(source: str, target: str, relation: str, current: bool = True) -> None:
+        if source and target and source != target:
+            edges.setdefault(
+                (source, target, relation), GraphEdge(source, target, relation, current)
+            )
+
+    def neighbours(path: str) -> list[str]:
+        """Add the edges out of and into ``path``; the entities found, to walk on."""
+        row = notes[path]
+        found: list[str] = []
+        for r in conn.execute(
+            "SELECT l.target, l.resolved, l.subpath, l.relation, l.valid_until FROM links l"
+            " WHERE l.note_id = ? AND l.kind != 'embed'"
+            " AND (l.resolved IS NOT NULL OR l.relation IS NOT NULL)",
+            (row["id"],),
+        ):
+            if r["valid_until"] and not include_ended:
+                continue
+            target = str(r["resolved"] or "")
+            if target not in notes:
+                # A relation to what has no note yet (Obsidian draws it too, greyed).
+                missing = str(r["target"]).strip()
+                if r["resolved"] is None and missing and missing not in nodes:
+                    if len(nodes) < max_nodes:
+                        nodes[missing] = GraphNode(missing, missing, "missing")
+                if r["resolved"] is None and missing in nodes:
+                    edge(path, missing, str(r["relation"]), not r["valid_until"])
+                continue
+            block = str(r["subpath"] or "")
+            memory = _memory_at(conn, target, block) if block.startswith("^") else None
+            to = memory_node(*memory) if memory else node(target)
+            edge(path, to, str(r["relation"] or "links_to"), not r["valid_until"])
+            if not memory and is_entity(target):
+                found.append(target)
+        for r in conn.execute(
+            "SELECT n.path, l.line, l.relation, l.valid_until, n.kind FROM links l"
+            " JOIN notes n ON n.id = l.note_id WHERE l.resolved = ? AND n.path != ?"
+            " AND l.kind != 'embed'",
+            (path, path),
+        ):
+            other = str(r["path"])
+            if r["valid_until"] and not include_ended:
+                continue
+            if r["kind"] == "memory":
+                memory = _memory_on_line(conn, other, int(r["line"]))
+                if memory:
+                    edge(memory_node(*memory), path, "mentions")
+                continue
+            edge(node(other), path, str(r["relation"] or "links_to"), not r["valid_until"])
+            if is_entity(other):
+                found.append(other)
+        for tag in json.loads(row["tags"] or "[]"):
+            key = f"#{tag}"
+            if key not in nodes and len(nodes) < max_nodes:
+                nodes[key] = GraphNode(key, key, "tag")
+            edge(path, key if key in nodes else "", "tagged")
+        return found
+
+    if entity is None:
+        frontier = sorted(p for p in notes if is_entity(p))
+        for path in frontier:
+            node(path)
+        for path in frontier:
+            neighbours(path)
+        # Whole-vault view: edges between entities and tags only; notes and memories
+        # they reach are left out (``entity=...`` shows them).
+        keep = {p for p in nodes if p in notes and is_entity(p)} | {
+            k for k in nodes if k.startswith("#")
+        }
+        nodes = {k: v for k, v in nodes.items() if k in keep}
+        kept = [e for e in edges.values() if e.source in keep and e.target in keep]
+        return KnowledgeGraph(list(nodes.values()), kept, None, truncated)
+    start = entity_path(index, entity)
+    node(start)
+    seen = {start}
+    frontier = [start]
+    for _ in range(depth):
+        following: list[str] = []
+        for path in frontier:
+            for other in neighbours(path):
+                if other not in seen:
+                    seen.add(other)
+                    following.append(other)
+        frontier = following
+    return KnowledgeGraph(list(nodes.values()), list(edges.values()), start, truncated)
+
+
+def _memory_at(conn: Any, path: str, block: str) -> tuple[str, str] | None:
+    """The memory ``[[path#^id]]`` points at, as (id, text)."""
+    memory_id = block.lstrip("^")
+    row = conn.execute(
+        "SELECT m.id, m.text FROM memories m JOIN notes n ON n.id = m.note_id"
+        " WHERE m.id = ? AND n.path = ?",
+        (memory_id, path),
+    ).fetchone()
+    return (str(row[0]), str(row[1])) if row else None
+
+
+def _memory_on_line(conn: Any, path: str, line: int) -> tuple[str, str] | None:
+    """The memory written on ``line`` of a memory file, as (id, text)."""
+    row = conn.execute(
+        "SELECT c.memory_id, c.text FROM chunks c JOIN notes n ON n.id = c.note_id"
+        " WHERE n.path = ? AND c.memory_id IS NOT NULL AND c.start_line <= ? AND c.end_line >= ?",
+        (path, line, line),
+    ).fetchone()
+    return (str(row[0]), str(row[1])) if row else None

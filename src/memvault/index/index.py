@@ -19,6 +19,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import threading
 import time
 from collections import defaultdict
@@ -38,6 +39,7 @@ from memvault.index.db import Connection
 from memvault.index.embedders import Embedder, EmbeddingError, normalize_rows
 from memvault.index.vectors import VectorStore
 from memvault.sqlite import get_meta, in_memory, quick_check, set_meta, transaction
+from memvault.vault.entities import relation_lines, relation_name
 from memvault.vault.links import LinkResolver, link_key
 from memvault.vault.markdown import Link, aliases, extract_links, note_tags, title_of
 from memvault.vault.memories import MEMORY_DIR, Memories, normalize_text
@@ -57,6 +59,8 @@ INDEX_FILE = "index.db"
 # Up to this many notes appearing or vanishing at once, only the links they can affect
 # are re-resolved; beyond it, every link is.
 _TARGETED_RELINK = 500
+# A frontmatter line that starts a property: ``key:`` at the margin.
+_PROPERTY = re.compile(r"^([A-Za-z_][\w -]*?):(?:\s|$)")
 Progress = Callable[[int, int, str], None]
 MODEL_LOADING = (
     "The embedding model is still loading; these results come from keywords only "
@@ -652,6 +656,8 @@ class MemoryIndex:
                         link.alias,
                         _link_kind(link),
                         link.line + above,
+                        None,
+                        None,
                     )
                     for link in extract_links(tail)
                 ],
@@ -680,9 +686,23 @@ class MemoryIndex:
         self.conn.execute("DELETE FROM links WHERE note_id = ?", (note_id,))
         rows = []
         offset = note.body_offset
-        for link in extract_links(note.frontmatter_text):
-            rows.append((note_id, link.target, link.subpath, link.alias, "relation", link.line + 1))
+        frontmatter = note.frontmatter_text
+        for link in extract_links(frontmatter):
+            rows.append(
+                (
+                    note_id,
+                    link.target,
+                    link.subpath,
+                    link.alias,
+                    "relation",
+                    link.line + 1,
+                    _property_at(frontmatter, link.line),
+                    None,
+                )
+            )
+        typed = relation_lines(note.body)
         for link in extract_links(note.body):
+            relation = typed.get(link.line - 1)
             rows.append(
                 (
                     note_id,
@@ -691,20 +711,22 @@ class MemoryIndex:
                     link.alias,
                     _link_kind(link),
                     link.line + offset,
+                    *(relation[::2] if relation and relation[1] == link.target else (None, None)),
                 )
             )
         self._insert_links(path, rows)
 
     def _insert_links(self, path: str, rows: Sequence[tuple[Any, ...]]) -> None:
-        """Store link rows ``(note_id, target, subpath, alias, kind, line)``, resolved."""
-        resolver = self._resolver()
+        """Store link rows ``(note_id, target, subpath, alias, kind, line, relation,
+        valid_until)``, resolved."""
+        resolver = self.resolver()
         self.conn.executemany(
-            "INSERT INTO links(note_id, target, subpath, alias, kind, line, target_key, resolved)"
-            " VALUES (?,?,?,?,?,?,?,?)",
+            "INSERT INTO links(note_id, target, subpath, alias, kind, line, relation, valid_until,"
+            " target_key, resolved) VALUES (?,?,?,?,?,?,?,?,?,?)",
             [(*r, link_key(r[1]), resolver.resolve(r[1], path) if r[1] else path) for r in rows],
         )
 
-    def _resolver(self) -> LinkResolver:
+    def resolver(self) -> LinkResolver:
         """The link resolver over the indexed notes, rebuilt when another process changed them."""
         version = get_meta(self.conn, "structure_version")
         if self._links is None or self._links_version != version:
@@ -725,7 +747,7 @@ class MemoryIndex:
         """
         if not added and not removed:
             return
-        resolver = self._resolver()
+        resolver = self.resolver()
         keys: set[str] = set()
         for path in removed:
             keys |= {link_key(path), *(a.casefold() for a in resolver.aliases_of(path))}
@@ -964,6 +986,15 @@ class _Appended:
 
     def hexdigest(self) -> str:
         return self.hasher.hexdigest()
+
+
+def _property_at(frontmatter: str, line: int) -> str | None:
+    """The frontmatter property a link on ``line`` (1-based) belongs to, as a relation type."""
+    for text in reversed(frontmatter.split("\n")[:line]):
+        found = _PROPERTY.match(text)
+        if found:
+            return relation_name(found.group(1)) or None
+    return None
 
 
 def _link_kind(link: Link) -> str:
