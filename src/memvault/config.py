@@ -154,6 +154,15 @@ class SearchSettings(Section):
         0.3, ge=0, le=1, description="boost for items from a date the query names (a share)"
     )
     candidates: int = Field(100, ge=10, le=5000, description="keyword and vector candidates each")
+    graph_expansion: bool = Field(
+        True, description="search through the knowledge graph (entities the query names)"
+    )
+    graph_boost: list[float] = Field(
+        [0.5, 0.25], description="share passed on between graph neighbours one and two hops apart"
+    )
+    graph_hub_limit: int = Field(
+        30, ge=0, description="an entity linking more memories than this passes nothing on"
+    )
     mmr_lambda: float | None = Field(
         None, ge=0, le=1, description="diversify results (MMR) when set"
     )

@@ -347,9 +347,9 @@ def knowledge_graph(
             if target not in notes:
                 # A relation to what has no note yet (Obsidian draws it too, greyed).
                 missing = str(r["target"]).strip()
-                if r["resolved"] is None and missing and missing not in nodes:
-                    if len(nodes) < max_nodes:
-                        nodes[missing] = GraphNode(missing, missing, "missing")
+                unknown = r["resolved"] is None and missing and missing not in nodes
+                if unknown and len(nodes) < max_nodes:
+                    nodes[missing] = GraphNode(missing, missing, "missing")
                 if r["resolved"] is None and missing in nodes:
                     edge(path, missing, str(r["relation"]), not r["valid_until"])
                 continue

@@ -35,6 +35,7 @@ import numpy as np
 from memvault.errors import InvalidInputError
 from memvault.index.chunking import is_conversation
 from memvault.index.db import TOKENIZER
+from memvault.index.expansion import EntityNames, Neighbourhood, neighbourhood
 from memvault.index.filters import SearchFilters
 from memvault.index.index import MemoryIndex
 from memvault.index.query import ParsedQuery, parse_query
@@ -150,6 +151,7 @@ class Searcher:
         self.settings = index.search_settings
         self.fusion = Fusion(self.settings)
         self.vocabulary = Vocabulary(TOKENIZER)
+        self._entity_names = EntityNames()
         self._observers: list[SearchObserver] = []
 
     def observe(self, observer: SearchObserver) -> None:
@@ -249,7 +251,9 @@ class Searcher:
         self._score(candidates, terms, spread)
         self._expand(candidates, text_scores, qvec, where, params, phrased, fts)
         self._score(candidates, terms, spread)
-        self._finish(candidates, parsed)
+        graph = self._graph(candidates, query, text_scores, qvec, where, params, phrased, fts)
+        self._score(candidates, terms, spread)
+        self._finish(candidates, parsed, graph)
         ranked = sorted(candidates.values(), key=lambda c: -c.final)
         floor = self.settings.min_score if min_score is None else min_score
         ranked = [c for c in ranked if c.final >= floor]
@@ -472,6 +476,39 @@ class Searcher:
             candidates.setdefault(chunk_id, _Candidate(row=None))
         self._complete(candidates, text_scores, qvec, phrased, fts)
 
+    def _graph(
+        self,
+        candidates: dict[int, _Candidate],
+        query: str,
+        text_scores: dict[int, tuple[float, float]],
+        qvec: np.ndarray[Any, Any] | None,
+        where: str,
+        params: list[Any],
+        phrased: set[int],
+        fts: str | None,
+    ) -> Neighbourhood | None:
+        """Add what the knowledge graph links to the entities in play (see ``expansion``)."""
+        if not self.settings.graph_expansion or not self.settings.graph_boost:
+            return None
+        focus = self._entity_names.named_in(self.conn, query)
+        best = sorted(candidates.values(), key=lambda c: -c.base)[:_EXPAND_TOP]
+        graph = neighbourhood(
+            self.conn,
+            [int(c.row["id"]) for c in best],
+            focus,
+            query,
+            hub_limit=self.settings.graph_hub_limit,
+            depth=len(self.settings.graph_boost),
+        )
+        new_ids = sorted(graph.chunks - candidates.keys())[: self.settings.candidates]
+        if new_ids:
+            passing = self._passing(new_ids, where, params)
+            for chunk_id in new_ids:
+                if chunk_id in passing:
+                    candidates[chunk_id] = _Candidate(row=None)
+            self._complete(candidates, text_scores, qvec, phrased, fts)
+        return graph
+
     # -- scoring -------------------------------------------------------------------
 
     def _score(
@@ -499,11 +536,17 @@ class Searcher:
             c.keyword = fusion.keyword(c.held, c.own, c.ctx, terms)
             c.base = fusion.relevance(Evidence(c.keyword, c.meaning, c.phrase))
 
-    def _finish(self, candidates: dict[int, _Candidate], parsed: ParsedQuery) -> None:
+    def _finish(
+        self,
+        candidates: dict[int, _Candidate],
+        parsed: ParsedQuery,
+        graph: Neighbourhood | None = None,
+    ) -> None:
         by_position = {
             (int(c.row["note_id"]), int(c.row["ordinal"])): c for c in candidates.values()
         }
         decays = self.settings.neighbour_boost
+        graph_boost = self.settings.graph_boost
         now = self.index.clock.now().timestamp()
         half_life = self.settings.recency_half_life_days * 86400
         time_range = parsed.time
@@ -519,6 +562,11 @@ class Searcher:
                     neighbour = by_position.get((note_id, other))
                     if neighbour is not None and neighbour.row["grp"] == group:
                         bonus = max(bonus, decay * neighbour.base)
+            # Graph neighbours: what an entity links, and the entity itself.
+            for other, hops in graph.hops.get(int(c.row["id"]), {}).items() if graph else ():
+                linked = candidates.get(other)
+                if linked is not None and hops <= len(graph_boost):
+                    bonus = max(bonus, graph_boost[hops - 1] * linked.base)
             # Boosts scale relevance rather than add to it: what is not relevant stays so.
             factor = 1.0
             if c.row["memory_id"]:

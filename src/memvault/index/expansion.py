@@ -1,0 +1,283 @@
+"""Search through the knowledge graph: what an entity links joins the candidates.
+
+The graph's nodes are entity notes (``Contacts/``, ``Projects/``,
+``Entities/``, or a frontmatter ``type``); its edges the index's links. An
+entity note links memories by block reference (its facts' sources, its
+mentions) and other entities by its relations; a memory links an entity by
+a wikilink in its text. Search uses that in three steps:
+
+1. *Focus.* The entities the query names (title, file name or alias, as
+   whole words) are in focus: their notes' chunks join the candidates.
+2. *Neighbours.* For the focused entities and the entities of the best
+   candidates, the memories they link (one hop from the entity, two from a
+   memory that shares the entity) and the entities they relate to join the
+   candidates, scored on their own evidence like every other.
+3. *Share.* Each candidate then receives a share of its best graph
+   neighbour's relevance (``search.graph_boost``: per hop), as lines of a
+   conversation do. An entity linking more than ``search.graph_hub_limit``
+   memories (the owner, a speaker named everywhere) passes nothing on: it
+   says nothing about which of them a question wants.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+ENTITY_KINDS = ("contact", "project", "entity")
+# Entities the query names, at most: a query listing a whole address book focuses nothing.
+_MAX_FOCUS = 5
+
+
+@dataclass
+class Neighbourhood:
+    """Graph edges among chunks: chunk id -> {neighbour chunk id: hops}."""
+
+    hops: dict[int, dict[int, int]] = field(default_factory=lambda: defaultdict(dict))
+    focus: list[str] = field(default_factory=list)  # the paths of the entities in focus
+
+    def link(self, a: int, b: int, hops: int) -> None:
+        """Record that ``a`` and ``b`` are ``hops`` apart (the shortest distance stays)."""
+        if a == b:
+            return
+        for x, y in ((a, b), (b, a)):
+            if hops < self.hops[x].get(y, 99):
+                self.hops[x][y] = hops
+
+    @property
+    def chunks(self) -> set[int]:
+        """Every chunk the neighbourhood names."""
+        out = set(self.hops)
+        for others in self.hops.values():
+            out.update(others)
+        return out
+
+
+class EntityNames:
+    """The names entities are known by, read once per index state."""
+
+    def __init__(self) -> None:
+        self._key: tuple[Any, ...] | None = None
+        self._pattern: re.Pattern[str] | None = None
+        self._paths: dict[str, str] = {}
+
+    def named_in(self, conn: Any, query: str) -> list[str]:
+        """The paths of the entities ``query`` names, longest name first."""
+        self._refresh(conn)
+        if self._pattern is None:
+            return []
+        found: list[str] = []
+        for match in self._pattern.finditer(query.casefold()):
+            path = self._paths.get(match.group(1))
+            if path and path not in found:
+                found.append(path)
+        return found[:_MAX_FOCUS]
+
+    def _refresh(self, conn: Any) -> None:
+        key = tuple(
+            conn.execute(
+                "SELECT count(*), max(indexed_at) FROM notes WHERE kind IN (?, ?, ?)"
+                " OR json_extract(frontmatter, '$.type') IS NOT NULL",
+                ENTITY_KINDS,
+            ).fetchone()
+        )
+        if key == self._key:
+            return
+        paths: dict[str, str] = {}
+        for r in conn.execute(
+            "SELECT path, title, aliases FROM notes WHERE kind IN (?, ?, ?)"
+            " OR json_extract(frontmatter, '$.type') IS NOT NULL ORDER BY path",
+            ENTITY_KINDS,
+        ):
+            stem = str(r["path"]).rsplit("/", 1)[-1].removesuffix(".md")
+            for name in (str(r["title"]), stem, *json.loads(r["aliases"] or "[]")):
+                folded = " ".join(str(name).casefold().split())
+                if len(folded) >= 2:
+                    paths.setdefault(folded, str(r["path"]))
+        names = sorted(paths, key=len, reverse=True)
+        self._paths = paths
+        self._pattern = (
+            re.compile(r"(?<!\w)(" + "|".join(re.escape(n) for n in names) + r")(?!\w)")
+            if names
+            else None
+        )
+        self._key = key
+
+
+def neighbourhood(
+    conn: Any,
+    seeds: Iterable[int],
+    focus: list[str],
+    query: str,
+    *,
+    hub_limit: int,
+    depth: int = 2,
+) -> Neighbourhood:
+    """The graph edges around the chunks ``seeds`` and the entity notes ``focus``."""
+    out = Neighbourhood(focus=list(focus))
+    seed_ids = list(dict.fromkeys(seeds))
+    if not seed_ids and not focus:
+        return out
+    marks = ",".join("?" * len(seed_ids))
+    rows = (
+        conn.execute(
+            "SELECT c.id, c.memory_id, c.start_line, c.end_line, n.id AS note_id, n.path, n.kind,"
+            " json_extract(n.frontmatter, '$.type') AS type"
+            f" FROM chunks c JOIN notes n ON n.id = c.note_id WHERE c.id IN ({marks})",
+            seed_ids,
+        ).fetchall()
+        if seed_ids
+        else []
+    )
+    # Entities reached from themselves (in focus, or a seed is their note) and from a memory.
+    centres: list[str] = list(focus)
+    via_memory: dict[str, set[int]] = defaultdict(set)  # entity path -> seed memories naming it
+    for r in rows:
+        if r["kind"] in ENTITY_KINDS or r["type"] is not None:
+            centres.append(str(r["path"]))
+        elif r["memory_id"]:
+            for entity in _entities_of_memory(conn, r):
+                via_memory[entity].add(int(r["id"]))
+    graph = _Graph(conn, hub_limit)
+    asked = _words(query)
+    for path in dict.fromkeys(centres):
+        here = graph.chunks(path)
+        for chunk in here:
+            out.hops.setdefault(chunk, {})
+            for memory in graph.memories(path):
+                out.link(chunk, memory, 1)
+        for other, relation in graph.related(path):
+            # A relation the question names ("Caroline's sister") is what it asks about.
+            hops = 1 if relation and _words(relation) & asked else 2
+            if hops > depth:
+                continue
+            for chunk in here:
+                for near in [*graph.chunks(other)[:1], *graph.memories(other)]:
+                    out.link(chunk, near, hops)
+    for path, seeds_naming in via_memory.items():
+        for seed in seeds_naming:
+            for chunk in graph.chunks(path):
+                out.link(seed, chunk, 1)
+            for memory in graph.memories(path) if depth >= 2 else ():
+                out.link(seed, memory, 2)
+    return out
+
+
+_SMALL_WORDS = frozenset(
+    {"of", "at", "in", "on", "to", "the", "a", "an", "is", "has", "with", "for"}
+)
+
+
+def _words(text: str) -> set[str]:
+    """The words of a query or a relation type, for telling whether one names the other:
+    lower case, without small words, with a plural's or possessive's ending dropped."""
+    out = set()
+    for word in re.findall(r"[^\W_]+", text.casefold()):
+        if word not in _SMALL_WORDS and len(word) > 1:
+            out.add(word[:-1] if len(word) > 3 and word.endswith("s") else word)
+    return out
+
+
+class _Graph:
+    """The index's entity edges, each looked up once per search."""
+
+    def __init__(self, conn: Any, hub_limit: int) -> None:
+        self.conn = conn
+        self.hub_limit = hub_limit
+        self._chunks: dict[str, list[int]] = {}
+        self._memories: dict[str, list[int]] = {}
+        self._related: dict[str, list[tuple[str, str | None]]] = {}
+
+    def chunks(self, path: str) -> list[int]:
+        if path not in self._chunks:
+            self._chunks[path] = _note_chunks(self.conn, path)
+        return self._chunks[path]
+
+    def memories(self, path: str) -> list[int]:
+        """The memories an entity links, none for a hub (it tells nothing about any one)."""
+        if path not in self._memories:
+            found = _memories_of_entity(self.conn, path)
+            self._memories[path] = [] if len(found) > self.hub_limit else found
+        return self._memories[path]
+
+    def related(self, path: str) -> list[tuple[str, str | None]]:
+        """The entities related to ``path`` either way, with the relation's type."""
+        if path not in self._related:
+            self._related[path] = _related_entities(self.conn, path)
+        return self._related[path]
+
+
+def _note_chunks(conn: Any, path: str) -> list[int]:
+    return [
+        int(r[0])
+        for r in conn.execute(
+            "SELECT c.id FROM chunks c JOIN notes n ON n.id = c.note_id"
+            " WHERE n.path = ? AND c.archived = 0 ORDER BY c.ordinal LIMIT 20",
+            (path,),
+        )
+    ]
+
+
+def _memories_of_entity(conn: Any, path: str) -> list[int]:
+    """Memory chunks the entity's note links by block reference, and those linking it."""
+    linked = conn.execute(
+        "SELECT DISTINCT c.id FROM notes e JOIN links l ON l.note_id = e.id"
+        " JOIN memories m ON m.id = substr(l.subpath, 2) AND l.subpath LIKE '^%'"
+        " JOIN chunks c ON c.id = m.chunk_id"
+        " WHERE e.path = ? AND c.archived = 0",
+        (path,),
+    ).fetchall()
+    linking = conn.execute(
+        "SELECT DISTINCT c.id FROM links l JOIN notes n ON n.id = l.note_id"
+        " JOIN chunks c ON c.note_id = n.id AND c.memory_id IS NOT NULL"
+        " AND c.start_line <= l.line AND c.end_line >= l.line"
+        " WHERE l.resolved = ? AND n.kind = 'memory' AND c.archived = 0",
+        (path,),
+    ).fetchall()
+    return list(dict.fromkeys([int(r[0]) for r in linked] + [int(r[0]) for r in linking]))
+
+
+def _entities_of_memory(conn: Any, row: Any) -> list[str]:
+    """The entity notes linking this memory by block reference, and those it links."""
+    memory_id = str(row["memory_id"])
+    found = [
+        str(r[0])
+        for r in conn.execute(
+            "SELECT DISTINCT e.path FROM links l JOIN notes e ON e.id = l.note_id"
+            " WHERE l.resolved = ? AND l.subpath = ?"
+            " AND (e.kind IN (?, ?, ?) OR json_extract(e.frontmatter, '$.type') IS NOT NULL)",
+            (row["path"], "^" + memory_id, *ENTITY_KINDS),
+        )
+    ]
+    found += [
+        str(r[0])
+        for r in conn.execute(
+            "SELECT DISTINCT e.path FROM links l JOIN notes e ON e.path = l.resolved"
+            " WHERE l.note_id = ? AND l.line BETWEEN ? AND ?"
+            " AND (e.kind IN (?, ?, ?) OR json_extract(e.frontmatter, '$.type') IS NOT NULL)",
+            (row["note_id"], row["start_line"], row["end_line"], *ENTITY_KINDS),
+        )
+    ]
+    return list(dict.fromkeys(found))
+
+
+def _related_entities(conn: Any, path: str) -> list[tuple[str, str | None]]:
+    """Entities the note relates to, either way, by any link that still holds."""
+    return [
+        (str(r[0]), r[1])
+        for r in conn.execute(
+            "SELECT DISTINCT o.path, l.relation FROM notes e JOIN links l ON l.note_id = e.id"
+            " JOIN notes o ON o.path = l.resolved"
+            " WHERE e.path = ? AND l.valid_until IS NULL AND o.path != e.path"
+            " AND (o.kind IN (?, ?, ?) OR json_extract(o.frontmatter, '$.type') IS NOT NULL)"
+            " UNION SELECT DISTINCT o.path, l.relation FROM links l"
+            " JOIN notes o ON o.id = l.note_id"
+            " WHERE l.resolved = ? AND l.valid_until IS NULL AND o.path != ?"
+            " AND (o.kind IN (?, ?, ?) OR json_extract(o.frontmatter, '$.type') IS NOT NULL)",
+            (path, *ENTITY_KINDS, path, path, *ENTITY_KINDS),
+        )
+    ]

@@ -1,0 +1,69 @@
+"""Search through the knowledge graph: a question about a person also finds what is
+related to them, and a query naming no entity ranks exactly as without the graph."""
+
+from __future__ import annotations
+
+from memvault.index.search import Searcher
+from memvault.runtime import Runtime
+
+DISTRACTORS = [
+    "The weekly job board lists openings at the bakery",
+    "Tom changed jobs twice last year",
+    "The sister city of Leeds is Dortmund",
+    "Job interviews are on Thursdays at the agency",
+    "Priya's brother teaches chemistry",
+    "The hospital car park is closed on Sundays",
+]
+
+
+def write(runtime: Runtime, path: str, text: str) -> None:
+    target = runtime.vault.root / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+
+
+def seed(runtime: Runtime) -> str:
+    """Caroline's sister Anna, whose work is known only from one memory; returns its id."""
+    for text in DISTRACTORS:
+        runtime.memories.remember(text, "fact")
+    answer = runtime.memories.remember("Anna works night shifts on the cardiac ward", "fact")
+    ref = f"[[Memory/Facts#^{answer.memory.id}]]"
+    write(runtime, "Contacts/Caroline.md", "# Caroline\n\n## Relations\n- sister_of [[Anna]]\n")
+    write(
+        runtime,
+        "Entities/Anna.md",
+        f"---\ntype: person\n---\n# Anna\n\n## Observations\n- [work] nurse [source:: {ref}]\n",
+    )
+    runtime.index.sync()
+    return answer.memory.id
+
+
+def ranked(searcher: Searcher, query: str, *, graph: bool) -> list[str | None]:
+    searcher.settings.graph_expansion = graph
+    return [hit.id or hit.path for hit in searcher.search(query, limit=10)]
+
+
+def test_a_question_about_a_person_finds_what_is_related_to_them(runtime: Runtime) -> None:
+    answer = seed(runtime)
+    searcher = runtime.searcher
+    query = "What does Caroline's sister do for a job?"
+    without = ranked(searcher, query, graph=False)
+    with_graph = ranked(searcher, query, graph=True)
+    assert answer not in without
+    assert answer in with_graph
+    assert "Entities/Anna.md" in with_graph
+
+
+def test_a_query_naming_no_entity_ranks_as_without_the_graph(runtime: Runtime) -> None:
+    seed(runtime)
+    searcher = runtime.searcher
+    for query in ("job board openings", "hospital car park", "brother teaches"):
+        assert ranked(searcher, query, graph=True) == ranked(searcher, query, graph=False)
+
+
+def test_an_entity_linked_everywhere_passes_nothing_on(runtime: Runtime) -> None:
+    answer = seed(runtime)
+    searcher = runtime.searcher
+    searcher.settings.graph_hub_limit = 0  # Anna now counts as a hub: her links tell nothing
+    query = "What does Caroline's sister do for a job?"
+    assert answer not in ranked(searcher, query, graph=True)
