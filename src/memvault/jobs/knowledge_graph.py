@@ -54,7 +54,7 @@ from memvault.jobs.engine import JobContext
 from memvault.jobs.marked_section import Markers
 from memvault.llm.base import ChatMessage
 from memvault.llm.untrusted import UNTRUSTED, wrap_material
-from memvault.locations import private_state_dir
+from memvault.locations import private_file, private_state_dir
 from memvault.vault.entities import (
     MAX_FACT_CHARS,
     MAX_NAME_CHARS,
@@ -218,6 +218,7 @@ class ExtractionState:
         }
         private_state_dir(self.path.parent.parent)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_file(self.path)  # owner-only; replacing the file keeps its mode
         replace_file(self.path, (json.dumps(data, indent=1) + "\n").encode("utf-8"))
 
 
@@ -350,6 +351,8 @@ def parse_answer(text: str, batch: dict[str, Memory]) -> tuple[Extracted | None,
         memory = batch.get(str(item.get("memory", "")).strip().lstrip("^"))
         if source is None or target is None or not kind or memory is None:
             continue
+        if source.casefold() == target.casefold():
+            continue
         relations.append((source, kind, target, memory))
     order = {memory_id: n for n, memory_id in enumerate(batch)}
     # Older memories first, so a later one's change closes an earlier one's fact.
@@ -364,10 +367,13 @@ def _items(data: dict[str, Any], key: str) -> list[dict[str, Any]]:
 
 
 def _text(value: Any, limit: int) -> str | None:
-    """A one-line string of at most ``limit`` characters, else None."""
+    """A one-line string of at most ``limit`` characters, else None; ``::`` becomes ``:``,
+    so the model's text cannot forge an inline field such as ``[valid_until:: ...]``."""
     if not isinstance(value, str):
         return None
     clean = " ".join(value.split())
+    while "::" in clean:
+        clean = clean.replace("::", ":")
     return clean if clean and len(clean) <= limit and "<!--" not in clean else None
 
 
