@@ -689,6 +689,27 @@ class DistillJob(JobSettings, ModelBudget):
     use_model: bool = Field(True, description="write insights with the model when one is set")
 
 
+class KnowledgeGraphJob(JobSettings, ModelBudget):
+    """``[jobs.knowledge_graph]``: entity notes list their mentions and gain facts and relations."""
+
+    schedule: str | None = Field("30 5 * * *", description="cron expression (default 05:30)")
+    max_model_calls: int = Field(
+        10, ge=0, le=100, description="model calls per run at most (one per batch of memories)"
+    )
+    max_model_tokens: int = Field(
+        50_000, ge=0, le=1_000_000, description="model tokens (prompt and answer) per run at most"
+    )
+    batch_size: int = Field(
+        20, ge=1, le=100, description="memories the model reads in one call at most"
+    )
+    max_mentions: int = Field(
+        50, ge=1, le=1000, description="memories listed under an entity's Mentions at most"
+    )
+    use_model: bool = Field(
+        True, description="extract entities, facts and relations with the model when one is set"
+    )
+
+
 class SkillDiscoveryJob(JobSettings, ModelBudget):
     """``[jobs.skill_discovery]``: repeated successful procedures become ``Skills/`` notes."""
 
@@ -716,6 +737,7 @@ class JobsSettings(Section):
     heartbeat: HeartbeatJob = Field(default_factory=HeartbeatJob)
     reminders: RemindersJob = Field(default_factory=RemindersJob)
     distill: DistillJob = Field(default_factory=DistillJob)
+    knowledge_graph: KnowledgeGraphJob = Field(default_factory=KnowledgeGraphJob)
     skill_discovery: SkillDiscoveryJob = Field(default_factory=SkillDiscoveryJob)
 
     def sections(self) -> dict[str, JobSettings]:

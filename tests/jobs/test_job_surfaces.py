@@ -22,7 +22,8 @@ from memvault.vault.store import Vault
 from telegram_fake import FakeTelegram
 
 BUILT_IN = {
-    "archival", "daily_note", "distill", "heartbeat", "living_summary", "reminders",
+    "archival", "daily_note", "distill", "heartbeat", "knowledge_graph", "living_summary",
+    "reminders",
     "skill_discovery",
 }  # fmt: skip
 

@@ -17,6 +17,7 @@ from memvault.jobs import (
     daily_note,
     distill,
     heartbeat,
+    knowledge_graph,
     living_summary,
     reminders,
     skill_discovery,
@@ -35,6 +36,7 @@ MODULES: dict[str, ModuleType] = {
     "heartbeat": heartbeat,
     "reminders": reminders,
     "distill": distill,
+    "knowledge_graph": knowledge_graph,
     "skill_discovery": skill_discovery,
 }
 

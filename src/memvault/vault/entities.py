@@ -294,6 +294,12 @@ def clean_name(name: str) -> str:
     return cleaned.strip(" .")
 
 
+def new_entity_path(name: str, kind: str = "thing") -> str:
+    """Where :meth:`Entities.ensure` creates the note of a new entity ``name`` of type ``kind``."""
+    folder = TYPE_FOLDERS.get(relation_name(kind) or "thing", ENTITIES_DIR)
+    return f"{folder}/{clean_name(name)}.md"
+
+
 def _normal(text: str) -> str:
     return " ".join(text.casefold().split()).rstrip(".")
 
@@ -366,7 +372,7 @@ class Entities:
             return existing
         title = clean_name(name)
         kind = relation_name(kind) or "thing"
-        path = f"{TYPE_FOLDERS.get(kind, ENTITIES_DIR)}/{title}.md"
+        path = new_entity_path(name, kind)
         frontmatter: dict[str, Any] = {"type": kind, "tags": ["entity"]}
 
         def create(text: str | None) -> str | None:
