@@ -19,7 +19,7 @@ def vault(tmp_path: Path) -> Path:
 
 def test_list_shows_every_tool_with_its_tier(vault: Path) -> None:
     tools = ok_json(vault, "tools", "list")
-    assert len(tools) == 33
+    assert len(tools) == 35
     by_name = {t["name"]: t for t in tools}
     assert by_name["vault_read"]["tier"] == 1 and by_name["vault_read"]["read_only"]
     assert by_name["remember"]["tier"] == 2 and by_name["remember"]["category"] == "file_writes"
@@ -34,10 +34,10 @@ def test_list_shows_every_tool_with_its_tier(vault: Path) -> None:
 ])  # fmt: skip
 def test_export_formats(vault: Path, fmt: str, name_of: object) -> None:
     exported = json.loads(ok(vault, "tools", "export", "--format", fmt).stdout)
-    assert len(exported) == 33
+    assert len(exported) == 35
     assert "memory_search" in [name_of(t) for t in exported]  # type: ignore[operator]
     readers = json.loads(ok(vault, "tools", "export", "--format", fmt, "--max-tier", "1").stdout)
-    assert len(readers) == 16
+    assert len(readers) == 18
 
 
 def test_export_unknown_format(vault: Path) -> None:

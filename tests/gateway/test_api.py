@@ -288,7 +288,7 @@ def test_tasks_create_update_complete_list(live: Live, api: httpx.Client) -> Non
 
 def test_tools_listing_and_tier_policy(live: Live, api: httpx.Client) -> None:
     tools = {t["name"]: t for t in ok(api.get("/v1/tools"))}
-    assert len(tools) == 33
+    assert len(tools) == 35
     assert tools["vault_delete"]["tier"] == 3 and tools["vault_write"]["tier"] == 2
     assert tools["memory_search"]["annotations"]["read_only"] is True
     assert "query" in tools["memory_search"]["input_schema"]["properties"]

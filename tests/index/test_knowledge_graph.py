@@ -59,6 +59,7 @@ def test_a_changed_fact_closes_the_old_one_and_both_stay(runtime: Runtime) -> No
     entities = runtime.entities
     path = entities.find("mel")  # by alias, any case
     assert path == "Contacts/Melanie.md"
+    assert entities.find("Contacts/Melanie.md") == entities.find("contacts/melanie") == path
     new = Fact(
         "favourite player", "Messi", valid_from=date(2026, 3, 1), source="[[Memory/Facts#^m-1]]"
     )

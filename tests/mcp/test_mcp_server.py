@@ -55,7 +55,7 @@ def run(body: Callable[[], Awaitable[None]]) -> None:
 async def exercise(client: Client, vault: Path) -> None:
     """The whole MCP surface: tools, resources, prompts, errors."""
     tools = {t.name: t for t in (await client.list_tools()).tools}
-    assert len(tools) == 31 and "vault_delete" not in tools and "forget" not in tools
+    assert len(tools) == 33 and "vault_delete" not in tools and "forget" not in tools
     search = tools["memory_search"].annotations
     assert search is not None and search.read_only_hint and not search.destructive_hint
     write = tools["vault_write"].annotations
@@ -146,7 +146,7 @@ def test_stdio_legacy_protocol(vault_dir: Path) -> None:
     async def body() -> None:
         async with Client(_stdio(vault_dir), mode="legacy") as client:
             tools = (await client.list_tools()).tools
-            assert len(tools) == 31
+            assert len(tools) == 33
             result = await client.call_tool("remember", {"fact": "legacy clients work too"})
             assert not result.is_error
 

@@ -30,8 +30,8 @@ EXPECTED_TOOLS = {
     "vault_read", "vault_write", "vault_append", "vault_search", "vault_list", "vault_delete",
     "vault_move", "task_create", "task_update", "task_complete", "task_list", "contact_create",
     "contact_update", "journal_append", "remember", "recall", "forget", "memory_search",
-    "memory_get", "get_context", "related_notes", "backlinks",
-    "run_shell_command", "read_file_from_path", "write_file_to_path",
+    "memory_get", "get_context", "related_notes", "backlinks", "get_knowledge_graph",
+    "entity_facts", "run_shell_command", "read_file_from_path", "write_file_to_path",
 }  # fmt: skip
 
 
@@ -52,7 +52,8 @@ def test_every_tool_is_registered_once_with_a_tier() -> None:
     }
     assert {n for n, t in tiers.items() if t == 1} == {
         "vault_read", "vault_search", "vault_list", "task_list", "recall", "memory_search",
-        "memory_get", "get_context", "related_notes", "backlinks",
+        "memory_get", "get_context", "related_notes", "backlinks", "get_knowledge_graph",
+        "entity_facts",
     }  # fmt: skip
     for tool in REGISTRY:
         assert tool.annotations.read_only == (tool.tier == Tier.READ)

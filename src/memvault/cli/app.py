@@ -44,6 +44,7 @@ class RootGroup(ErrorBoundaryGroup):
         "openclaw": "memvault.cli.openclaw",
         "jobs": "memvault.cli.jobs",
         "memory": "memvault.cli.memory",
+        "graph": "memvault.cli.graph",
     }
 
 

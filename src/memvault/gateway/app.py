@@ -25,6 +25,7 @@ from memvault.gateway.routes import (
     agent,
     channels,
     events,
+    graph,
     jobs,
     line,
     memory,
@@ -87,6 +88,7 @@ def create_app(daemon: Daemon) -> FastAPI:
         events,
         telemetry,
         jobs,
+        graph,
     ):
         app.include_router(module.router)
     app.router.routes.extend(mcp_routes)

@@ -192,6 +192,33 @@ class Context(Result):
     )
 
 
+class MemoryReview(Result):
+    id: int
+    memory_id: str = Field(description="The memory, added as it was while the decision waits.")
+    text: str
+    action: str | None = Field(description="What was nominated: add, update, supersede or noop.")
+    target: str | None = Field(description="The memory the nomination names, if any.")
+    merged_text: str | None
+    reason: str
+    confidence: float | None
+    problem: str | None = Field(description="Why the decision was held for the owner.")
+    candidates: list[str]
+    status: str = Field(description="pending, applied or dismissed")
+    created_at: str
+    applicable: bool = Field(description="Whether the nomination can be applied as it stands.")
+
+
+class MemoryChange(Result):
+    memory_id: str
+    action: str = Field(description="add, update, supersede, superseded or noop")
+    old_text: str | None
+    new_text: str | None
+    related_id: str | None
+    reason: str
+    decided_by: str = Field(description="rule, model or owner")
+    at: str
+
+
 # -- notes and tasks ---------------------------------------------------------------------
 
 
@@ -601,3 +628,60 @@ class JobStarted(Result):
 class JobUndone(Result):
     run_id: int
     restored: list[str]
+
+
+# -- the knowledge graph -----------------------------------------------------------------
+
+
+class GraphNode(Result):
+    id: str = Field(description="A note's path, memory:<id>, #tag, or a name without a note.")
+    name: str
+    type: str = Field(
+        description="person, project, place, ... for an entity; memory, tag, missing, or "
+        "the kind of another note."
+    )
+
+
+class GraphEdge(Result):
+    source: str
+    target: str
+    relation: str = Field(description="friend_of, works_at, ...; links_to, mentions, tagged")
+    current: bool = Field(description="False once the relation has ended (valid_until).")
+
+
+class KnowledgeGraphOut(Result):
+    center: str | None = Field(description="The entity asked about; null for the whole vault.")
+    nodes: list[GraphNode]
+    edges: list[GraphEdge]
+    truncated: bool = Field(description="True when max_nodes left nodes out.")
+
+
+class EntityFact(Result):
+    category: str
+    text: str
+    tags: list[str]
+    valid_from: str | None
+    valid_until: str | None
+    current: bool = Field(description="Whether it holds today (not closed).")
+    source: str | None
+
+
+class EntityRelation(Result):
+    type: str
+    target: str
+    context: str
+    valid_from: str | None
+    valid_until: str | None
+    current: bool
+
+
+class EntityFactsOut(Result):
+    name: str
+    type: str
+    aliases: list[str]
+    path: str
+    tags: list[str]
+    as_of: str | None = Field(description="The day asked about, if one was.")
+    history: bool
+    facts: list[EntityFact]
+    relations: list[EntityRelation]

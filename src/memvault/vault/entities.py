@@ -351,7 +351,8 @@ class Entities:
         for entity in self.list():
             stem = entity.path.rsplit("/", 1)[-1].removesuffix(".md")
             names = {_normal(stem), _normal(entity.name), *(_normal(a) for a in entity.aliases)}
-            if wanted in names or _normal(entity.path.removesuffix(".md")) == wanted:
+            path = _normal(entity.path.removesuffix(".md"))
+            if wanted in names or path == wanted.removesuffix(".md"):
                 return entity.path
         return None
 

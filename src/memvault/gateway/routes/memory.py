@@ -1,5 +1,6 @@
 """Memories, search and context: ``/v1/memories``, ``/v1/search``, ``/v1/context``
-(which also answers a channel conversation's context, with ``adapter=``)."""
+(which also answers a channel conversation's context, with ``adapter=``), and what
+consolidation on write held for review or changed in a memory."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from memvault.gateway.schemas import (
     Envelope,
     Forgotten,
     Hit,
+    MemoryChange,
     MemoryOut,
+    MemoryReview,
     NoticedEnvelope,
     RememberBody,
     Remembered,
@@ -125,6 +128,33 @@ def recall(
     """Memories about a topic, best first (hybrid search over memories only)."""
     filters = SearchFilters(kinds=("memory",), category=category)
     return run_search(daemon, q, limit, filters, keyword=keyword, mmr=None, min_score=min_score)
+
+
+# Before /memories/{memory_id:path}, which would take these paths for memory ids.
+
+
+@router.get(
+    "/memories/reviews",
+    response_model=Envelope[list[MemoryReview]],
+    responses=errors(*COMMON_ERRORS),
+)
+def memory_reviews(daemon: DaemonDep) -> dict[str, Any]:
+    """The consolidation decisions held for the owner's review, oldest first (what
+    ``memvault memory review`` lists); each memory was added as it was meanwhile."""
+    pending = daemon.runtime.consolidation.reviews()
+    return {"ok": True, "result": [r.to_dict() for r in pending]}
+
+
+@router.get(
+    "/memories/{memory_id:path}/history",
+    response_model=Envelope[list[MemoryChange]],
+    responses=errors(*COMMON_ERRORS),
+)
+def memory_history(memory_id: MemoryId, daemon: DaemonDep) -> dict[str, Any]:
+    """What consolidation and reviews changed in a memory, oldest first (what
+    ``memvault memory history`` shows); empty when nothing did."""
+    changes = daemon.runtime.consolidation.history(memory_id)
+    return {"ok": True, "result": [c.to_dict() for c in changes]}
 
 
 @router.get(
