@@ -1,17 +1,20 @@
 """Does self-improving memory hurt recall? LoCoMo evidence retrieval with the graph off and on.
 
 Per conversation, one memvault holds one memory per dialog turn (as in
-``locomo.py``); every question is asked three times:
+``locomo.py``); every question is asked at each stage:
 
 - ``off``: search with graph expansion off, nothing distilled;
-- ``graph``: the two speakers have contact notes and the knowledge_graph job
-  has run (no model: each entity's mentions), expansion on;
+- ``contacts``: the two speakers have contact notes and the knowledge_graph
+  job has run (no model: each entity's mentions), expansion still off;
+- ``graph``: the same vault, expansion on;
 - ``insights+graph``: the distill job has run as well (no model: digests in
   ``Insights/`` linking their sources).
 
 Only memories count as retrieved evidence (an insight note in the top ten
 takes a slot and counts nothing), so distillation cannot look better than
-it is. Reports recall_any@5/@10 overall and for multi-hop questions
+it is; the ``quoted`` row also credits an insight with the turns it quotes
+whole (a digest without a model quotes its three most central memories),
+which is what it hands an agent. Reports recall_any@5/@10 overall and for multi-hop questions
 (category 1). The graph without a model is built from names only; a graph a
 model extracted (``[jobs.knowledge_graph]`` with a model) is measured by
 running the same bench with ``MEMVAULT_QA_BASE_URL`` etc. set, see
@@ -34,12 +37,20 @@ from locomo import DEFAULT_FILE, Conversation, Scores, ingest, load, questions_o
 from memvault.index.embedders import LocalEmbedder
 from memvault.jobs.catalog import make_engine
 
-STAGES = ("off", "graph", "insights+graph")
+STAGES = ("off", "contacts", "graph", "insights", "insights+graph", "insights+graph, quoted")
 
 
-def _ask(conversation: Conversation, questions: list[dict[str, Any]], scores: Scores) -> None:
+def _ask(
+    conversation: Conversation,
+    questions: list[dict[str, Any]],
+    scores: Scores,
+    quoted: Scores | None = None,
+) -> None:
     for q in questions:
         scores.add(q["category"], q["evidence"], conversation.search(q["question"]))
+        if quoted is not None:
+            ranked = conversation.search(q["question"], quoted=True)
+            quoted.add(q["category"], q["evidence"], ranked)
 
 
 def _run_job(conversation: Conversation, name: str) -> str:
@@ -72,6 +83,7 @@ def run(files: Sequence[Path], *, limit: int | None = None, quiet: bool = False)
                 seconds["graph_job"] += time.perf_counter() - started
                 runtime.index.sync()
                 runtime.index.embed_pending()
+                _ask(conversation, questions, scores["contacts"])
                 runtime.searcher.settings.graph_expansion = True
                 _ask(conversation, questions, scores["graph"])
                 started = time.perf_counter()
@@ -79,7 +91,15 @@ def run(files: Sequence[Path], *, limit: int | None = None, quiet: bool = False)
                 seconds["distill_job"] += time.perf_counter() - started
                 runtime.index.sync()
                 runtime.index.embed_pending()
-                _ask(conversation, questions, scores["insights+graph"])
+                runtime.searcher.settings.graph_expansion = False
+                _ask(conversation, questions, scores["insights"])
+                runtime.searcher.settings.graph_expansion = True
+                _ask(
+                    conversation,
+                    questions,
+                    scores["insights+graph"],
+                    scores["insights+graph, quoted"],
+                )
                 outputs.append({"graph": graph_out, "distill": distill_out})
             finally:
                 conversation.close()

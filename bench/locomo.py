@@ -91,7 +91,11 @@ class Scores:
         rows = self.rows if rows is None else rows
         out: dict[str, float] = {}
         for k in KS:
-            hits = [len(ev & set(ranked[:k])) for _, ev, ranked in rows]
+            # A slot may hold several turns ("D1:3|D1:4": a note quoting them) or none ("").
+            hits = [
+                len(ev & {d for slot in ranked[:k] for d in slot.split("|")})
+                for _, ev, ranked in rows
+            ]
             sizes = [len(ev) for _, ev, _ in rows]
             n = max(len(rows), 1)
             out[f"recall_any@{k}"] = sum(h > 0 for h in hits) / n
@@ -142,10 +146,36 @@ class Conversation:
     remembered: list[Remembered]
     dia_of: dict[str, list[str]]  # memory id -> the dia_ids of the turns it holds
 
-    def search(self, question: str, k: int = 10) -> list[str]:
-        """The dia_ids of the turns memvault's search returns for ``question``, best first."""
+    def search(self, question: str, k: int = 10, *, quoted: bool = False) -> list[str]:
+        """The dia_ids of the turns memvault's search returns for ``question``, best first.
+
+        With ``quoted``, a note among the hits (an insight) counts the turns whose
+        text it quotes whole: what it hands over, nothing it merely links.
+        """
         hits = self.runtime.searcher.search(question, limit=k)
-        return [dia for h in hits if h.id for dia in self.dia_of[h.id]]
+        out: list[str] = []
+        for h in hits:
+            if h.id:
+                out += self.dia_of[h.id]
+            elif quoted:
+                # One slot, whatever it quotes: the turns joined by "|" (see Scores).
+                text = self._chunk_text(h.chunk_id)
+                quotes = [
+                    dia
+                    for r in self.remembered
+                    if r.memory.text in text
+                    for dia in self.dia_of[r.memory.id]
+                ]
+                out.append("|".join(dict.fromkeys(quotes)))
+            else:
+                out.append("")  # a note takes a slot and hands over no turn
+        return out
+
+    def _chunk_text(self, chunk_id: int) -> str:
+        row = self.runtime.index.conn.execute(
+            "SELECT text FROM chunks WHERE id = ?", (chunk_id,)
+        ).fetchone()
+        return str(row[0]) if row else ""
 
     def close(self) -> None:
         """Close its index and state."""

@@ -267,7 +267,7 @@ def run(
                         str(q["answer"]),
                         list(q["evidence"]),
                         {
-                            "memvault": conversation.search(q["question"], k),
+                            "memvault": [d for d in conversation.search(q["question"], k) if d],
                             "full_context": [turn["id"] for turn in whole],
                             "no_memory": [],
                         },

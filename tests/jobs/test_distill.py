@@ -77,7 +77,7 @@ def insights(vault: Vault) -> dict[str, Note]:
 
 
 def links(text: str) -> set[str]:
-    return set(re.findall(r"\[\[Memory/(?:Facts|Preferences)#\^(m-[0-9a-f]+)\|", text))
+    return set(re.findall(r"!\[\[Memory/(?:Facts|Preferences)#\^(m-[0-9a-f]+)\]\]", text))
 
 
 def by_sources(vault: Vault, ids: list[str]) -> tuple[str, Note]:

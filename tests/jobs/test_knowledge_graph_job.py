@@ -69,7 +69,7 @@ def snapshot(root: Path) -> dict[str, bytes]:
 def mentioned(vault: Vault, path: str) -> list[str]:
     """The memory ids listed in the note's Mentions block, in order."""
     block = knowledge_graph.MARKERS.inner((vault.root / path).read_text("utf-8"), path) or ""
-    return re.findall(r"\[\[Memory/Facts#\^(m-[0-9a-f]+)\|", block)
+    return re.findall(r"!\[\[Memory/Facts#\^(m-[0-9a-f]+)\]\]", block)
 
 
 def answer(**parts: Any) -> str:
@@ -101,7 +101,8 @@ def test_mentions_without_a_model_by_name_alias_and_tag(
     assert mentioned(vault, "Projects/Acme.md") == [ids["word"], ids["nested"], ids["tag"]]
     text = (vault.root / "Contacts/Melanie.md").read_text("utf-8")
     assert text.startswith(MELANIE) and "\n## Mentions\n\n<!-- memvault:mentions -->\n" in text
-    assert f"- [[Memory/Facts#^{ids['alias']}|Mel starts a new glaze today]]" in text
+    assert f"- ![[Memory/Facts#^{ids['alias']}]]" in text
+    assert "Mel starts a new glaze today" not in text  # Obsidian shows it; the note holds a link
     assert "mentions refreshed in 2 notes" in done.output
     assert "extracted with a model (no model configured)" in done.output
     assert done.metadata["graph"]["mention_notes"] == 2

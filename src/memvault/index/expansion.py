@@ -14,7 +14,10 @@ a wikilink in its text. Search uses that in three steps:
    candidates, scored on their own evidence like every other.
 3. *Share.* Each candidate then receives a share of its best graph
    neighbour's relevance (``search.graph_boost``: per hop), as lines of a
-   conversation do. An entity linking more than ``search.graph_hub_limit``
+   conversation do: a note gives to what it links, a memory to the other
+   memories of its entities, never to a note (a memory that matches does not
+   lift a note into the results in its place). An entity linking more
+   than ``search.graph_hub_limit``
    memories (the owner, a speaker named everywhere) passes nothing on: it
    says nothing about which of them a question wants.
 """
@@ -29,6 +32,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 ENTITY_KINDS = ("contact", "project", "entity")
+# Only entities pass relevance on. Not insights (frontmatter ``type: insight``): a cluster by
+# likeness, whose members a search by likeness finds already; passing an insight's relevance
+# to its sources lowered LoCoMo recall_any@10 from 0.857 to 0.840 (bench/graph.py).
+
+
+def _is_node(alias: str) -> str:
+    """SQL: the note ``alias`` is an entity (its folder's kind, or a plain note with a
+    frontmatter ``type``)."""
+    return (
+        f"({alias}.kind IN ('contact', 'project', 'entity') OR ({alias}.kind = 'note'"
+        f" AND json_extract({alias}.frontmatter, '$.type') IS NOT NULL))"
+    )
+
+
 # Entities the query names, at most: a query listing a whole address book focuses nothing.
 _MAX_FOCUS = 5
 
@@ -37,14 +54,18 @@ _MAX_FOCUS = 5
 class Neighbourhood:
     """Graph edges among chunks: chunk id -> {neighbour chunk id: hops}."""
 
+    # chunk id -> {chunk id it takes a share from: hops}
     hops: dict[int, dict[int, int]] = field(default_factory=lambda: defaultdict(dict))
     focus: list[str] = field(default_factory=list)  # the paths of the entities in focus
 
-    def link(self, a: int, b: int, hops: int) -> None:
-        """Record that ``a`` and ``b`` are ``hops`` apart (the shortest distance stays)."""
-        if a == b:
+    def link(self, giver: int, taker: int, hops: int, *, mutual: bool = False) -> None:
+        """``taker`` takes a share of ``giver``'s relevance, ``hops`` away (the nearest
+        stays); ``mutual``: and the other way round. A note gives to what it links; a
+        memory gives to memories only, so a memory does not lift an entity's or an
+        insight's note into the results in its place."""
+        if giver == taker:
             return
-        for x, y in ((a, b), (b, a)):
+        for x, y in ((taker, giver), (giver, taker)) if mutual else ((taker, giver),):
             if hops < self.hops[x].get(y, 99):
                 self.hops[x][y] = hops
 
@@ -80,18 +101,14 @@ class EntityNames:
     def _refresh(self, conn: Any) -> None:
         key = tuple(
             conn.execute(
-                "SELECT count(*), max(indexed_at) FROM notes WHERE kind IN (?, ?, ?)"
-                " OR json_extract(frontmatter, '$.type') IS NOT NULL",
-                ENTITY_KINDS,
+                f"SELECT count(*), max(indexed_at) FROM notes n WHERE {_is_node('n')}"
             ).fetchone()
         )
         if key == self._key:
             return
         paths: dict[str, str] = {}
         for r in conn.execute(
-            "SELECT path, title, aliases FROM notes WHERE kind IN (?, ?, ?)"
-            " OR json_extract(frontmatter, '$.type') IS NOT NULL ORDER BY path",
-            ENTITY_KINDS,
+            f"SELECT path, title, aliases FROM notes n WHERE {_is_node('n')} ORDER BY path"
         ):
             stem = str(r["path"]).rsplit("/", 1)[-1].removesuffix(".md")
             for name in (str(r["title"]), stem, *json.loads(r["aliases"] or "[]")):
@@ -137,7 +154,7 @@ def neighbourhood(
     centres: list[str] = list(focus)
     via_memory: dict[str, set[int]] = defaultdict(set)  # entity path -> seed memories naming it
     for r in rows:
-        if r["kind"] in ENTITY_KINDS or r["type"] is not None:
+        if r["kind"] in ENTITY_KINDS or (r["kind"] == "note" and r["type"] is not None):
             centres.append(str(r["path"]))
         elif r["memory_id"]:
             for entity in _entities_of_memory(conn, r):
@@ -158,12 +175,11 @@ def neighbourhood(
             for chunk in here:
                 for near in [*graph.chunks(other)[:1], *graph.memories(other)]:
                     out.link(chunk, near, hops)
-    for path, seeds_naming in via_memory.items():
+    # Memories of one entity are two hops apart (memory, entity, memory).
+    for path, seeds_naming in via_memory.items() if depth >= 2 else ():
         for seed in seeds_naming:
-            for chunk in graph.chunks(path):
-                out.link(seed, chunk, 1)
-            for memory in graph.memories(path) if depth >= 2 else ():
-                out.link(seed, memory, 2)
+            for memory in graph.memories(path):
+                out.link(seed, memory, 2, mutual=True)
     return out
 
 
@@ -199,9 +215,15 @@ class _Graph:
 
     def memories(self, path: str) -> list[int]:
         """The memories an entity links, none for a hub (it tells nothing about any one)."""
+        return [] if self.hub(path) else self._linked(path)
+
+    def hub(self, path: str) -> bool:
+        """Whether the entity links more memories than a link from it can say anything about."""
+        return len(self._linked(path)) > self.hub_limit
+
+    def _linked(self, path: str) -> list[int]:
         if path not in self._memories:
-            found = _memories_of_entity(self.conn, path)
-            self._memories[path] = [] if len(found) > self.hub_limit else found
+            self._memories[path] = _memories_of_entity(self.conn, path)
         return self._memories[path]
 
     def related(self, path: str) -> list[tuple[str, str | None]]:
@@ -249,8 +271,8 @@ def _entities_of_memory(conn: Any, row: Any) -> list[str]:
         for r in conn.execute(
             "SELECT DISTINCT e.path FROM links l JOIN notes e ON e.id = l.note_id"
             " WHERE l.resolved = ? AND l.subpath = ?"
-            " AND (e.kind IN (?, ?, ?) OR json_extract(e.frontmatter, '$.type') IS NOT NULL)",
-            (row["path"], "^" + memory_id, *ENTITY_KINDS),
+            f" AND {_is_node('e')}",
+            (row["path"], "^" + memory_id),
         )
     ]
     found += [
@@ -258,8 +280,8 @@ def _entities_of_memory(conn: Any, row: Any) -> list[str]:
         for r in conn.execute(
             "SELECT DISTINCT e.path FROM links l JOIN notes e ON e.path = l.resolved"
             " WHERE l.note_id = ? AND l.line BETWEEN ? AND ?"
-            " AND (e.kind IN (?, ?, ?) OR json_extract(e.frontmatter, '$.type') IS NOT NULL)",
-            (row["note_id"], row["start_line"], row["end_line"], *ENTITY_KINDS),
+            f" AND {_is_node('e')}",
+            (row["note_id"], row["start_line"], row["end_line"]),
         )
     ]
     return list(dict.fromkeys(found))
@@ -273,11 +295,11 @@ def _related_entities(conn: Any, path: str) -> list[tuple[str, str | None]]:
             "SELECT DISTINCT o.path, l.relation FROM notes e JOIN links l ON l.note_id = e.id"
             " JOIN notes o ON o.path = l.resolved"
             " WHERE e.path = ? AND l.valid_until IS NULL AND o.path != e.path"
-            " AND (o.kind IN (?, ?, ?) OR json_extract(o.frontmatter, '$.type') IS NOT NULL)"
+            f" AND {_is_node('o')}"
             " UNION SELECT DISTINCT o.path, l.relation FROM links l"
             " JOIN notes o ON o.id = l.note_id"
             " WHERE l.resolved = ? AND l.valid_until IS NULL AND o.path != ?"
-            " AND (o.kind IN (?, ?, ?) OR json_extract(o.frontmatter, '$.type') IS NOT NULL)",
-            (path, *ENTITY_KINDS, path, path, *ENTITY_KINDS),
+            f" AND {_is_node('o')}",
+            (path, path, path),
         )
     ]

@@ -283,7 +283,8 @@ def knowledge_graph(
     """The graph around ``entity`` up to ``depth`` hops, or of every entity in the vault.
 
     Nodes are notes (entities are the notes of ``Contacts/``, ``Projects/``,
-    ``Entities/`` or with a frontmatter ``type``), memories and tags; edges are
+    ``Entities/``, and other plain notes with a frontmatter ``type``), memories
+    and tags; edges are
     the index's links, typed where the note says how (a Relations item, a
     frontmatter property), and ``mentions`` from a memory linking a note. Only
     entities are walked through: a note or memory at the edge is a leaf, so a
@@ -300,7 +301,8 @@ def knowledge_graph(
     def is_entity(path: str) -> bool:
         row = notes.get(path)
         return row is not None and (
-            row["kind"] in ENTITY_KINDS or '"type"' in str(row["frontmatter"] or "")
+            row["kind"] in ENTITY_KINDS
+            or (row["kind"] == "note" and '"type"' in str(row["frontmatter"] or ""))
         )
 
     nodes: dict[str, GraphNode] = {}
@@ -337,7 +339,7 @@ def knowledge_graph(
         found: list[str] = []
         for r in conn.execute(
             "SELECT l.target, l.resolved, l.subpath, l.relation, l.valid_until FROM links l"
-            " WHERE l.note_id = ? AND l.kind != 'embed'"
+            " WHERE l.note_id = ? AND (l.kind != 'embed' OR l.subpath LIKE '^%')"
             " AND (l.resolved IS NOT NULL OR l.relation IS NOT NULL)",
             (row["id"],),
         ):
@@ -362,7 +364,7 @@ def knowledge_graph(
         for r in conn.execute(
             "SELECT n.path, l.line, l.relation, l.valid_until, n.kind FROM links l"
             " JOIN notes n ON n.id = l.note_id WHERE l.resolved = ? AND n.path != ?"
-            " AND l.kind != 'embed'",
+            " AND (l.kind != 'embed' OR l.subpath LIKE '^%')",
             (path, path),
         ):
             other = str(r["path"])

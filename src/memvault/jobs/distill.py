@@ -22,8 +22,8 @@ The method, stated before the code:
    :mod:`memvault.jobs.model_draft`); without a model, or when its answer
    is cut off, empty or untitled, the insight is a digest: a title from the
    words the memories share and the most central memories (highest mean
-   similarity to the others). Each source is linked by block reference
-   (``[[Memory/Facts#^m-3f9a1c2b]]``) and marked ``[distilled::
+   similarity to the others). Each source is embedded by block reference
+   (``![[Memory/Facts#^m-3f9a1c2b]]``) and marked ``[distilled::
    Insights/<name>]``, so a later run leaves it alone, and the archival
    job, which spares linked memories, keeps it. A cluster whose memories
    are exactly an existing insight's sources goes to that note.
@@ -36,7 +36,6 @@ before it changes, so ``memvault jobs undo RUN_ID`` restores a run.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -78,7 +77,6 @@ INSTRUCTIONS = (
     "Answer in Markdown: the first line is '# ' and a title of at most eight words, then "
     "the sentences. No list of the memories, no preamble, no HTML comments."
 )
-_LINK_UNSAFE = re.compile(r"[\[\]|#^\n\r]")
 
 Similarity = npt.NDArray[np.float32]
 
@@ -448,9 +446,10 @@ def put_insight(ctx: JobContext, path: str, written: Written, sources: list[Memo
 
 
 def source_link(memory: Memory) -> str:
-    """A block reference to the memory, shown as its text: ``[[Memory/Facts#^m-1|text]]``."""
-    alias = _LINK_UNSAFE.sub(" ", _short(memory.text, 120))
-    return f"[[{memory.path.removesuffix('.md')}#^{memory.id}|{' '.join(alias.split())}]]"
+    """A block reference to the memory, embedded: ``![[Memory/Facts#^m-1]]``. Obsidian shows
+    the memory's text in its place; the note holds only the link, so search does not find
+    an insight by every word of its sources (they are found themselves)."""
+    return f"![[{memory.path.removesuffix('.md')}#^{memory.id}]]"
 
 
 def _sentence(text: str) -> str:

@@ -25,7 +25,8 @@ The method, stated before the code:
    notes in ``Contacts/``, ``Projects/`` and ``Entities/``), the memories
    that name it, its title, file name or an alias as whole words in any
    case, or carry it as a tag (``#acme`` or ``#project/acme`` for "Acme"),
-   newest first, at most ``max_mentions``, are listed by block reference
+   newest first, at most ``max_mentions``, are listed as block embeds
+   (``![[Memory/Facts#^m-...]]``: Obsidian shows each memory in its place)
    under the note's ``## Mentions`` heading, between memvault's markers
    (:mod:`memvault.jobs.marked_section`). Everything around the block is the
    owner's; a note whose list is unchanged is not written.
@@ -49,7 +50,7 @@ from memvault.config import KnowledgeGraphJob
 from memvault.errors import MemvaultError
 from memvault.index.chunking import CHARS_PER_TOKEN
 from memvault.jobs.budget import BudgetedModel, BudgetExceededError
-from memvault.jobs.distill import source_link, superseded
+from memvault.jobs.distill import superseded
 from memvault.jobs.engine import JobContext
 from memvault.jobs.marked_section import Markers
 from memvault.llm.base import ChatMessage
@@ -548,7 +549,7 @@ def write_mentions(ctx: JobContext, entity: Entity, memories: list[Memory]) -> b
     for memory in memories:
         pin_id(ctx, memory)
     listing = (
-        "\n".join(f"- {source_link(m)}" for m in memories)
+        "\n".join(f"- {mention_embed(m)}" for m in memories)
         if memories
         else f"No memory mentions {entity.name} now."
     )
@@ -557,6 +558,13 @@ def write_mentions(ctx: JobContext, entity: Entity, memories: list[Memory]) -> b
     ctx.will_change(path)
     vault.edit_text(path, lambda now: with_mentions(now or "", listing, path))
     return True
+
+
+def mention_embed(memory: Memory) -> str:
+    """An embed of the memory's block: Obsidian shows the memory's text in its place, while
+    the note itself holds only the link (search does not find an entity note by the words
+    of every memory that names it)."""
+    return f"![[{memory.path.removesuffix('.md')}#^{memory.id}]]"
 
 
 def with_mentions(text: str, listing: str, where: str) -> str:
