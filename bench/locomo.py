@@ -150,7 +150,8 @@ class Conversation:
         """The dia_ids of the turns memvault's search returns for ``question``, best first.
 
         With ``quoted``, a note among the hits (an insight) counts the turns whose
-        text it quotes whole: what it hands over, nothing it merely links.
+        text its snippet holds whole (an embedded memory is shown by its text): what
+        it hands over, nothing it merely links.
         """
         hits = self.runtime.searcher.search(question, limit=k)
         out: list[str] = []
@@ -158,8 +159,9 @@ class Conversation:
             if h.id:
                 out += self.dia_of[h.id]
             elif quoted:
-                # One slot, whatever it quotes: the turns joined by "|" (see Scores).
-                text = self._chunk_text(h.chunk_id)
+                # One slot, whatever it quotes: the turns joined by "|" (see Scores). What
+                # it hands over is the snippet (embedded memories shown by their text).
+                text = h.snippet
                 quotes = [
                     dia
                     for r in self.remembered
@@ -170,12 +172,6 @@ class Conversation:
             else:
                 out.append("")  # a note takes a slot and hands over no turn
         return out
-
-    def _chunk_text(self, chunk_id: int) -> str:
-        row = self.runtime.index.conn.execute(
-            "SELECT text FROM chunks WHERE id = ?", (chunk_id,)
-        ).fetchone()
-        return str(row[0]) if row else ""
 
     def close(self) -> None:
         """Close its index and state."""

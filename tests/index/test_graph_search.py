@@ -67,3 +67,20 @@ def test_an_entity_linked_everywhere_passes_nothing_on(runtime: Runtime) -> None
     searcher.settings.graph_hub_limit = 0  # Anna now counts as a hub: her links tell nothing
     query = "What does Caroline's sister do for a job?"
     assert answer not in ranked(searcher, query, graph=True)
+
+
+def test_a_hit_shows_an_embedded_memory_by_its_text(runtime: Runtime) -> None:
+    kiln = runtime.memories.remember("Mel bought a second-hand kiln in Leeds", "fact").memory
+    write(
+        runtime,
+        "Entities/Pottery club.md",
+        "---\ntype: organisation\n---\n# Pottery club\n\n"
+        f"## Mentions\n- ![[Memory/Facts#^{kiln.id}]]\n",
+    )
+    runtime.index.sync()
+    hits = runtime.searcher.search("pottery club", limit=5)
+    club = next(h for h in hits if h.path == "Entities/Pottery club.md")
+    assert "- Mel bought a second-hand kiln in Leeds" in club.snippet
+    assert "![[" not in club.snippet
+    # The file itself keeps the embed: only what a search hands over shows the text.
+    assert f"![[Memory/Facts#^{kiln.id}]]" in (runtime.vault.root / club.path).read_text()

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -45,6 +46,8 @@ log = logging.getLogger(__name__)
 
 SNIPPET_CHARS = 700
 _EXPAND_TOP = 30
+# An embedded memory: ``![[Memory/Facts#^m-3fa2c1]]`` (the block id is the memory's id).
+_MEMORY_EMBED = re.compile(r"!\[\[[^\[\]|#]*#\^(m-[0-9a-f]+)(?:\|[^\[\]]*)?\]\]")
 _KEYWORD_DEPTH = 4  # keyword matches scored per candidate slot
 # BM25 of a chunk's own words (text, title twice over, tags), and of its context alone.
 _OWN_BM25 = "bm25(chunks_fts, 1.0, 0.0, 2.0, 1.0)"
@@ -261,8 +264,27 @@ class Searcher:
         if lam is not None and qvec is not None:
             ranked = self._mmr(ranked, lam, limit)
         chosen = ranked[:limit]
-        texts = self._texts([int(c.row["id"]) for c in chosen])
+        texts = self._with_embeds(self._texts([int(c.row["id"]) for c in chosen]))
         return [self._hit(c, texts.get(int(c.row["id"]), "")) for c in chosen]
+
+    def _with_embeds(self, texts: dict[int, str]) -> dict[int, str]:
+        """The texts with each embedded memory (``![[Memory/Facts#^m-1]]``: an entity's
+        mentions, an insight's evidence) shown as Obsidian shows it, by its text: a model
+        reading the result gets the memory, not a link it cannot follow."""
+        wanted = {m.group(1) for text in texts.values() for m in _MEMORY_EMBED.finditer(text)}
+        if not wanted:
+            return texts
+        found = {
+            str(r[0]): " ".join(str(r[1]).split())
+            for r in self.conn.execute(
+                f"SELECT id, text FROM memories WHERE id IN ({','.join('?' * len(wanted))})",
+                list(wanted),
+            )
+        }
+        return {
+            chunk_id: _MEMORY_EMBED.sub(lambda m: found.get(m.group(1), m.group(0)), text)
+            for chunk_id, text in texts.items()
+        }
 
     def _texts(self, ids: Sequence[int]) -> dict[int, str]:
         """The text of the chunks shown (only those: texts are the bulk of a row)."""
