@@ -28,7 +28,7 @@ from memvault.gateway.access import ToolScopes
 from memvault.gateway.client import DaemonLock
 from memvault.gateway.doctor import DaemonFacts, Report, diagnose
 from memvault.gateway.events import EventBus, IdStore
-from memvault.gateway.security import ensure_secret
+from memvault.gateway.security import check_bind, ensure_secret
 from memvault.gateway.telemetry import LocationDiary, LocationSample, Received
 from memvault.gateway.tokens import TokenBook
 from memvault.index.backfill import Backfill
@@ -69,6 +69,7 @@ class Daemon:
         background: bool = True,
     ) -> None:
         settings = runtime.settings
+        check_bind(host or settings.server.host, allow_remote=settings.server.allow_remote)
         # First: a second daemon for the vault stops here, before it touches anything.
         self.lock = DaemonLock.claim(runtime.vault.root)
         self.runtime = runtime
