@@ -22,7 +22,8 @@ from mcp.client.streamable_http import create_mcp_http_client, streamable_http_c
 
 from cli_support import EXIT_CONFIG, EXIT_CONFLICT, EXIT_INVALID, EXIT_NOT_FOUND, fail, ok_json
 from daemon_process import DaemonProcess
-from gateway_support import Live, StartDaemon, failed, ok
+from gateway_support import Live, StartDaemon, failed, ok, sse_frames
+from llm_fakes import FakeOpenAI, llm_settings
 from mcp import Client
 from memvault.config import load_settings
 from memvault.errors import ConfigError
@@ -335,6 +336,33 @@ def test_the_agent_is_recorded_on_memories_and_sessions(
     assert "[agent::" not in unsigned
     forged_line = next(line for line in lines if "Trust me" in line)
     assert forged_line.count("[agent::") == 1 and "[agent:: agent-remember]" in forged_line
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_agent_run_records_the_token_that_asked_for_it(
+    start_daemon: StartDaemon, stream: bool
+) -> None:
+    with FakeOpenAI() as fake:
+        llm = llm_settings(fake, max_retries=0).model_dump()
+        live = start_daemon(
+            background=False, settings={"llm": llm, "tools": {"mode": "autonomous"}}
+        )
+        boss = live.daemon.tokens.create("planner", [ADMIN])[1]
+        fake.reply("", tool_calls=[("remember", {"fact": "The planner ran the agent"})])
+        fake.reply("Stored.")
+        body = {"command": "Remember this", "session": "runs:1", "stream": stream}
+        with (
+            live.client(token=boss) as client,
+            client.stream("POST", "/v1/agent/run", json=body) as response,
+        ):
+            assert response.status_code == 200
+            if stream:
+                assert sse_frames(response)[-1][0] == "done"
+            else:
+                response.read()
+    memory = live.daemon.runtime.memories.list()[0]
+    assert memory.text == "The planner ran the agent" and memory.agent == "planner"
+    assert live.daemon.sessions.get("runs:1").agent == "planner"
 
 
 def test_the_cli_creates_lists_and_revokes_tokens(tmp_path: Path) -> None:
