@@ -7,7 +7,6 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -199,7 +198,7 @@ def test_a_route_nobody_gave_a_scope_is_for_admin_only(tmp_path: Path) -> None:
     def brand_new() -> dict[str, bool]:
         return {"ok": True}
 
-    with _serving(app, daemon) as url:
+    with _Serving(app, daemon) as url:
         admin = daemon.tokens.create("boss", [ADMIN])[1]
         writer = daemon.tokens.create("writer", [WRITE])[1]
         with httpx.Client(base_url=url, timeout=10) as client:
@@ -210,6 +209,8 @@ def test_a_route_nobody_gave_a_scope_is_for_admin_only(tmp_path: Path) -> None:
 
 
 class _Serving:
+    """``app`` served on a free loopback port while the block runs (its daemon stops after)."""
+
     def __init__(self, app: FastAPI, daemon: Daemon) -> None:
         sock = bind("127.0.0.1", 0)
         daemon.port = sock.getsockname()[1]
@@ -230,10 +231,6 @@ class _Serving:
     def __exit__(self, *_: object) -> None:
         self.server.handle_exit(15, None)
         self.thread.join(30)
-
-
-def _serving(app: FastAPI, daemon: Daemon) -> _Serving:
-    return _Serving(app, daemon)
 
 
 def test_unknown_and_malformed_tokens_are_unauthorized(
@@ -419,10 +416,10 @@ def test_a_revoked_token_stops_working_at_once_on_a_running_daemon(tmp_path: Pat
 
 
 @pytest.fixture
-def plain_vault(tmp_path: Path) -> Iterator[Path]:
+def plain_vault(tmp_path: Path) -> Path:
     root = tmp_path / "vault"
     init_vault(Vault(root))
-    yield root
+    return root
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.20"])
