@@ -45,10 +45,15 @@ ROUTE_SCOPES: dict[tuple[str, str], Scope] = {
     ("GET", "/v1/memories"): READ,
     ("POST", "/v1/memories"): REMEMBER,
     ("GET", "/v1/memories/search"): READ,
+    ("GET", "/v1/memories/reviews"): READ,
+    ("GET", "/v1/memories/{memory_id:path}/history"): READ,
     ("GET", "/v1/memories/{memory_id:path}"): READ,
     ("DELETE", "/v1/memories/{memory_id:path}"): WRITE,
     ("GET", "/v1/search"): READ,
     ("GET", "/v1/context"): READ,
+    # the knowledge graph
+    ("GET", "/v1/graph"): READ,
+    ("GET", "/v1/graph/entities/{name:path}/facts"): READ,
     # notes
     ("GET", "/v1/notes"): READ,
     ("GET", "/v1/notes/{path:path}"): READ,
