@@ -312,6 +312,11 @@ class ServerSettings(Section):
     """The daemon (``memvault serve``): where it listens and what it accepts."""
 
     host: str = Field("127.0.0.1", description="address to bind; anything but loopback needs care")
+    allow_remote: bool = Field(
+        False,
+        description="let host be an address other machines reach (0.0.0.0, a LAN address); "
+        "put TLS in front and give each agent a named token",
+    )
     port: int = Field(8765, ge=1, le=65535, description="TCP port of the HTTP API")
     max_body_mb: float = Field(6.0, gt=0, le=100, description="largest request body accepted")
     sse_heartbeat_seconds: float = Field(

@@ -48,6 +48,7 @@ MEMORY_KEYS = {
     "line",
     "archived",
     "superseded_by",
+    "agent",
 }
 TASK_KEYS = {
     "path",

@@ -14,7 +14,7 @@ import httpx2 as httpx
 import pytest
 
 from cli_support import EXIT_CONFLICT, EXIT_NOT_FOUND, fail, invoke, ok, ok_json
-from daemon_process import DaemonProcess
+from daemon_process import DaemonProcess, daemon_env
 from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
 
@@ -173,11 +173,13 @@ def test_sigterm_loses_no_accepted_write(vault: Path) -> None:
 
 
 def test_non_loopback_bind_says_the_token_is_required(vault: Path) -> None:
-    served = DaemonProcess(vault, "--host", "0.0.0.0")
+    served = DaemonProcess(
+        vault, "--host", "0.0.0.0", env=daemon_env(MEMVAULT_SERVER__ALLOW_REMOTE="true")
+    )
     try:
         with httpx.Client(base_url=served.url, timeout=10) as anonymous:
             assert anonymous.get("/v1/poll").status_code == 401
     finally:
         code, err = served.stop()
     assert code == 0
-    assert "other machines can reach this API" in err and "token" in err
+    assert "other machines can reach this API" in err and "TLS" in err and "named token" in err

@@ -45,6 +45,7 @@ class RootGroup(ErrorBoundaryGroup):
         "jobs": "memvault.cli.jobs",
         "memory": "memvault.cli.memory",
         "graph": "memvault.cli.graph",
+        "tokens": "memvault.cli.tokens",
     }
 
 

@@ -27,7 +27,6 @@ from memvault.cli.common import (
 from memvault.errors import MemvaultError
 from memvault.vocabulary import counted
 
-LOOPBACK = ("127.0.0.1", "::1", "localhost")
 _STOP_WAIT = 30.0
 
 
@@ -161,6 +160,7 @@ def _run(
     from memvault.errors import InvalidInputError
     from memvault.gateway.client import already_served, find_daemon
     from memvault.gateway.daemon import Daemon
+    from memvault.gateway.security import REMOTE_WARNING, check_bind, is_loopback
     from memvault.gateway.server import configure_logging, limit_malloc_arenas, serve
 
     limit_malloc_arenas()  # before any thread starts
@@ -171,6 +171,7 @@ def _run(
     fmt = log_format or server.log_format
     if fmt not in ("json", "text"):
         raise InvalidInputError(f"--log-format is json or text, not {fmt!r}.")
+    check_bind(host, allow_remote=server.allow_remote)  # before anything listens
     other = find_daemon(runtime.vault.root).running  # a stale daemon.json is removed
     if other is not None:
         raise already_served(runtime.vault.root, other)
@@ -185,11 +186,8 @@ def _run(
         f"memvault serves {runtime.vault.root} at http://{_url_host(host)}:{actual_port} "
         f"(token in {daemon.token_path}; Ctrl-C stops)."
     )
-    if host not in LOOPBACK:
-        stderr.print(
-            f"Listening on {host}: other machines can reach this API. Every request needs "
-            f"the token in {daemon.token_path}; keep it secret."
-        )
+    if not is_loopback(host):
+        stderr.print(REMOTE_WARNING.format(host=host, path=daemon.token_path))
     configure_logging(fmt)
     serve(daemon, sock)
 

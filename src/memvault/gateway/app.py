@@ -2,8 +2,9 @@
 
 Built on FastAPI, so the OpenAPI spec (``/openapi.json``) is derived from
 the same models that validate requests and responses. Every route but
-``GET /v1/health`` and the platforms' signed webhooks (LINE's) needs the token;
-writes from web pages are refused; bodies
+``GET /v1/health`` and the platforms' signed webhooks (LINE's) needs the token
+(the owner's, or a named token whose scope covers the route:
+:mod:`memvault.gateway.access`); writes from web pages are refused; bodies
 are size-limited (:mod:`memvault.gateway.middleware`). Blocking work (files,
 SQLite, the model) runs in FastAPI's worker threads.
 """
@@ -19,6 +20,7 @@ from fastapi.openapi.utils import get_openapi
 
 from memvault import __version__
 from memvault.gateway import errors
+from memvault.gateway.access import authorized, gate_routes
 from memvault.gateway.daemon import Daemon
 from memvault.gateway.middleware import AccessLog, Guard, HostCheck
 from memvault.gateway.routes import (
@@ -45,7 +47,9 @@ DESCRIPTION = """\
 memvault's local daemon: memory, notes, tasks, tools, sessions and events of one vault.
 
 Send `Authorization: Bearer <token>` (the token is in `<vault>/.memvault/token`) on every
-route except `GET /v1/health`. Answers are `{"ok": true, "result": ...}` or
+route except `GET /v1/health`. A named token (`memvault tokens create NAME --scope ...`)
+may use the routes its scope covers (read, remember, write, admin); others answer
+403 `insufficient_scope`. Answers are `{"ok": true, "result": ...}` or
 `{"ok": false, "error": {"code", "message", "retriable", "failed_step", "details"}}`.
 """
 
@@ -70,8 +74,9 @@ def create_app(daemon: Daemon) -> FastAPI:
         lifespan=lifespan,
         docs_url=None,
         redoc_url=None,
-        # Text no file, index or answer can hold is refused before any route runs.
-        dependencies=[Depends(plain_text)],
+        # A token's scope is checked first (memvault.gateway.access); then text no file,
+        # index or answer can hold is refused before any route runs.
+        dependencies=[Depends(authorized), Depends(plain_text)],
     )
     app.state.daemon = daemon
     errors.install(app)
@@ -92,9 +97,15 @@ def create_app(daemon: Daemon) -> FastAPI:
     ):
         app.include_router(module.router)
     app.router.routes.extend(mcp_routes)
+    gate_routes(app)  # /mcp and /openapi.json: the scope table applies to them too
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     max_body = int(daemon.runtime.settings.server.max_body_mb * 1024 * 1024)
-    app.add_middleware(Guard, token=daemon.token, max_body=max_body)
+    app.add_middleware(
+        Guard,
+        token=daemon.token,
+        max_body=max_body,
+        tokens=daemon.tokens.authenticate,
+    )
     # DNS rebinding: every route, /v1 and /mcp alike, answers only to this daemon's names.
     app.add_middleware(HostCheck, host=daemon.host, port=lambda: daemon.port)
     app.add_middleware(AccessLog)
@@ -111,7 +122,8 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
             "token": {
                 "type": "http",
                 "scheme": "bearer",
-                "description": "The daemon's token, from <vault>/.memvault/token.",
+                "description": "The daemon's token, from <vault>/.memvault/token, or a "
+                "named token (memvault tokens create).",
             }
         }
         spec["security"] = [{"token": []}]

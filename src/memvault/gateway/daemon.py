@@ -24,11 +24,13 @@ from memvault.channels.owner import owner_channel, tell_owner
 from memvault.channels.router import Hooks, Turn
 from memvault.channels.tools import full_registry
 from memvault.errors import MemvaultError
+from memvault.gateway.access import ToolScopes
 from memvault.gateway.client import DaemonLock
 from memvault.gateway.doctor import DaemonFacts, Report, diagnose
 from memvault.gateway.events import EventBus, IdStore
-from memvault.gateway.security import ensure_secret
+from memvault.gateway.security import check_bind, ensure_secret
 from memvault.gateway.telemetry import LocationDiary, LocationSample, Received
+from memvault.gateway.tokens import TokenBook
 from memvault.index.backfill import Backfill
 from memvault.index.index import SyncReport
 from memvault.index.watch import follow
@@ -67,6 +69,7 @@ class Daemon:
         background: bool = True,
     ) -> None:
         settings = runtime.settings
+        check_bind(host or settings.server.host, allow_remote=settings.server.allow_remote)
         # First: a second daemon for the vault stops here, before it touches anything.
         self.lock = DaemonLock.claim(runtime.vault.root)
         self.runtime = runtime
@@ -92,7 +95,8 @@ class Daemon:
         self.approval_path = state_dir / APPROVAL_FILE
         self.token = self._secret(self.token_path)
         self.approval_token = self._secret(self.approval_path)
-        self.mcp = MemvaultMCP(runtime, self.registry, background=False)
+        self.tokens = TokenBook(self.state)  # the named tokens, besides the owner's
+        self.mcp = MemvaultMCP(runtime, self.registry, background=False, gate=ToolScopes())
         self.provider: Provider | None = None
         self.llm_problem: MemvaultError | None = None
         try:

@@ -1,5 +1,5 @@
-"""What every request passes before a route sees it: the host rule, the origin rule, the token,
-the size limit, and the access log.
+"""What every request passes before a route sees it: the host rule, the origin rule, the token
+and its scope, the size limit, and the access log.
 
 Plain ASGI middleware, so event streams and the MCP endpoint pass through
 unbuffered.
@@ -11,11 +11,14 @@ import logging
 import time
 from collections.abc import Callable, Collection
 
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from memvault.acting import acting_as
 from memvault.gateway.errors import ApiError, BodyTooLarge
 from memvault.gateway.security import bearer, matches
+from memvault.gateway.tokens import OWNER, Principal
 
 log = logging.getLogger("memvault.gateway.access")
 
@@ -77,15 +80,25 @@ def split_host(value: str) -> tuple[str, int | None]:
     return (name, int(port)) if port.isdigit() else ("", None)
 
 
+# A named token's secret -> its principal, or None (unknown or revoked). Blocking: SQLite.
+TokenLookup = Callable[[str], Principal | None]
+
+
 class Guard:
-    """Rejects browser-made writes, requests without the token, and oversized bodies.
+    """Rejects browser-made writes, requests without a token or beyond its scope, and
+    oversized bodies.
 
     - A request that changes something (any method but GET, HEAD, OPTIONS)
       with a non-empty ``Origin`` header comes from a web page: 403
       ``browser_origin_rejected``. Local agents and scripts send no Origin.
-    - Every route but ``open_paths`` needs ``Authorization: Bearer <token>``:
-      401 ``unauthorized``. A platform's webhook (:data:`SIGNED_PATHS`) is posted
+    - Every route but ``open_paths`` needs ``Authorization: Bearer <token>``,
+      the daemon's own (the owner's) or a live named token: 401
+      ``unauthorized``. A platform's webhook (:data:`SIGNED_PATHS`) is posted
       without it; its route checks the platform's signature instead.
+    - Whom the request comes from is left in ``request.state.principal``
+      (None on an open route), for the route's scope check once routed
+      (:mod:`memvault.gateway.access`: 403 ``insufficient_scope``); a named
+      token's name is the acting agent (:mod:`memvault.acting`) meanwhile.
     - A body larger than ``max_body`` bytes: 413 ``payload_too_large``.
     """
 
@@ -95,11 +108,13 @@ class Guard:
         *,
         token: str,
         max_body: int,
+        tokens: TokenLookup,
         open_paths: Collection[str] = ("/v1/health",),
     ) -> None:
         self.app = app
         self.token = token
         self.max_body = max_body
+        self.tokens = tokens
         self.open_paths = frozenset(open_paths)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -107,10 +122,17 @@ class Guard:
             await self.app(scope, receive, send)
             return
         try:
-            self._check(scope)
+            self._check_origin(scope)
+            principal = await self._admit(scope)
+            self._check_length(scope)
         except ApiError as error:
             await error.response()(scope, receive, send)
             return
+        scope.setdefault("state", {})["principal"] = principal
+        with acting_as(principal.name if principal is not None else None):
+            await self._limited(scope, receive, send)
+
+    async def _limited(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = False
         size = 0
 
@@ -136,29 +158,40 @@ class Guard:
                 raise
             await _too_large(self.max_body).response()(scope, receive, send)
 
-    def _check(self, scope: Scope) -> None:
-        headers = Headers(scope=scope)
-        method = scope["method"]
-        if method not in SAFE_METHODS and headers.get("origin", "").strip():
+    def _check_origin(self, scope: Scope) -> None:
+        if scope["method"] not in SAFE_METHODS and Headers(scope=scope).get("origin", "").strip():
             raise ApiError(
                 403,
                 "browser_origin_rejected",
                 "Requests from web pages are refused: this API is for local programs.",
             )
-        open_route = (scope["path"] in self.open_paths and method in ("GET", "HEAD")) or (
-            scope["path"] in SIGNED_PATHS and method == "POST"
-        )
-        if not open_route and not matches(bearer(headers.get("authorization")), self.token):
+
+    def _check_length(self, scope: Scope) -> None:
+        length = Headers(scope=scope).get("content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_body:
+            raise _too_large(self.max_body)
+
+    async def _admit(self, scope: Scope) -> Principal | None:
+        """Whom the request comes from, once its token is checked; None on an open route."""
+        method = scope["method"]
+        path = scope["path"]
+        if (path in self.open_paths and method in ("GET", "HEAD")) or (
+            path in SIGNED_PATHS and method == "POST"
+        ):
+            return None
+        presented = bearer(Headers(scope=scope).get("authorization"))
+        if matches(presented, self.token):
+            return OWNER
+        principal = await run_in_threadpool(self.tokens, presented) if presented else None
+        if principal is None:
             raise ApiError(
                 401,
                 "unauthorized",
-                "Send the daemon's token as 'Authorization: Bearer <token>'; "
-                "it is in <vault>/.memvault/token.",
+                "Send the daemon's token as 'Authorization: Bearer <token>' (it is in "
+                "<vault>/.memvault/token), or a named token from memvault tokens create.",
                 headers={"WWW-Authenticate": 'Bearer realm="memvault"'},
             )
-        length = headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > self.max_body:
-            raise _too_large(self.max_body)
+        return principal
 
 
 def _too_large(limit: int) -> ApiError:

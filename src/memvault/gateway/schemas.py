@@ -153,6 +153,9 @@ class MemoryOut(Result):
     path: str
     line: int
     archived: bool
+    agent: str | None = Field(
+        None, description="The named API token that stored it; null for the owner."
+    )
 
 
 class Remembered(MemoryOut):
@@ -385,6 +388,9 @@ class SessionOut(Result):
     ended_at: str | None
     message_count: int
     summary: str | None
+    agent: str | None = Field(
+        None, description="The named API token that opened it; null for the owner."
+    )
 
 
 class MessageOut(Result):

@@ -1,9 +1,10 @@
-"""The daemon's secrets: the API token and the approval token.
+"""The daemon's secrets (the API token and the approval token) and where it may listen.
 
-Both live in ``<vault>/.memvault/`` with mode 0600, created at the daemon's
-first start. The API token lets a local process use the API at all; the
-approval token, sent as ``X-Memvault-Approval``, is the owner's consent to
-a tier-2 or tier-3 tool call. Standard library only: the CLI reads the
+Both secrets live in ``<vault>/.memvault/`` with mode 0600, created at the
+daemon's first start. The API token lets a local process use the API at all
+(named tokens, :mod:`memvault.gateway.tokens`, let other agents in with less);
+the approval token, sent as ``X-Memvault-Approval``, is the owner's consent
+to a tier-2 or tier-3 tool call. Standard library only: the CLI reads the
 token before it imports anything heavy.
 """
 
@@ -14,9 +15,33 @@ import os
 import stat
 from pathlib import Path
 
+from memvault.errors import ConfigError
 from memvault.locations import PRIVATE_FILE, private_state_dir
 
 TOKEN_BYTES = 32
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
+REMOTE_WARNING = (
+    "Listening on {host}: other machines can reach this API, and it speaks plain HTTP. "
+    "Put TLS in front of it (a reverse proxy such as Caddy or nginx; the README shows one), "
+    "and give each agent a named token (memvault tokens create) rather than the token in {path}."
+)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is reached from this machine only."""
+    return host in LOOPBACK_HOSTS or host.startswith("127.")
+
+
+def check_bind(host: str, *, allow_remote: bool) -> None:
+    """Refuse to listen where other machines reach the API unless the owner chose it
+    (``[server] allow_remote = true``): a ConfigError saying how."""
+    if is_loopback(host) or allow_remote:
+        return
+    raise ConfigError(
+        f"Listening on {host} would let other machines reach this vault's API; set "
+        "allow_remote = true under [server] in the vault's config to mean it (and put TLS "
+        "in front), or listen on 127.0.0.1."
+    )
 
 
 def read_secret(path: Path) -> str | None:

@@ -5,7 +5,9 @@ Built on the official ``mcp`` SDK's low-level server:
 - **tools**: every registry tool up to tier 2 (tier 3, the deletions, only
   when ``tools.mcp_dangerous`` is set), with annotations so the client can
   decide what to confirm with its user. Over MCP the client is the
-  approver, so calls are not asked again here.
+  approver, so calls are not asked again here. Served by the daemon, a
+  :class:`ToolGate` also lists and runs only the tools the caller's token
+  may call (its scope).
 - **resources**: each note as ``memvault://vault/<path>`` (Markdown), plus
   a template for any path.
 - **prompts**: ``memory_guide`` (when to search, when to remember) and
@@ -26,7 +28,7 @@ import functools
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 from urllib.parse import quote, unquote
 
 import anyio.to_thread
@@ -37,6 +39,7 @@ from mcp.shared.exceptions import MCPError
 from starlette.routing import BaseRoute
 
 from memvault import __version__
+from memvault.acting import acting_as
 from memvault.errors import MemvaultError
 from memvault.index.backfill import Backfill
 from memvault.index.watch import follow
@@ -87,6 +90,19 @@ PROMPTS = (
 )
 
 
+class ToolGate(Protocol):
+    """Who may call which tool, judged by the HTTP request a call came with (the daemon's
+    token scopes, :mod:`memvault.gateway.access`)."""
+
+    def refusal(self, request: Any, tool: Tool) -> str | None:
+        """Why the caller of ``request`` may not call ``tool``; None when it may."""
+        ...
+
+    def agent(self, request: Any) -> str | None:
+        """The agent the caller acts for, recorded on what it creates; None: the owner."""
+        ...
+
+
 class MemvaultMCP:
     """The MCP server of one vault."""
 
@@ -97,8 +113,10 @@ class MemvaultMCP:
         *,
         serve_dangerous: bool | None = None,
         background: bool = True,
+        gate: ToolGate | None = None,
     ) -> None:
         self.runtime = runtime
+        self.gate = gate
         self.registry = registry or default_registry()
         dangerous = (
             runtime.settings.tools.mcp_dangerous if serve_dangerous is None else serve_dangerous
@@ -145,9 +163,14 @@ class MemvaultMCP:
 
     # -- tools -----------------------------------------------------------------------
 
-    def tools(self) -> list[Tool]:
-        """The registry tools this server offers."""
-        return self.registry.offered(self.runtime.settings, self.max_tier)
+    def tools(self, request: Any = None) -> list[Tool]:
+        """The registry tools this server offers (to the caller of ``request``, when a gate
+        judges callers)."""
+        offered = self.registry.offered(self.runtime.settings, self.max_tier)
+        if self.gate is None:
+            return offered
+        gate = self.gate
+        return [tool for tool in offered if gate.refusal(request, tool) is None]
 
     async def list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -167,18 +190,25 @@ class MemvaultMCP:
                         open_world_hint=tool.annotations.open_world,
                     ),
                 )
-                for tool in self.tools()
+                for tool in self.tools(ctx.request)
             ]
         )
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        offered = {tool.name for tool in self.tools()}
+        offered = {tool.name for tool in self.tools(ctx.request)}
         if params.name not in offered:
             tool = self.registry.get(params.name) if params.name in self.registry.names() else None
+            refusal = (
+                self.gate.refusal(ctx.request, tool)
+                if tool is not None and self.gate is not None
+                else None
+            )
             if tool is not None and not tool.offered(self.runtime.settings):
                 message = tool.turned_off()
+            elif refusal is not None:
+                message = refusal
             elif tool is not None:
                 message = (
                     f"{params.name} is not offered over MCP: it is a tier-3 tool (it deletes "
@@ -195,7 +225,11 @@ class MemvaultMCP:
             index_followed=self._watching.is_set(),
             wait_for_model=False,
         )
-        result = await self._run(self.registry.call, params.name, params.arguments or {}, context)
+        agent = self.gate.agent(ctx.request) if self.gate is not None else None
+        with acting_as(agent):  # the worker thread runs in a copy of this context
+            result = await self._run(
+                self.registry.call, params.name, params.arguments or {}, context
+            )
         return _tool_result(result)
 
     # -- resources -------------------------------------------------------------------

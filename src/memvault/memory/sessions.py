@@ -3,7 +3,9 @@
 A session is one conversation under a key (``telegram:42``, ``cli``,
 ``openclaw:main``). Logging a message to a key appends it to the key's open
 session, or opens a new one; ending a session closes it and notes it in the
-day's journal, so the vault knows that the conversation happened.
+day's journal, so the vault knows that the conversation happened. A session
+opened by a request with a named API token records the token's name as its
+``agent`` (:mod:`memvault.acting`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from memvault.acting import acting_agent
 from memvault.clock import Clock
 from memvault.errors import InvalidInputError, NotFoundError
 from memvault.memory.state import StateDB
@@ -45,6 +48,7 @@ class Session:
     ended_at: datetime | None
     message_count: int
     summary: str | None
+    agent: str | None = None
 
     @property
     def active(self) -> bool:
@@ -63,6 +67,7 @@ class Session:
             "ended_at": _iso(self.ended_at),
             "message_count": self.message_count,
             "summary": self.summary,
+            "agent": self.agent,
         }
 
 
@@ -170,8 +175,9 @@ class Sessions:
                 session_channel = channel_of(key, channel)
                 session_id = int(
                     conn.execute(
-                        "INSERT INTO sessions (key, channel, started_at) VALUES (?, ?, ?)",
-                        (key, session_channel, stamp),
+                        "INSERT INTO sessions (key, channel, started_at, agent) "
+                        "VALUES (?, ?, ?, ?)",
+                        (key, session_channel, stamp, acting_agent()),
                     ).lastrowid
                     or 0
                 )
@@ -312,6 +318,7 @@ def _session(row: sqlite3.Row) -> Session:
         ended_at=_when(row["ended_at"]),
         message_count=int(row["message_count"]),
         summary=row["summary"],
+        agent=row["agent"],
     )
 
 

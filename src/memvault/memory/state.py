@@ -4,8 +4,8 @@ Unlike the index (derived from the vault, rebuildable at any time), this
 database holds what exists nowhere else: sessions and their messages, the
 event id counter, location samples, the channels' inbox, outbox, senders
 and approvals, what the importers brought in, the jobs' runs, when a search
-last returned each memory, which reminders were sent, and what consolidation
-changed in memories or left for review. It is SQLite in
+last returned each memory, which reminders were sent, what consolidation
+changed in memories or left for review, and the named API tokens. It is SQLite in
 WAL mode, shared by the daemon's threads through one connection guarded by
 a lock; every write is a transaction.
 """
@@ -215,6 +215,23 @@ _MIGRATIONS: dict[int, str] = {
         resolved_at TEXT
     );
     CREATE INDEX memory_reviews_status ON memory_reviews (status, id)
+    """,
+    # Named API tokens (gateway/tokens.py): only a SHA-256 of each secret is kept; a name
+    # is unique among the tokens not revoked. The agent a named token acts for is recorded
+    # on the sessions it opens.
+    7: """
+    CREATE TABLE api_tokens (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL,
+        scopes TEXT NOT NULL,
+        secret_sha256 TEXT NOT NULL UNIQUE,
+        created_at TEXT NOT NULL,
+        last_used_at TEXT,
+        revoked_at TEXT
+    );
+    CREATE UNIQUE INDEX api_tokens_live ON api_tokens (name COLLATE NOCASE)
+        WHERE revoked_at IS NULL;
+    ALTER TABLE sessions ADD COLUMN agent TEXT
     """,
 }
 SCHEMA_VERSION = max(_MIGRATIONS)

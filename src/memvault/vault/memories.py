@@ -7,7 +7,11 @@ id, so ``[[Memory/Preferences#^m-3f9a1c2b]]`` links to it::
     - Prefers dark mode in every app #ui [importance:: 0.8]
       [created:: 2026-11-22 10:31:05] [source:: cli] ^m-3f9a1c2b
 
-(shown on two lines here; it is one line in the file).
+(shown on two lines here; it is one line in the file). A memory stored
+through a named API token also carries ``[agent:: NAME]``, the token's name
+(:mod:`memvault.acting`): ``source`` says by which way it came (cli, api,
+mcp, a channel) and is the caller's to give; ``agent`` says who sent it, and
+only the token decides that.
 
 The file is the truth: a bullet edited by hand is read back as edited, a
 deleted one is gone, and a bullet typed without an id still counts (its id
@@ -27,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from memvault.acting import acting_agent
 from memvault.clock import Clock
 from memvault.errors import ConfigError, InvalidInputError, NotFoundError, NotTextError
 from memvault.text import check_values
@@ -79,6 +84,11 @@ class Memory:
         return self.fields.get("superseded_by") or ""
 
     @property
+    def agent(self) -> str | None:
+        """The agent (named API token) that stored this memory; None for the owner."""
+        return self.fields.get("agent") or None
+
+    @property
     def retired(self) -> bool:
         """Archived or superseded: left out of default lists, search and context."""
         return self.archived or "superseded" in self.fields
@@ -97,6 +107,7 @@ class Memory:
             "line": self.line,
             "archived": self.archived,
             "superseded_by": self.superseded_by,
+            "agent": self.agent,
         }
 
 
@@ -485,6 +496,7 @@ class Memories:
             raise InvalidInputError(f"Importance must be between 0 and 1, not {value}.")
         cat = self.check_category(category) if category else self.default_category
         moment = self.clock.localize(created) if created else self.clock.now()
+        agent = acting_agent()
         memory = Memory(
             id="",
             text=clean,
@@ -495,6 +507,7 @@ class Memories:
             source=_clean_value(source, 200) if source else None,
             path=category_path(cat),
             line=0,
+            fields={"agent": _clean_value(agent, 100) or ""} if agent else {},
         )
         # What is returned and cached must be what the line reads back as, field for field.
         back = self.parse_line(

@@ -54,7 +54,7 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     described = {
         400: "Invalid input (validation_failed, invalid_json, unsafe_path)",
         401: "Missing or wrong token (unauthorized)",
-        403: "Refused (browser_origin_rejected, approval_required)",
+        403: "Refused (browser_origin_rejected, insufficient_scope, approval_required)",
         404: "Not found (not_found)",
         409: "Conflict (conflict, embedder_changed)",
         413: "Request body too large (payload_too_large)",

@@ -14,6 +14,7 @@ refused call is reported to the model, which tells the owner.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import json
 import threading
@@ -102,7 +103,13 @@ async def run_agent(
             put(_END)
 
     async def stream() -> AsyncIterator[str]:
-        worker = threading.Thread(target=work, name="memvault-agent-run", daemon=True)
+        # In this request's context: a named token's agent is recorded on what the run stores.
+        worker = threading.Thread(
+            target=contextvars.copy_context().run,
+            args=(work,),
+            name="memvault-agent-run",
+            daemon=True,
+        )
         worker.start()
         try:
             while True:

@@ -2,19 +2,23 @@
 
 Calls go through the same tier policy as every other surface. Tier 1 runs;
 tier 2 needs ``tools.mode = "autonomous"`` or the owner's approval token in
-``X-Memvault-Approval``; tier 3 always needs the approval token.
+``X-Memvault-Approval``; tier 3 always needs the approval token. A named
+token lists and calls only the tools its scope covers
+(:func:`memvault.gateway.access.tool_scope`): 403 ``insufficient_scope``.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Header, Path
+from fastapi import APIRouter, Body, Header, Path, Request
 
+from memvault.gateway.access import UNKNOWN_CALLER, insufficient, principal_of, tool_scope
 from memvault.gateway.errors import ApiError
 from memvault.gateway.routes import COMMON_ERRORS, DaemonDep, errors
 from memvault.gateway.schemas import Envelope, NoticedEnvelope, ToolCall, ToolInfo
 from memvault.gateway.security import matches
+from memvault.gateway.tokens import Principal
 from memvault.tools.policy import AllowAll, DenyAll, Policy
 from memvault.tools.registry import ToolContext
 
@@ -34,9 +38,18 @@ _STATUS = {
 }
 
 
+def _caller(request: Request) -> Principal:
+    principal = principal_of(request)
+    if principal is None:  # the middleware always says; closed if it ever did not
+        raise ApiError(401, "unauthorized", UNKNOWN_CALLER)
+    return principal
+
+
 @router.get("/tools", response_model=Envelope[list[ToolInfo]], responses=errors(*COMMON_ERRORS))
-def list_tools(daemon: DaemonDep) -> dict[str, Any]:
-    """Every tool the vault offers: name, description, tier, input schema and annotations."""
+def list_tools(daemon: DaemonDep, request: Request) -> dict[str, Any]:
+    """Every tool the vault offers (that the token's scope lets it call): name, description,
+    tier, input schema and annotations."""
+    caller = _caller(request)
     return {
         "ok": True,
         "result": [
@@ -55,6 +68,7 @@ def list_tools(daemon: DaemonDep) -> dict[str, Any]:
                 },
             }
             for tool in daemon.registry.offered(daemon.runtime.settings)
+            if caller.allows(tool_scope(tool))
         ],
     }
 
@@ -66,6 +80,7 @@ def list_tools(daemon: DaemonDep) -> dict[str, Any]:
 )
 def call_tool(
     daemon: DaemonDep,
+    request: Request,
     name: Annotated[str, Path(min_length=1, max_length=100, description="The tool's name.")],
     arguments: Annotated[
         dict[str, Any] | None, Body(description="The tool's arguments (its input schema).")
@@ -87,6 +102,10 @@ def call_tool(
     Searches do not wait for an embedding model still loading: they answer
     from keywords, with a notice (in the tool's result, and here).
     """
+    if name in daemon.registry.names():
+        refused = insufficient(_caller(request), tool_scope(daemon.registry.get(name)))
+        if refused is not None:
+            raise refused
     approved = matches(approval, daemon.approval_token)
     policy = Policy(
         approver=AllowAll() if approved else DenyAll(), mode=daemon.runtime.settings.tools.mode
