@@ -46,7 +46,7 @@ KNOWN_CHANNELS = (
 
 SECTIONS = ("Actions Taken", "Commands Received", "Observations", "Decisions Made", "Follow-ups")
 
-KINDS = ("note", "memory", "task", "contact", "project", "journal", "insight", "skill")
+KINDS = ("note", "memory", "task", "contact", "project", "journal", "insight", "skill", "entity")
 
 TOOL_FORMATS = ("anthropic", "openai", "mcp")
 

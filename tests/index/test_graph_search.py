@@ -3,6 +3,7 @@ related to them, and a query naming no entity ranks exactly as without the graph
 
 from __future__ import annotations
 
+from memvault.index.filters import SearchFilters
 from memvault.index.search import Searcher
 from memvault.runtime import Runtime
 
@@ -84,3 +85,27 @@ def test_a_hit_shows_an_embedded_memory_by_its_text(runtime: Runtime) -> None:
     assert "![[" not in club.snippet
     # The file itself keeps the embed: only what a search hands over shows the text.
     assert f"![[Memory/Facts#^{kiln.id}]]" in (runtime.vault.root / club.path).read_text()
+
+
+def test_an_insight_gives_its_place_to_the_next_result_once_a_source_is_shown(
+    runtime: Runtime,
+) -> None:
+    kiln = runtime.memories.remember("Mel fired the glazed bowl in the kiln", "fact").memory
+    other = runtime.memories.remember("The glazed tiles for the kiln room arrived", "fact")
+    write(
+        runtime,
+        "Insights/Pottery.md",
+        "---\ntype: insight\n---\n# Pottery\n\n## Insight\n\n"
+        "Mel has taken to pottery: the glazed bowl went into the kiln twice.\n"
+        f"\n## Evidence\n\n- ![[Memory/Facts#^{kiln.id}]]\n",
+    )
+    runtime.index.sync()
+    query = "glazed bowl kiln"
+    ranked = [h.id or h.path for h in runtime.searcher.search(query, limit=10)]
+    # Its source is shown first: the insight comes after the other memory, not before.
+    assert ranked == [kiln.id, other.memory.id, "Insights/Pottery.md"]
+    # With two places, the source and the next memory take them.
+    assert [h.id for h in runtime.searcher.search(query, limit=2)] == [kiln.id, other.memory.id]
+    # Without its source among the results (a filter leaves memories out) it ranks as ever.
+    notes = runtime.searcher.search(query, limit=10, filters=SearchFilters(kinds=("insight",)))
+    assert [h.path for h in notes] == ["Insights/Pottery.md"]

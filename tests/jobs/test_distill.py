@@ -302,3 +302,24 @@ def test_a_superseded_source_leaves_the_insight(
     note = Note.parse((vault.root / path).read_text("utf-8"))
     assert set(note.get("sources")) == {ids[t] for t in CYCLING[1:]}
     assert links(note.body) == {ids[t] for t in CYCLING[1:]}
+
+
+def test_a_digest_is_titled_by_what_sets_its_cluster_apart(
+    runtime: Runtime, clock: MovableClock, vault: Vault
+) -> None:
+    clock.set(at("2026-11-20T10:00"))
+    for text in [
+        "Caroline throws a glazed clay bowl at the pottery wheel",
+        "Caroline fires the glazed clay bowl in the pottery kiln",
+        "Caroline paints the glazed clay bowl from the pottery class",
+        "Caroline walks the dog along the canal",
+        "Caroline reads a novel on the train",
+        "Caroline cooks lentil soup on Sundays",
+        "Caroline calls her sister every Friday",
+    ]:
+        runtime.memories.remember(text, "fact")
+    clock.set(at("2026-11-22T05:00"))
+    run(runtime, clock)
+    (title,) = [p.removeprefix("Insights/").removesuffix(".md") for p in insights(vault)]
+    assert "caroline" not in title.casefold()  # in every memory: it says nothing
+    assert {"glazed", "clay", "bowl", "pottery"} & set(title.casefold().replace(",", "").split())

@@ -263,9 +263,39 @@ class Searcher:
         lam = mmr_lambda if mmr_lambda is not None else self.settings.mmr_lambda
         if lam is not None and qvec is not None:
             ranked = self._mmr(ranked, lam, limit)
-        chosen = ranked[:limit]
+        chosen = self._summaries_last(ranked, limit)
         texts = self._with_embeds(self._texts([int(c.row["id"]) for c in chosen]))
         return [self._hit(c, texts.get(int(c.row["id"]), "")) for c in chosen]
+
+    def _summaries_last(self, ranked: list[_Candidate], limit: int) -> list[_Candidate]:
+        """The first ``limit`` of ``ranked``, where an insight drawn from a memory ranked
+        above it gives its place to the next result and comes after them.
+
+        An insight restates its sources: once one of them is in the results, the next
+        result adds more than the summary does (it still shows when there is room).
+        """
+        chosen: list[_Candidate] = []
+        later: list[_Candidate] = []
+        shown: set[str] = set()
+        for c in ranked:
+            if len(chosen) >= limit:
+                break
+            if c.row["kind"] == "insight" and shown & self._sources_of(int(c.row["note_id"])):
+                later.append(c)
+                continue
+            chosen.append(c)
+            if c.row["memory_id"]:
+                shown.add(str(c.row["memory_id"]))
+        return (chosen + later)[:limit]
+
+    def _sources_of(self, note_id: int) -> set[str]:
+        """The memory ids a note links by block reference."""
+        return {
+            str(r[0])[1:]
+            for r in self.conn.execute(
+                "SELECT subpath FROM links WHERE note_id = ? AND subpath LIKE '^m-%'", (note_id,)
+            )
+        }
 
     def _with_embeds(self, texts: dict[int, str]) -> dict[int, str]:
         """The texts with each embedded memory (``![[Memory/Facts#^m-1]]``: an entity's

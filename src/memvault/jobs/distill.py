@@ -36,6 +36,7 @@ before it changes, so ``memvault jobs undo RUN_ID`` restores a run.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -47,7 +48,9 @@ import numpy.typing as npt
 
 from memvault.config import DistillJob
 from memvault.errors import MemvaultError
+from memvault.index.db import DatabaseError
 from memvault.index.query import terms_of
+from memvault.index.ranking import fts_phrase
 from memvault.jobs.engine import JobContext
 from memvault.jobs.marked_section import Markers
 from memvault.jobs.model_draft import draft
@@ -366,7 +369,29 @@ def compose(ctx: JobContext, settings: DistillJob, group: list[Memory]) -> Writt
         if titled is not None:
             return Written(titled[0], titled[1], "by the model")
         problem = answer.problem or "the model's answer had no '# ' title line and text"
-    return digest(group, problem)
+    return digest(group, problem, rarity(ctx, group))
+
+
+def rarity(ctx: JobContext, group: list[Memory]) -> dict[str, float]:
+    """How rare each word of ``group`` is among the vault's memories (inverse document
+    frequency from the keyword index): a title names what sets the cluster apart, not a
+    name every memory holds."""
+    words = {w for m in group for w in terms_of(m.text) if not w.isdigit()}
+    conn = ctx.services.index.conn
+    try:
+        total = int(conn.execute("SELECT count(*) FROM memories").fetchone()[0])
+        found = {
+            word: int(
+                conn.execute(
+                    "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?",
+                    ("text : " + fts_phrase([word]),),
+                ).fetchone()[0]
+            )
+            for word in words
+        }
+    except DatabaseError:  # an index that cannot answer: every word counts alike
+        return {}
+    return {word: math.log((total + 1) / (count + 1)) + 1.0 for word, count in found.items()}
 
 
 def split_title(text: str) -> tuple[str, str] | None:
@@ -382,9 +407,11 @@ def split_title(text: str) -> tuple[str, str] | None:
     return title, rest
 
 
-def digest(group: list[Memory], problem: str) -> Written:
-    """The insight without a model: a title from the words the memories share, and the
-    most central memories (``group`` is central first)."""
+def digest(group: list[Memory], problem: str, rare: dict[str, float] | None = None) -> Written:
+    """The insight without a model: a title from the words the memories share, the rarer
+    in the vault the better (``rare``: a word's weight, 1 when absent), and the most central
+    memories (``group`` is central first)."""
+    weight = rare or {}
     counts: Counter[str] = Counter()
     first_seen: dict[str, int] = {}
     for memory in group:
@@ -392,7 +419,8 @@ def digest(group: list[Memory], problem: str) -> Written:
             counts[word] += 1
             first_seen.setdefault(word, len(first_seen))
     shared = sorted(
-        (w for w, c in counts.items() if c > 1), key=lambda w: (-counts[w], first_seen[w])
+        (w for w, c in counts.items() if c > 1),
+        key=lambda w: (-counts[w] * weight.get(w, 1.0), first_seen[w]),
     )
     words = [w for w in shared if not w.isdigit()][:3]
     if len(words) >= 2:
