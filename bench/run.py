@@ -3,8 +3,9 @@
     python bench/run.py [--quick]
 
 ``--quick`` runs the scale benchmark at 1k and 10k items only, the daemon
-and agent benchmarks on 2,000 items with fewer requests, and known-item
-search with fewer queries and docstrings.
+and agent benchmarks on 2,000 items with fewer requests, known-item
+search with fewer queries and docstrings, and the knowledge-graph stages on
+one LoCoMo conversation.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 
 import daemon
+import graph
 import knownitem
 import locomo
 import remember
@@ -38,6 +40,8 @@ def main() -> int:
     sizes = [1000, 10000] if args.quick else [1000, 10000, 100000]
     print("LoCoMo evidence retrieval...", file=sys.stderr)
     recall = locomo.run([locomo.DEFAULT_FILE], quiet=True)
+    print("LoCoMo with the knowledge graph and insights...", file=sys.stderr)
+    graphed = graph.run([locomo.DEFAULT_FILE], limit=1 if args.quick else None, quiet=True)
     print("Known-item search on real notes...", file=sys.stderr)
     known = knownitem.run(quick=args.quick, quiet=True)
     print(f"Scale at {', '.join(f'{s:,}' for s in sizes)} items...", file=sys.stderr)
@@ -66,6 +70,16 @@ def main() -> int:
             "## Recall: LoCoMo evidence retrieval (development split)",
             "",
             locomo.render(recall),
+            "",
+            "## Recall: the knowledge graph and insights (LoCoMo)",
+            "",
+            "Stages on one vault per conversation: off; the speakers as contacts and the",
+            "knowledge_graph job run (no model: mentions), expansion off (contacts) and on",
+            "(graph); the distill job run too (no model: digests), expansion off (insights)",
+            "and on. A note in the top k takes a slot and counts no turn, except in the",
+            "quoted row: the turns its snippet holds whole. See bench/graph.py.",
+            "",
+            graph.render(graphed),
             "",
             "## Recall: known-item search on real notes",
             "",
