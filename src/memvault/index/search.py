@@ -123,6 +123,19 @@ class _Candidate:
     final: float = 0.0
 
 
+@dataclass
+class _Pool:
+    """What scoring a chunk that joins the candidates late needs: the keyword scores, the
+    query's vector, the filters and the phrase matches."""
+
+    text_scores: dict[int, tuple[float, float]]
+    qvec: np.ndarray[Any, Any] | None
+    where: str
+    params: list[Any]
+    phrased: set[int]
+    fts: str | None
+
+
 SEARCH_MODES: tuple[str, ...] = ("hybrid", "keyword", "vector")
 
 
@@ -252,9 +265,10 @@ class Searcher:
         if not candidates:
             return []
         self._score(candidates, terms, spread)
-        self._expand(candidates, text_scores, qvec, where, params, phrased, fts)
+        pool = _Pool(text_scores, qvec, where, params, phrased, fts)
+        self._expand(candidates, pool)
         self._score(candidates, terms, spread)
-        graph = self._graph(candidates, query, text_scores, qvec, where, params, phrased, fts)
+        graph = self._graph(candidates, query, pool)
         self._score(candidates, terms, spread)
         self._finish(candidates, parsed, graph)
         ranked = sorted(candidates.values(), key=lambda c: -c.final)
@@ -481,16 +495,17 @@ class Searcher:
             )
         return out
 
-    def _expand(
-        self,
-        candidates: dict[int, _Candidate],
-        text_scores: dict[int, tuple[float, float]],
-        qvec: np.ndarray[Any, Any] | None,
-        where: str,
-        params: list[Any],
-        phrased: set[int],
-        fts: str | None,
-    ) -> None:
+    def _admit(self, candidates: dict[int, _Candidate], ids: Sequence[int], pool: _Pool) -> None:
+        """Make the chunks ``ids`` that pass the filters candidates, scored like the others."""
+        if not ids:
+            return
+        passing = self._passing(ids, pool.where, pool.params)
+        for chunk_id in ids:
+            if chunk_id in passing:
+                candidates.setdefault(chunk_id, _Candidate(row=None))
+        self._complete(candidates, pool.text_scores, pool.qvec, pool.phrased, pool.fts)
+
+    def _expand(self, candidates: dict[int, _Candidate], pool: _Pool) -> None:
         """Add the conversational neighbours of the best memory candidates (same source).
 
         Only memories: in a conversation the answer often follows the line that
@@ -522,22 +537,10 @@ class Searcher:
             for r in found
             if wanted.get((int(r["note_id"]), int(r["ordinal"]))) == r["grp"]
         ]
-        passing = self._passing(same_group, where, params)
-        new_ids = [i for i in same_group if i in passing]
-        for chunk_id in new_ids:
-            candidates.setdefault(chunk_id, _Candidate(row=None))
-        self._complete(candidates, text_scores, qvec, phrased, fts)
+        self._admit(candidates, same_group, pool)
 
     def _graph(
-        self,
-        candidates: dict[int, _Candidate],
-        query: str,
-        text_scores: dict[int, tuple[float, float]],
-        qvec: np.ndarray[Any, Any] | None,
-        where: str,
-        params: list[Any],
-        phrased: set[int],
-        fts: str | None,
+        self, candidates: dict[int, _Candidate], query: str, pool: _Pool
     ) -> Neighbourhood | None:
         """Add what the knowledge graph links to the entities in play (see ``expansion``)."""
         if not self.settings.graph_expansion or not self.settings.graph_boost:
@@ -552,13 +555,9 @@ class Searcher:
             hub_limit=self.settings.graph_hub_limit,
             depth=len(self.settings.graph_boost),
         )
-        new_ids = sorted(graph.chunks - candidates.keys())[: self.settings.candidates]
-        if new_ids:
-            passing = self._passing(new_ids, where, params)
-            for chunk_id in new_ids:
-                if chunk_id in passing:
-                    candidates[chunk_id] = _Candidate(row=None)
-            self._complete(candidates, text_scores, qvec, phrased, fts)
+        self._admit(
+            candidates, sorted(graph.chunks - candidates.keys())[: self.settings.candidates], pool
+        )
         return graph
 
     # -- scoring -------------------------------------------------------------------

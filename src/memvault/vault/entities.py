@@ -89,6 +89,27 @@ def _fields(text: str) -> tuple[str, dict[str, str]]:
     return _FIELD.sub("", text).strip(), found
 
 
+def _when_fields(
+    valid_from: date | None, valid_until: date | None, source: str | None
+) -> list[str]:
+    """The inline fields saying when something held and where it was learnt."""
+    fields = []
+    if valid_from:
+        fields.append(f"[valid_from:: {valid_from.isoformat()}]")
+    if valid_until:
+        fields.append(f"[valid_until:: {valid_until.isoformat()}]")
+    if source:
+        fields.append(f"[source:: {source}]")
+    return fields
+
+
+def _when(valid_from: date | None, valid_until: date | None) -> dict[str, str | None]:
+    return {
+        "valid_from": valid_from.isoformat() if valid_from else None,
+        "valid_until": valid_until.isoformat() if valid_until else None,
+    }
+
+
 @dataclass
 class Fact:
     """One observation about an entity, and when it held."""
@@ -112,13 +133,7 @@ class Fact:
         """The list item."""
         parts = [f"- [{self.category}] {self.text}"]
         parts += [f"#{tag}" for tag in self.tags if f"#{tag}" not in self.text]
-        if self.valid_from:
-            parts.append(f"[valid_from:: {self.valid_from.isoformat()}]")
-        if self.valid_until:
-            parts.append(f"[valid_until:: {self.valid_until.isoformat()}]")
-        if self.source:
-            parts.append(f"[source:: {self.source}]")
-        return " ".join(parts)
+        return " ".join(parts + _when_fields(self.valid_from, self.valid_until, self.source))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -126,8 +141,7 @@ class Fact:
             "category": self.category,
             "text": self.text,
             "tags": self.tags,
-            "valid_from": self.valid_from.isoformat() if self.valid_from else None,
-            "valid_until": self.valid_until.isoformat() if self.valid_until else None,
+            **_when(self.valid_from, self.valid_until),
             "current": self.current(),
             "source": self.source,
         }
@@ -150,13 +164,7 @@ class Relation:
         parts = [f"- {self.type} [[{self.target}]]"]
         if self.context:
             parts.append(self.context)
-        if self.valid_from:
-            parts.append(f"[valid_from:: {self.valid_from.isoformat()}]")
-        if self.valid_until:
-            parts.append(f"[valid_until:: {self.valid_until.isoformat()}]")
-        if self.source:
-            parts.append(f"[source:: {self.source}]")
-        return " ".join(parts)
+        return " ".join(parts + _when_fields(self.valid_from, self.valid_until, self.source))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -164,8 +172,7 @@ class Relation:
             "type": self.type,
             "target": self.target,
             "context": self.context,
-            "valid_from": self.valid_from.isoformat() if self.valid_from else None,
-            "valid_until": self.valid_until.isoformat() if self.valid_until else None,
+            **_when(self.valid_from, self.valid_until),
             "current": self.valid_until is None,
         }
 
