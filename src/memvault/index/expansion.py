@@ -31,6 +31,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from memvault.sqlite import get_meta
+
 ENTITY_KINDS = ("contact", "project", "entity")
 # Only entities pass relevance on. Not insights (frontmatter ``type: insight``): a cluster by
 # likeness, whose members a search by likeness finds already; passing an insight's relevance
@@ -99,10 +101,10 @@ class EntityNames:
         return found[:_MAX_FOCUS]
 
     def _refresh(self, conn: Any) -> None:
-        key = tuple(
-            conn.execute(
-                f"SELECT count(*), max(indexed_at) FROM notes n WHERE {_is_node('n')}"
-            ).fetchone()
+        # Any note added, moved or removed bumps the structure; any edit the newest indexed_at.
+        key = (
+            get_meta(conn, "structure_version"),
+            conn.execute("SELECT max(indexed_at) FROM notes").fetchone()[0],
         )
         if key == self._key:
             return
@@ -156,9 +158,8 @@ def neighbourhood(
     for r in rows:
         if r["kind"] in ENTITY_KINDS or (r["kind"] == "note" and r["type"] is not None):
             centres.append(str(r["path"]))
-        elif r["memory_id"]:
-            for entity in _entities_of_memory(conn, r):
-                via_memory[entity].add(int(r["id"]))
+    for chunk_id, entity in _entities_of_memories(conn, [r for r in rows if r["memory_id"]]):
+        via_memory[entity].add(chunk_id)
     graph = _Graph(conn, hub_limit)
     asked = _words(query)
     for path in dict.fromkeys(centres):
@@ -263,25 +264,29 @@ def _memories_of_entity(conn: Any, path: str) -> list[int]:
     return list(dict.fromkeys([int(r[0]) for r in linked] + [int(r[0]) for r in linking]))
 
 
-def _entities_of_memory(conn: Any, row: Any) -> list[str]:
-    """The entity notes linking this memory by block reference, and those it links."""
-    memory_id = str(row["memory_id"])
+def _entities_of_memories(conn: Any, rows: list[Any]) -> list[tuple[int, str]]:
+    """(memory chunk, entity) for the entity notes linking these memories by block reference,
+    and the entities the memories link."""
+    if not rows:
+        return []
+    by_block = {"^" + str(r["memory_id"]): int(r["id"]) for r in rows}
     found = [
-        str(r[0])
+        (by_block[str(r[0])], str(r[1]))
         for r in conn.execute(
-            "SELECT DISTINCT e.path FROM links l JOIN notes e ON e.id = l.note_id"
-            " WHERE l.resolved = ? AND l.subpath = ?"
-            f" AND {_is_node('e')}",
-            (row["path"], "^" + memory_id),
+            "SELECT DISTINCT l.subpath, e.path FROM links l JOIN notes e ON e.id = l.note_id"
+            f" WHERE l.subpath IN ({','.join('?' * len(by_block))}) AND {_is_node('e')}",
+            list(by_block),
         )
     ]
+    marks = ",".join("?" * len(rows))
     found += [
-        str(r[0])
+        (int(r[0]), str(r[1]))
         for r in conn.execute(
-            "SELECT DISTINCT e.path FROM links l JOIN notes e ON e.path = l.resolved"
-            " WHERE l.note_id = ? AND l.line BETWEEN ? AND ?"
-            f" AND {_is_node('e')}",
-            (row["note_id"], row["start_line"], row["end_line"]),
+            "SELECT DISTINCT c.id, e.path FROM chunks c JOIN links l ON l.note_id = c.note_id"
+            " AND l.line BETWEEN c.start_line AND c.end_line"
+            " JOIN notes e ON e.path = l.resolved"
+            f" WHERE c.id IN ({marks}) AND {_is_node('e')}",
+            [int(r["id"]) for r in rows],
         )
     ]
     return list(dict.fromkeys(found))
