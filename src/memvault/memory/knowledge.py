@@ -53,12 +53,6 @@ def parse_day(text: str | None) -> date | None:
         ) from None
 
 
-def _held(valid_from: date | None, valid_until: date | None, on: date) -> bool:
-    """Whether something valid from ``valid_from`` until (not including) ``valid_until``
-    held on ``on``; an open end holds."""
-    return (valid_from is None or valid_from <= on) and (valid_until is None or on < valid_until)
-
-
 def entity_facts(
     entities: Entities,
     name: str,
@@ -82,12 +76,9 @@ def entity_facts(
     entity = entities.get(name)
     if history:
         facts, relations = entity.facts, entity.relations
-    elif day is not None:
-        facts = [f for f in entity.facts if f.current(day)]
-        relations = [r for r in entity.relations if _held(r.valid_from, r.valid_until, day)]
     else:
-        facts = [f for f in entity.facts if f.current()]
-        relations = [r for r in entity.relations if r.valid_until is None]
+        facts = [f for f in entity.facts if f.current(day)]
+        relations = [r for r in entity.relations if r.current(day)]
     return {
         "name": entity.name,
         "type": entity.type,

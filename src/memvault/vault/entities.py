@@ -89,6 +89,14 @@ def _fields(text: str) -> tuple[str, dict[str, str]]:
     return _FIELD.sub("", text).strip(), found
 
 
+def held(valid_from: date | None, valid_until: date | None, on: date | None = None) -> bool:
+    """Whether something valid from ``valid_from`` until (not including) ``valid_until``
+    held on ``on``; without ``on``, whether it still holds (has no end)."""
+    if on is None:
+        return valid_until is None
+    return (valid_from is None or valid_from <= on) and (valid_until is None or on < valid_until)
+
+
 def _when_fields(
     valid_from: date | None, valid_until: date | None, source: str | None
 ) -> list[str]:
@@ -124,10 +132,7 @@ class Fact:
 
     def current(self, on: date | None = None) -> bool:
         """Whether the fact holds on ``on`` (today's facts: not yet closed)."""
-        if on is None:
-            return self.valid_until is None
-        started = self.valid_from is None or self.valid_from <= on
-        return started and (self.valid_until is None or on < self.valid_until)
+        return held(self.valid_from, self.valid_until, on)
 
     def render(self) -> str:
         """The list item."""
@@ -159,6 +164,10 @@ class Relation:
     source: str | None = None
     line: int = 0
 
+    def current(self, on: date | None = None) -> bool:
+        """Whether the relation holds on ``on`` (today's: not yet ended)."""
+        return held(self.valid_from, self.valid_until, on)
+
     def render(self) -> str:
         """The list item."""
         parts = [f"- {self.type} [[{self.target}]]"]
@@ -173,7 +182,7 @@ class Relation:
             "target": self.target,
             "context": self.context,
             **_when(self.valid_from, self.valid_until),
-            "current": self.valid_until is None,
+            "current": self.current(),
         }
 
 
