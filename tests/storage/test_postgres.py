@@ -345,6 +345,26 @@ def test_an_unknown_user_is_one_sentence(pg: TemporaryPostgres) -> None:
     )
 
 
+def test_a_user_the_server_turns_away_is_one_sentence(pg: TemporaryPostgres) -> None:
+    hba = pg.root / "data" / "pg_hba.conf"
+    rules = hba.read_text()
+    hba.write_text("host all outsider 127.0.0.1/32 reject\n" + rules)
+    try:
+        with psycopg.connect(pg.dsn(), autocommit=True) as admin:
+            admin.execute("SELECT pg_reload_conf()")
+        dsn = f"postgresql://outsider:{pg.password}@127.0.0.1:{pg.port}/postgres"
+        with pytest.raises(ConfigError) as caught:
+            PostgresStorage.open(SETTINGS, environ=env(dsn))
+    finally:
+        hba.write_text(rules)
+        with psycopg.connect(pg.dsn(), autocommit=True) as admin:
+            admin.execute("SELECT pg_reload_conf()")
+    assert str(caught.value) == (
+        f'PostgreSQL at 127.0.0.1:{pg.port} does not let user "outsider" in from here; check '
+        "the user in MEMVAULT_PG_DSN and the server's pg_hba.conf."
+    )
+
+
 def test_a_missing_database_is_one_sentence(pg: TemporaryPostgres) -> None:
     with pytest.raises(ConfigError) as caught:
         PostgresStorage.open(SETTINGS, environ=env(pg.dsn("memories")))

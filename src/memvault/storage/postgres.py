@@ -149,15 +149,15 @@ def connection_error(exc: psycopg.OperationalError, target: Target) -> MemvaultE
             f'{where} refused the password of user "{target.user}"; check the user and '
             f"password in {target.env_name}."
         )
-    if re.search(r'role ".*" does not exist', text) or "authentication failed" in text:
-        return ConfigError(
-            f'{where} does not let user "{target.user}" in; check the user in '
-            f"{target.env_name} (and the server's pg_hba.conf)."
-        )
     if re.search(r'database ".*" does not exist', text):
         return ConfigError(
             f'{where} has no database "{target.dbname}"; create it (createdb '
             f"{target.dbname}) or name another one in {target.env_name}."
+        )
+    if re.search(r'role ".*" does not exist|authentication failed|pg_hba\.conf', text):
+        return ConfigError(
+            f'{where} does not let user "{target.user}" in from here; check the user in '
+            f"{target.env_name} and the server's pg_hba.conf."
         )
     return StorageError(
         f"Cannot reach {where} ({_reason(text)}); check that the server runs and that "
