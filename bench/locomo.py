@@ -234,24 +234,9 @@ def _one_conversation(
     texts = [t["text"] for t in turns]
     turn_vectors = embedder.embed(texts)
     question_vectors = embedder.embed([q["question"] for q in questions])
-    conn = conversation.runtime.index.conn
-    rowid_to_turn: dict[int, str] = {}
-    for result, turn in zip(conversation.remembered, turns, strict=True):
-        row = conn.execute(
-            "SELECT chunk_id FROM memories WHERE id = ?", (result.memory.id,)
-        ).fetchone()
-        rowid_to_turn.setdefault(int(row[0]), turn["id"])
+    turn_of_chunk = chunk_turns(conversation, turns)
     for q, qv in zip(questions, question_vectors, strict=True):
-        terms = terms_of(q["question"])
-        bm25_ranked: list[str] = []
-        if terms:
-            expr = "text : (" + " OR ".join(f'"{t}"' for t in terms) + ")"
-            rows = conn.execute(
-                "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?"
-                " ORDER BY bm25(chunks_fts) LIMIT 200",
-                (expr,),
-            ).fetchall()
-            bm25_ranked = [rowid_to_turn[int(r[0])] for r in rows if int(r[0]) in rowid_to_turn]
+        bm25_ranked = bm25_ranking(conversation, turn_of_chunk, q["question"])
         cos = turn_vectors @ qv
         cos_ranked = [ids[i] for i in np.argsort(-cos)]
         bm25_rank = {turn_id: rank for rank, turn_id in enumerate(bm25_ranked)}
@@ -264,6 +249,33 @@ def _one_conversation(
             q["category"], q["evidence"], [ids[i] for i in np.argsort(-fused)]
         )
     conversation.close()
+
+
+def chunk_turns(conversation: Conversation, turns: list[dict[str, Any]]) -> dict[int, str]:
+    """The turn each row of the keyword index (a memory's chunk) holds."""
+    conn = conversation.runtime.index.conn
+    turn_of_chunk: dict[int, str] = {}
+    for result, turn in zip(conversation.remembered, turns, strict=True):
+        row = conn.execute(
+            "SELECT chunk_id FROM memories WHERE id = ?", (result.memory.id,)
+        ).fetchone()
+        turn_of_chunk.setdefault(int(row[0]), turn["id"])
+    return turn_of_chunk
+
+
+def bm25_ranking(
+    conversation: Conversation, turn_of_chunk: dict[int, str], question: str
+) -> list[str]:
+    """BM25 alone: FTS5 over the turns' text for any of the question's words, best first."""
+    terms = terms_of(question)
+    if not terms:
+        return []
+    expr = "text : (" + " OR ".join(f'"{t}"' for t in terms) + ")"
+    rows = conversation.runtime.index.conn.execute(
+        "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY bm25(chunks_fts) LIMIT 200",
+        (expr,),
+    ).fetchall()
+    return [turn_of_chunk[int(r[0])] for r in rows if int(r[0]) in turn_of_chunk]
 
 
 def render(result: dict[str, Any]) -> str:

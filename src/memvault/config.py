@@ -119,6 +119,25 @@ class IndexSettings(Section):
     )
 
 
+class StorageSettings(Section):
+    """Where the index and the operational state live."""
+
+    backend: Literal["sqlite", "postgres"] = Field(
+        "sqlite",
+        description="sqlite (files in the vault's .memvault folder) or postgres (a PostgreSQL "
+        "server with pgvector, shared by several daemons)",
+    )
+    dsn_env: str = Field(
+        "MEMVAULT_PG_DSN",
+        description="environment variable holding the PostgreSQL connection string "
+        "(postgresql://user:password@host:5432/dbname)",
+    )
+    pool_size: int = Field(10, ge=1, le=200, description="most PostgreSQL connections held open")
+    connect_timeout: float = Field(
+        10.0, gt=0, le=300, description="seconds to wait for PostgreSQL to answer a connection"
+    )
+
+
 class SearchSettings(Section):
     """How keyword, meaning and phrase evidence are fused, floored and boosted."""
 
@@ -770,6 +789,7 @@ class Settings(BaseSettings):
     embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)
     index: IndexSettings = Field(default_factory=IndexSettings)
     search: SearchSettings = Field(default_factory=SearchSettings)
+    storage: StorageSettings = Field(default_factory=StorageSettings)
     context: ContextSettings = Field(default_factory=ContextSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)

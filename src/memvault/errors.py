@@ -96,6 +96,16 @@ class VaultError(MemvaultError):
     retriable = True
 
 
+class StorageError(MemvaultError):
+    """The database behind the index and the state cannot be used (PostgreSQL unreachable,
+    pgvector missing, a schema written by a newer memvault)."""
+
+    code = "storage_unavailable"
+    exit_code = 5
+    http_status = 503
+    retriable = True
+
+
 class ConfigError(MemvaultError):
     """The configuration file or environment holds an invalid setting."""
 

@@ -1,0 +1,393 @@
+"""PostgreSQL with pgvector: the connection, the pool and the schema's migrations.
+
+The connection string (DSN) is never written in the config file: ``[storage] dsn_env``
+names the environment variable that holds it (``MEMVAULT_PG_DSN`` by default), so a
+password stays out of the vault. :meth:`PostgresStorage.open` connects once on its own
+to check the server and migrate the schema, then opens a pool of connections whose
+vector columns take numpy arrays and read as pgvector's ``Vector`` (its adapter).
+
+Migrations are versioned: the ``memvault_schema`` table holds one row per migration
+applied. Each runs in its own transaction, and the whole run holds an advisory lock,
+so two daemons starting at once against one database migrate it once: the second waits,
+then finds nothing left to do. A database migrated by a newer memvault is refused
+rather than written with an older idea of its schema.
+
+What can go wrong on the way (the variable unset, the server unreachable, a wrong
+password, pgvector not installed, a newer schema) is one sentence that says what to
+do: a :class:`~memvault.errors.ConfigError` when the setting is wrong, a
+:class:`~memvault.errors.StorageError` when the server is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import logging
+import math
+import os
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg import errors as pg_errors
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from memvault.config import StorageSettings
+from memvault.errors import ConfigError, MemvaultError, StorageError
+
+log = logging.getLogger(__name__)
+
+Connection = psycopg.Connection[Any]
+
+SCHEMA_TABLE = "memvault_schema"
+# pg_advisory_lock's key for migrations: "memvault" in ASCII, as one bigint.
+MIGRATION_LOCK = int.from_bytes(b"memvault", "big")
+# How long a starting daemon waits for another one's migrations before it gives up.
+MIGRATION_WAIT_SECONDS = 60
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One step of the schema: SQL run in one transaction (several statements may be
+    separated by ``;``; none may take parameters)."""
+
+    version: int
+    name: str
+    sql: str
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "pgvector", "CREATE EXTENSION IF NOT EXISTS vector"),
+)
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a DSN points, for messages (never its password)."""
+
+    host: str
+    port: str
+    dbname: str
+    user: str
+    env_name: str
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @classmethod
+    def of(cls, dsn: str, env_name: str, environ: Mapping[str, str] | None = None) -> Target:
+        """The parts of ``dsn`` that name the server, filled in as libpq does (``PG*``)."""
+        environ = os.environ if environ is None else environ
+        try:
+            parts = conninfo_to_dict(dsn)
+        except psycopg.ProgrammingError as exc:
+            reason = str(exc).strip().rstrip(".")
+            raise ConfigError(
+                f"{env_name} is not a valid PostgreSQL connection string ({reason}); "
+                "write it as postgresql://user:password@host:5432/dbname."
+            ) from None
+
+        def part(key: str, env: str, default: str) -> str:
+            value = parts.get(key) or environ.get(env) or default
+            return str(value).split(",")[0]
+
+        user = part("user", "PGUSER", getpass.getuser())
+        return cls(
+            host=part("host", "PGHOST", "localhost"),
+            port=part("port", "PGPORT", "5432"),
+            dbname=part("dbname", "PGDATABASE", user),
+            user=user,
+            env_name=env_name,
+        )
+
+
+def dsn_from_environment(
+    settings: StorageSettings, environ: Mapping[str, str] | None = None
+) -> str:
+    """The PostgreSQL connection string in the variable ``settings.dsn_env`` names."""
+    environ = os.environ if environ is None else environ
+    dsn = environ.get(settings.dsn_env, "").strip()
+    if not dsn:
+        raise ConfigError(
+            f"The environment variable {settings.dsn_env} is not set; set it to the PostgreSQL "
+            "connection string (postgresql://user:password@host:5432/dbname) or set [storage] "
+            'backend = "sqlite".'
+        )
+    return dsn
+
+
+def connect(dsn: str, target: Target, *, timeout: float = 10.0) -> Connection:
+    """One connection to ``dsn`` (autocommit), or the sentence that says why not."""
+    try:
+        return psycopg.connect(
+            dsn,
+            autocommit=True,
+            connect_timeout=_libpq_timeout(timeout),
+            application_name="memvault",
+        )
+    except psycopg.ProgrammingError as exc:  # the DSN's syntax, an unknown keyword
+        reason = str(exc).strip().rstrip(".")
+        raise ConfigError(
+            f"{target.env_name} is not a valid PostgreSQL connection string ({reason}); "
+            "write it as postgresql://user:password@host:5432/dbname."
+        ) from None
+    except psycopg.OperationalError as exc:
+        raise connection_error(exc, target) from None
+
+
+def connection_error(exc: psycopg.OperationalError, target: Target) -> MemvaultError:
+    """The sentence for a connection PostgreSQL refused or never answered."""
+    text = str(exc)
+    where = f"PostgreSQL at {target}"
+    if "password authentication failed" in text or "no password supplied" in text:
+        return ConfigError(
+            f'{where} refused the password of user "{target.user}"; check the user and '
+            f"password in {target.env_name}."
+        )
+    if re.search(r'database ".*" does not exist', text):
+        return ConfigError(
+            f'{where} has no database "{target.dbname}"; create it (createdb '
+            f"{target.dbname}) or name another one in {target.env_name}."
+        )
+    if re.search(r'role ".*" does not exist|authentication failed|pg_hba\.conf', text):
+        return ConfigError(
+            f'{where} does not let user "{target.user}" in from here; check the user in '
+            f"{target.env_name} and the server's pg_hba.conf."
+        )
+    return StorageError(
+        f"Cannot reach {where} ({_reason(text)}); check that the server runs and that "
+        f"{target.env_name} names its host and port."
+    )
+
+
+def _reason(text: str) -> str:
+    """libpq's own reason, from its first line: "Connection refused", "timeout expired"."""
+    first = text.strip().splitlines()[0] if text.strip() else "no answer"
+    reason = first.rsplit("failed: ", 1)[-1].strip().rstrip(".")
+    return reason[:1].lower() + reason[1:]
+
+
+def _libpq_timeout(seconds: float) -> int:
+    # libpq takes whole seconds and treats anything below 2 as 2.
+    return max(2, math.ceil(seconds))
+
+
+def schema_version(conn: Connection) -> int:
+    """The latest migration applied to the database (0 for a database memvault never used)."""
+    row = conn.execute(
+        "SELECT coalesce(max(version), 0) FROM memvault_schema"
+        if _has_schema_table(conn)
+        else "SELECT 0"
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _has_schema_table(conn: Connection) -> bool:
+    row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (SCHEMA_TABLE,)).fetchone()
+    return bool(row and row[0])
+
+
+def migrate(conn: Connection, target: Target, migrations: Sequence[Migration] = MIGRATIONS) -> int:
+    """Apply every migration above the database's version, each in a transaction, under
+    an advisory lock; returns the version the database is at.
+
+    ``conn`` must be in autocommit mode (as :func:`connect` opens it).
+    """
+    latest = _check_sequence(migrations)
+    try:
+        conn.execute(f"SET lock_timeout = '{MIGRATION_WAIT_SECONDS}s'")
+        conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
+    except pg_errors.LockNotAvailable:
+        raise StorageError(
+            f'Another memvault has been migrating database "{target.dbname}" at {target} '
+            f"for over {MIGRATION_WAIT_SECONDS} s; start this one again when it is done."
+        ) from None
+    try:
+        conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {SCHEMA_TABLE} ("
+            " version integer PRIMARY KEY,"
+            " name text NOT NULL,"
+            " applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        current = schema_version(conn)
+        if current > latest:
+            raise StorageError(
+                f'Database "{target.dbname}" at {target} was written by a newer memvault '
+                f"(schema {current}, this one knows up to {latest}); upgrade memvault to "
+                "use it."
+            )
+        for migration in sorted(migrations, key=lambda m: m.version):
+            if migration.version <= current:
+                continue
+            _apply(conn, migration, target)
+            log.info(
+                "migrated the PostgreSQL schema",
+                extra={"version": migration.version, "migration": migration.name},
+            )
+            current = migration.version
+        return current
+    finally:
+        if not conn.closed:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
+            conn.execute("RESET lock_timeout")
+
+
+def _check_sequence(migrations: Sequence[Migration]) -> int:
+    versions = sorted(m.version for m in migrations)
+    if versions != list(range(1, len(versions) + 1)):
+        raise ValueError(f"migrations must be numbered 1, 2, 3 ... without gaps: {versions}")
+    return len(versions)
+
+
+def _apply(conn: Connection, migration: Migration, target: Target) -> None:
+    try:
+        with conn.transaction():
+            conn.execute(migration.sql.encode())  # bytes: no parameters, several statements
+            conn.execute(
+                f"INSERT INTO {SCHEMA_TABLE} (version, name) VALUES (%s, %s)",
+                (migration.version, migration.name),
+            )
+    except psycopg.Error as exc:
+        raise _migration_error(exc, migration, target) from None
+
+
+def _migration_error(exc: psycopg.Error, migration: Migration, target: Target) -> MemvaultError:
+    message = exc.diag.message_primary or str(exc).strip()
+    where = f'database "{target.dbname}" at {target}'
+    if 'extension "vector"' in message:
+        if isinstance(exc, pg_errors.InsufficientPrivilege):
+            return StorageError(
+                f'User "{target.user}" may not create the pgvector extension in {where}; '
+                "have a superuser run CREATE EXTENSION vector there once."
+            )
+        return StorageError(
+            f"The PostgreSQL server of {where} has no pgvector; install it there (Debian: "
+            "postgresql-NN-pgvector, or see github.com/pgvector/pgvector)."
+        )
+    if isinstance(exc, psycopg.OperationalError) and _connection_lost(exc):
+        return StorageError(f"Lost the connection to PostgreSQL at {target} while migrating.")
+    return StorageError(
+        f"Migration {migration.version} ({migration.name}) of {where} failed: "
+        f"{message.rstrip('.')}."
+    )
+
+
+def _connection_lost(exc: psycopg.Error) -> bool:
+    state = exc.sqlstate
+    return state is None or state.startswith("08") or state in {"57P01", "57P02", "57P03"}
+
+
+def _configure(conn: Connection) -> None:
+    # Every pooled connection takes numpy arrays for vector columns (pgvector's adapter).
+    register_vector(conn)
+    conn.commit()
+
+
+class PostgresStorage:
+    """A PostgreSQL database memvault has checked and migrated, and a pool over it.
+
+    ``with storage.connection() as conn`` lends a connection: what it runs is one
+    transaction, committed when the block ends and rolled back if it raises.
+    """
+
+    def __init__(self, pool: ConnectionPool[Connection], target: Target, version: int) -> None:
+        self._pool = pool
+        self.target = target
+        self.schema_version = version
+
+    @classmethod
+    def open(
+        cls,
+        settings: StorageSettings,
+        *,
+        environ: Mapping[str, str] | None = None,
+        migrations: Sequence[Migration] = MIGRATIONS,
+    ) -> PostgresStorage:
+        """Connect to the database the environment names, migrate it, open the pool."""
+        dsn = dsn_from_environment(settings, environ)
+        target = Target.of(dsn, settings.dsn_env, environ)
+        with connect(dsn, target, timeout=settings.connect_timeout) as conn:
+            try:
+                version = migrate(conn, target, migrations)
+                _require_pgvector(conn, target)
+            except psycopg.OperationalError as exc:
+                if _connection_lost(exc):
+                    raise StorageError(f"Lost the connection to PostgreSQL at {target}.") from None
+                raise
+        pool: ConnectionPool[Connection] = ConnectionPool(
+            dsn,
+            min_size=1,
+            max_size=settings.pool_size,
+            kwargs={
+                "connect_timeout": _libpq_timeout(settings.connect_timeout),
+                "application_name": "memvault",
+            },
+            configure=_configure,
+            check=ConnectionPool.check_connection,
+            timeout=settings.connect_timeout,
+            name="memvault",
+            open=False,
+        )
+        try:
+            pool.open(wait=True, timeout=settings.connect_timeout)
+        except PoolTimeout:
+            pool.close()
+            raise StorageError(
+                f"PostgreSQL at {target} accepted memvault once, then no pooled connection "
+                f"within {settings.connect_timeout:g} s; check the server's max_connections."
+            ) from None
+        return cls(pool, target, version)
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[Connection]:
+        """A pooled connection; its work is committed at the end of the block (rolled back
+        on an exception)."""
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except PoolTimeout:
+            raise StorageError(
+                f"No PostgreSQL connection came free within {self._pool.timeout:g} s "
+                f"(pool of {self._pool.max_size}); raise [storage] pool_size or look for "
+                "long transactions."
+            ) from None
+        except psycopg.OperationalError as exc:
+            if _connection_lost(exc):
+                raise StorageError(
+                    f"Lost the connection to PostgreSQL at {self.target} ({_reason(str(exc))})."
+                ) from None
+            raise
+
+    @property
+    def pool_size(self) -> int:
+        """The most connections the pool holds open."""
+        return self._pool.max_size
+
+    def close(self) -> None:
+        """Close every pooled connection."""
+        self._pool.close()
+
+    def __enter__(self) -> PostgresStorage:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _require_pgvector(conn: Connection, target: Target) -> None:
+    row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+    if row is None:
+        raise StorageError(
+            f'Database "{target.dbname}" at {target} has no pgvector extension (was it '
+            "dropped?); have a superuser run CREATE EXTENSION vector there."
+        )
