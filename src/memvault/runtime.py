@@ -15,7 +15,7 @@ from functools import cached_property
 
 from memvault.clock import Clock, load_timezone
 from memvault.config import Settings
-from memvault.errors import MemvaultError
+from memvault.errors import MemvaultError, StorageError
 from memvault.index.embedders import Embedder, make_embedder
 from memvault.index.index import MemoryIndex
 from memvault.index.search import Searcher, SearchResults
@@ -81,6 +81,13 @@ class Runtime:
         is refused with a VaultError, so nothing is written where no vault was
         meant to be. ``create`` makes the vault's layout first, as ``init`` does.
         """
+        if settings.storage.backend != "sqlite":
+            # The PostgreSQL store exists (memvault.storage.postgres) but nothing reads or
+            # writes through it yet: refuse rather than quietly keep using SQLite.
+            raise StorageError(
+                '[storage] backend = "postgres" is not served by this memvault yet: the index '
+                'and the state are in SQLite; set backend = "sqlite" (the default).'
+            )
         runtime = cls(settings, clock or Clock(load_timezone(settings.timezone)), embedder=embedder)
         if create:
             init_vault(runtime.vault)
