@@ -191,7 +191,7 @@ def test_an_index_from_before_relations_reads_every_note_again(
     conn = runtime.index.conn
     chunks = conn.execute("SELECT id, embedded FROM chunks ORDER BY id").fetchall()
     # As schema 2 left it: no relation column, the notes known and unchanged.
-    for index in ("links_relation", "links_subpath", "notes_indexed"):
+    for index in ("links_relation", "links_subpath", "notes_indexed", "chunks_lines"):
         conn.execute(f"DROP INDEX {index}")
     conn.execute("ALTER TABLE links DROP COLUMN relation")
     conn.execute("ALTER TABLE links DROP COLUMN valid_until")

@@ -104,6 +104,25 @@ def test_memory_a_note_links_to_is_kept(
     assert archived_ids(runtime) == {other.id}
 
 
+def test_a_mention_listed_by_the_knowledge_graph_does_not_keep_a_memory(
+    runtime: Runtime, clock: MovableClock, write: object
+) -> None:
+    mentioned = remember(runtime, clock, "Ana fixed the bike", importance=0.1, when=LONG_AGO)
+    kept = remember(runtime, clock, "Ana moved to Porto", importance=0.1, when=LONG_AGO)
+    note = mentioned.path.removesuffix(".md")
+    # The job's Mentions block lists both; the owner linked one of them by hand, below it.
+    write(  # type: ignore[operator]
+        "Contacts/Ana.md",
+        "---\ntags: [friend]\n---\n# Ana\n\n## Mentions\n\n<!-- memvault:mentions -->\n"
+        f"- ![[{note}#^{mentioned.id}]]\n- ![[{note}#^{kept.id}]]\n<!-- /memvault:mentions -->\n"
+        f"\nShe moved: [[{note}#^{kept.id}|Porto]].\n",
+    )
+
+    engine(runtime, clock).run_now("archival")
+
+    assert archived_ids(runtime) == {mentioned.id}
+
+
 def test_recently_recalled_memory_is_kept(runtime: Runtime, clock: MovableClock) -> None:
     recalled = remember(
         runtime, clock, "Wifi password is on the fridge", importance=0.1, when=LONG_AGO

@@ -137,12 +137,13 @@ _MIGRATIONS: dict[int, str] = {
     # a Relations heading, or the frontmatter property holding the link) and, for a relation
     # that ended, its ``valid_until`` date. Every note is read again at the next sync to fill
     # them in; unchanged chunks keep their vectors. Search through the graph looks links up by
-    # block reference and asks when the notes last changed.
+    # block reference, a link's memory by its line, and asks when the notes last changed.
     3: "ALTER TABLE links ADD COLUMN relation TEXT;"
     " ALTER TABLE links ADD COLUMN valid_until TEXT;"
     " CREATE INDEX links_relation ON links(relation) WHERE relation IS NOT NULL;"
     " CREATE INDEX links_subpath ON links(subpath);"
     " CREATE INDEX notes_indexed ON notes(indexed_at);"
+    " CREATE INDEX chunks_lines ON chunks(note_id, start_line);"
     " UPDATE notes SET hash = '', mtime_ns = 0",
 }
 SCHEMA_VERSION = max(_MIGRATIONS)

@@ -1,7 +1,7 @@
 """Search through the knowledge graph: what an entity links joins the candidates.
 
 The graph's nodes are entity notes (``Contacts/``, ``Projects/``,
-``Entities/``, or a frontmatter ``type``); its edges the index's links. An
+``Entities/``); its edges the index's links. An
 entity note links memories by block reference (its facts' sources, its
 mentions) and other entities by its relations; a memory links an entity by
 a wikilink in its text. Search uses that in three steps:
@@ -10,8 +10,10 @@ a wikilink in its text. Search uses that in three steps:
    whole words) are in focus: their notes' chunks join the candidates.
 2. *Neighbours.* For the focused entities and the entities of the best
    candidates, the memories they link (one hop from the entity, two from a
-   memory that shares the entity) and the entities they relate to join the
-   candidates, scored on their own evidence like every other.
+   memory that shares the entity) and the entities they are related to by a
+   typed relation (a Relations item, a frontmatter property; not a link in
+   passing) join the candidates, scored on their own evidence like every
+   other.
 3. *Share.* Each candidate then receives a share of its best graph
    neighbour's relevance (``search.graph_boost``: per hop), as lines of a
    conversation do: a note gives to what it links, a memory to the other
@@ -40,12 +42,9 @@ ENTITY_KINDS = ("contact", "project", "entity")
 
 
 def _is_node(alias: str) -> str:
-    """SQL: the note ``alias`` is an entity (its folder's kind, or a plain note with a
-    frontmatter ``type``)."""
-    return (
-        f"({alias}.kind IN ('contact', 'project', 'entity') OR ({alias}.kind = 'note'"
-        f" AND json_extract({alias}.frontmatter, '$.type') IS NOT NULL))"
-    )
+    """SQL: the note ``alias`` is an entity (a note of Contacts/, Projects/ or Entities/; a
+    frontmatter ``type`` elsewhere is too common in Obsidian vaults to mean one)."""
+    return f"{alias}.kind IN ('contact', 'project', 'entity')"
 
 
 # Entities the query names, at most: a query listing a whole address book focuses nothing.
@@ -87,6 +86,11 @@ class EntityNames:
         self._key: tuple[Any, ...] | None = None
         self._pattern: re.Pattern[str] | None = None
         self._paths: dict[str, str] = {}
+
+    def any(self, conn: Any) -> bool:
+        """Whether the vault has an entity at all (without one, nothing to search through)."""
+        self._refresh(conn)
+        return bool(self._paths)
 
     def named_in(self, conn: Any, query: str) -> list[str]:
         """The paths of the entities ``query`` names, longest name first."""
@@ -144,8 +148,7 @@ def neighbourhood(
     marks = ",".join("?" * len(seed_ids))
     rows = (
         conn.execute(
-            "SELECT c.id, c.memory_id, c.start_line, c.end_line, n.id AS note_id, n.path, n.kind,"
-            " json_extract(n.frontmatter, '$.type') AS type"
+            "SELECT c.id, c.memory_id, c.start_line, c.end_line, n.id AS note_id, n.path, n.kind"
             f" FROM chunks c JOIN notes n ON n.id = c.note_id WHERE c.id IN ({marks})",
             seed_ids,
         ).fetchall()
@@ -156,11 +159,13 @@ def neighbourhood(
     centres: list[str] = list(focus)
     via_memory: dict[str, set[int]] = defaultdict(set)  # entity path -> seed memories naming it
     for r in rows:
-        if r["kind"] in ENTITY_KINDS or (r["kind"] == "note" and r["type"] is not None):
+        if r["kind"] in ENTITY_KINDS:
             centres.append(str(r["path"]))
     for chunk_id, entity in _entities_of_memories(conn, [r for r in rows if r["memory_id"]]):
         via_memory[entity].add(chunk_id)
     graph = _Graph(conn, hub_limit)
+    graph.load([*centres, *via_memory], related=True)
+    graph.load(other for path in centres for other, _ in graph.related(path))
     asked = _words(query)
     for path in dict.fromkeys(centres):
         here = graph.chunks(path)
@@ -200,7 +205,7 @@ def _words(text: str) -> set[str]:
 
 
 class _Graph:
-    """The index's entity edges, each looked up once per search."""
+    """The index's entity edges, looked up for many entities at once, once per search."""
 
     def __init__(self, conn: Any, hub_limit: int) -> None:
         self.conn = conn
@@ -209,59 +214,82 @@ class _Graph:
         self._memories: dict[str, list[int]] = {}
         self._related: dict[str, list[tuple[str, str | None]]] = {}
 
+    def load(self, paths: Iterable[str], *, related: bool = False) -> None:
+        """Look up the chunks and memories (and, with ``related``, the related entities) of
+        every entity in ``paths`` not looked up yet: a few queries for all of them."""
+        wanted = [p for p in dict.fromkeys(paths) if p not in self._chunks]
+        for start in range(0, len(wanted), 400):
+            batch = wanted[start : start + 400]
+            marks = ",".join("?" * len(batch))
+            chunks: dict[str, list[int]] = {p: [] for p in batch}
+            for r in self.conn.execute(
+                "SELECT n.path, c.id FROM chunks c JOIN notes n ON n.id = c.note_id"
+                f" WHERE n.path IN ({marks}) AND c.archived = 0 ORDER BY n.path, c.ordinal",
+                batch,
+            ):
+                chunks[str(r[0])].append(int(r[1]))
+            memories: dict[str, list[int]] = {p: [] for p in batch}
+            for r in self.conn.execute(
+                # What the entity's note links by block reference, and the memories linking it.
+                "SELECT e.path, c.id FROM notes e JOIN links l ON l.note_id = e.id"
+                " JOIN memories m ON m.id = substr(l.subpath, 2) AND l.subpath LIKE '^%'"
+                " JOIN chunks c ON c.id = m.chunk_id"
+                f" WHERE e.path IN ({marks}) AND c.archived = 0"
+                " UNION ALL SELECT at.resolved, c.id FROM ("
+                "  SELECT l.resolved, l.line, (SELECT c.id FROM chunks c"
+                "   WHERE c.note_id = l.note_id AND c.start_line <= l.line"
+                "   ORDER BY c.start_line DESC LIMIT 1) AS chunk"
+                "  FROM links l JOIN notes n ON n.id = l.note_id"
+                f"  WHERE l.resolved IN ({marks}) AND n.kind = 'memory') AS at"
+                " JOIN chunks c ON c.id = at.chunk"
+                " WHERE c.memory_id IS NOT NULL AND c.end_line >= at.line AND c.archived = 0",
+                [*batch, *batch],
+            ):
+                memories[str(r[0])].append(int(r[1]))
+            for path in batch:
+                self._chunks[path] = chunks[path][:20]
+                self._memories[path] = list(dict.fromkeys(memories[path]))
+        if related:
+            self._load_related([p for p in dict.fromkeys(paths) if p not in self._related])
+
+    def _load_related(self, paths: list[str]) -> None:
+        for start in range(0, len(paths), 400):
+            batch = paths[start : start + 400]
+            marks = ",".join("?" * len(batch))
+            found: dict[str, list[tuple[str, str | None]]] = {p: [] for p in batch}
+            for r in self.conn.execute(
+                # Either way, by a typed relation that still holds (a Relations item, a
+                # frontmatter property); a plain link in passing relates nothing here.
+                "SELECT e.path, o.path, l.relation FROM notes e JOIN links l ON l.note_id = e.id"
+                " JOIN notes o ON o.path = l.resolved"
+                f" WHERE e.path IN ({marks}) AND l.relation IS NOT NULL"
+                f" AND l.valid_until IS NULL AND o.path != e.path AND {_is_node('o')}"
+                " UNION SELECT l.resolved, o.path, l.relation FROM links l"
+                " JOIN notes o ON o.id = l.note_id"
+                f" WHERE l.resolved IN ({marks}) AND l.relation IS NOT NULL"
+                f" AND l.valid_until IS NULL AND o.path != l.resolved AND {_is_node('o')}",
+                [*batch, *batch],
+            ):
+                found[str(r[0])].append((str(r[1]), r[2]))
+            for path in batch:
+                self._related[path] = list(dict.fromkeys(found[path]))
+
     def chunks(self, path: str) -> list[int]:
-        if path not in self._chunks:
-            self._chunks[path] = _note_chunks(self.conn, path)
+        """The entity note's chunks (the first 20)."""
+        self.load([path])
         return self._chunks[path]
 
     def memories(self, path: str) -> list[int]:
         """The memories an entity links, none for a hub (it tells nothing about any one)."""
-        return [] if self.hub(path) else self._linked(path)
-
-    def hub(self, path: str) -> bool:
-        """Whether the entity links more memories than a link from it can say anything about."""
-        return len(self._linked(path)) > self.hub_limit
-
-    def _linked(self, path: str) -> list[int]:
-        if path not in self._memories:
-            self._memories[path] = _memories_of_entity(self.conn, path)
-        return self._memories[path]
+        self.load([path])
+        linked = self._memories[path]
+        return [] if len(linked) > self.hub_limit else linked
 
     def related(self, path: str) -> list[tuple[str, str | None]]:
         """The entities related to ``path`` either way, with the relation's type."""
         if path not in self._related:
-            self._related[path] = _related_entities(self.conn, path)
+            self._load_related([path])
         return self._related[path]
-
-
-def _note_chunks(conn: Any, path: str) -> list[int]:
-    return [
-        int(r[0])
-        for r in conn.execute(
-            "SELECT c.id FROM chunks c JOIN notes n ON n.id = c.note_id"
-            " WHERE n.path = ? AND c.archived = 0 ORDER BY c.ordinal LIMIT 20",
-            (path,),
-        )
-    ]
-
-
-def _memories_of_entity(conn: Any, path: str) -> list[int]:
-    """Memory chunks the entity's note links by block reference, and those linking it."""
-    linked = conn.execute(
-        "SELECT DISTINCT c.id FROM notes e JOIN links l ON l.note_id = e.id"
-        " JOIN memories m ON m.id = substr(l.subpath, 2) AND l.subpath LIKE '^%'"
-        " JOIN chunks c ON c.id = m.chunk_id"
-        " WHERE e.path = ? AND c.archived = 0",
-        (path,),
-    ).fetchall()
-    linking = conn.execute(
-        "SELECT DISTINCT c.id FROM links l JOIN notes n ON n.id = l.note_id"
-        " JOIN chunks c ON c.note_id = n.id AND c.memory_id IS NOT NULL"
-        " AND c.start_line <= l.line AND c.end_line >= l.line"
-        " WHERE l.resolved = ? AND n.kind = 'memory' AND c.archived = 0",
-        (path,),
-    ).fetchall()
-    return list(dict.fromkeys([int(r[0]) for r in linked] + [int(r[0]) for r in linking]))
 
 
 def _entities_of_memories(conn: Any, rows: list[Any]) -> list[tuple[int, str]]:
@@ -290,21 +318,3 @@ def _entities_of_memories(conn: Any, rows: list[Any]) -> list[tuple[int, str]]:
         )
     ]
     return list(dict.fromkeys(found))
-
-
-def _related_entities(conn: Any, path: str) -> list[tuple[str, str | None]]:
-    """Entities the note relates to, either way, by any link that still holds."""
-    return [
-        (str(r[0]), r[1])
-        for r in conn.execute(
-            "SELECT DISTINCT o.path, l.relation FROM notes e JOIN links l ON l.note_id = e.id"
-            " JOIN notes o ON o.path = l.resolved"
-            " WHERE e.path = ? AND l.valid_until IS NULL AND o.path != e.path"
-            f" AND {_is_node('o')}"
-            " UNION SELECT DISTINCT o.path, l.relation FROM links l"
-            " JOIN notes o ON o.id = l.note_id"
-            " WHERE l.resolved = ? AND l.valid_until IS NULL AND o.path != ?"
-            f" AND {_is_node('o')}",
-            (path, path, path),
-        )
-    ]

@@ -282,9 +282,8 @@ def knowledge_graph(
 ) -> KnowledgeGraph:
     """The graph around ``entity`` up to ``depth`` hops, or of every entity in the vault.
 
-    Nodes are notes (entities are the notes of ``Contacts/``, ``Projects/``,
-    ``Entities/``, and other plain notes with a frontmatter ``type``), memories
-    and tags; edges are
+    Nodes are notes (entities are the notes of ``Contacts/``, ``Projects/`` and
+    ``Entities/``), memories and tags; edges are
     the index's links, typed where the note says how (a Relations item, a
     frontmatter property), and ``mentions`` from a memory linking a note. Only
     entities are walked through: a note or memory at the edge is a leaf, so a
@@ -300,10 +299,7 @@ def knowledge_graph(
 
     def is_entity(path: str) -> bool:
         row = notes.get(path)
-        return row is not None and (
-            row["kind"] in ENTITY_KINDS
-            or (row["kind"] == "note" and '"type"' in str(row["frontmatter"] or ""))
-        )
+        return row is not None and row["kind"] in ENTITY_KINDS
 
     nodes: dict[str, GraphNode] = {}
     edges: dict[tuple[str, str, str], GraphEdge] = {}
@@ -428,8 +424,10 @@ def _memory_at(conn: Any, path: str, block: str) -> tuple[str, str] | None:
 def _memory_on_line(conn: Any, path: str, line: int) -> tuple[str, str] | None:
     """The memory written on ``line`` of a memory file, as (id, text)."""
     row = conn.execute(
-        "SELECT c.memory_id, c.text FROM chunks c JOIN notes n ON n.id = c.note_id"
-        " WHERE n.path = ? AND c.memory_id IS NOT NULL AND c.start_line <= ? AND c.end_line >= ?",
-        (path, line, line),
+        "SELECT c.memory_id, c.text, c.end_line FROM chunks c JOIN notes n ON n.id = c.note_id"
+        " WHERE n.path = ? AND c.start_line <= ? ORDER BY c.start_line DESC LIMIT 1",
+        (path, line),
     ).fetchone()
-    return (str(row[0]), str(row[1])) if row else None
+    if row is None or row[0] is None or int(row[2]) < line:
+        return None
+    return str(row[0]), str(row[1])

@@ -545,6 +545,8 @@ class Searcher:
         """Add what the knowledge graph links to the entities in play (see ``expansion``)."""
         if not self.settings.graph_expansion or not self.settings.graph_boost:
             return None
+        if not self._entity_names.any(self.conn):
+            return None
         focus = self._entity_names.named_in(self.conn, query)
         best = sorted(candidates.values(), key=lambda c: -c.base)[:_EXPAND_TOP]
         graph = neighbourhood(

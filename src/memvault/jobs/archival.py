@@ -27,9 +27,11 @@ from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from memvault.config import ArchivalJob
-from memvault.errors import InvalidInputError, NotFoundError
+from memvault.errors import InvalidInputError, MemvaultError, NotFoundError
 from memvault.index.graph import backlinks
+from memvault.jobs.knowledge_graph import MARKERS as MENTIONS
 from memvault.vault.collection import Collection, stem
+from memvault.vault.entities import ENTITY_FOLDERS
 from memvault.vault.memories import Memory
 from memvault.vault.note import Note
 from memvault.vault.paths import normalize_relpath
@@ -89,14 +91,41 @@ class Archive:
     # -- choosing --------------------------------------------------------------
 
     def linked_ids(self) -> set[str]:
-        """Block ids some link in the vault points at (``[[Note#^id]]``), case-folded."""
+        """Block ids some link in the vault points at (``[[Note#^id]]``), case-folded.
+
+        Not the links of an entity's Mentions block: the knowledge_graph job lists
+        there whatever names the entity, which says nothing about keeping it.
+        """
         index = self.runtime.index
         index.sync()
         with index.lock:
             rows = index.conn.execute(
-                "SELECT DISTINCT subpath FROM links WHERE subpath LIKE '^%'"
+                "SELECT DISTINCT n.path, l.line, l.subpath FROM links l"
+                " JOIN notes n ON n.id = l.note_id WHERE l.subpath LIKE '^%'"
             ).fetchall()
-        return {str(row[0])[1:].strip().casefold() for row in rows}
+        listed = self._mention_lines({str(r[0]) for r in rows})
+        return {
+            str(r[2])[1:].strip().casefold()
+            for r in rows
+            if not (
+                str(r[0]) in listed and listed[str(r[0])][0] <= int(r[1]) <= listed[str(r[0])][1]
+            )
+        }
+
+    def _mention_lines(self, paths: set[str]) -> dict[str, tuple[int, int]]:
+        """The first and last line of the Mentions block of each entity note among ``paths``."""
+        out: dict[str, tuple[int, int]] = {}
+        for path in paths:
+            if path.split("/", 1)[0] not in ENTITY_FOLDERS:
+                continue
+            try:
+                text = self.runtime.vault.read_text(path)
+                span = MENTIONS.span(text, path)
+            except MemvaultError:  # gone, not text, or a broken block: its links count
+                continue
+            if span is not None:
+                out[path] = (text.count("\n", 0, span[0]) + 1, text.count("\n", 0, span[1]) + 1)
+        return out
 
     def stale_memories(self, settings: ArchivalJob, now: datetime) -> list[Memory]:
         """The memories the settings say to archive now."""
