@@ -53,7 +53,7 @@ from memvault.llm.base import ChatMessage, Provider
 from memvault.llm.untrusted import UNTRUSTED, wrap_material
 from memvault.memory.revisions import Change, Review, RevisionLog
 from memvault.vault.journal import Journal
-from memvault.vault.memories import Memories, Memory, normalize_text
+from memvault.vault.memories import Memories, Memory, MemoryFile, normalize_text
 
 log = logging.getLogger(__name__)
 
@@ -241,11 +241,14 @@ class Consolidator:
             return []
         found: list[Memory] = []
         seen: set[str] = set()
+        files: dict[str, MemoryFile] = {}  # the hits mostly share a category's file: read once
         for hit in hits:
             if not hit.id:
                 continue
             try:
-                memory = self.memories.read(hit.path).find(hit.id)
+                if hit.path not in files:
+                    files[hit.path] = self.memories.read(hit.path)
+                memory = files[hit.path].find(hit.id)
             except (MemvaultError, NotTextError):
                 continue
             if memory is not None and not memory.retired and memory.id not in seen:
