@@ -23,7 +23,6 @@ running the same bench with ``MEMVAULT_QA_BASE_URL`` etc. set, see
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
@@ -32,7 +31,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from locomo import DEFAULT_FILE, Conversation, Scores, ingest, load, questions_of, turns_of
+from locomo import (
+    Conversation,
+    Scores,
+    arguments,
+    ingest,
+    load,
+    questions_of,
+    turns_of,
+)
 
 from memvault.index.embedders import LocalEmbedder
 from memvault.jobs.catalog import make_engine
@@ -146,12 +153,8 @@ def render(result: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("files", nargs="*", type=Path, help="LoCoMo-format JSON files")
-    parser.add_argument("--limit", type=int, help="only the first N conversations")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    args = parser.parse_args(argv)
-    result = run(args.files or [DEFAULT_FILE], limit=args.limit)
+    args, files = arguments(__doc__, argv, limit=True)
+    result = run(files, limit=args.limit)
     print(json.dumps(result, indent=2) if args.json else render(result))
     return 0
 

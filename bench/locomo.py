@@ -301,15 +301,26 @@ def render(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def arguments(
+    doc: str | None, argv: Sequence[str] | None, *, limit: bool = False
+) -> tuple[argparse.Namespace, list[Path]]:
+    """A LoCoMo bench's command line (files, ``--json``, optionally ``--limit``) and the
+    files it names (the development split when none), each checked to exist."""
+    parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
     parser.add_argument("files", nargs="*", type=Path, help="LoCoMo-format JSON files")
+    if limit:
+        parser.add_argument("--limit", type=int, help="only the first N conversations")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     files = args.files or [DEFAULT_FILE]
     for file in files:
         if not file.is_file():
             parser.error(f"{file} does not exist")
+    return args, files
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args, files = arguments(__doc__, argv)
     result = run(files, quiet=args.json)
     if args.json:
         print(json.dumps({k: v for k, v in result.items() if not k.startswith("_")}))

@@ -31,7 +31,6 @@ share of the exact ten the index returns. Evidence recall of both is scored too.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import sys
@@ -45,8 +44,8 @@ from typing import Any
 import numpy as np
 import psycopg
 from locomo import (
-    DEFAULT_FILE,
     Scores,
+    arguments,
     bm25_ranking,
     chunk_turns,
     ingest,
@@ -270,14 +269,7 @@ def render(result: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("files", nargs="*", type=Path, help="LoCoMo-format JSON files")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    args = parser.parse_args(argv)
-    files = args.files or [DEFAULT_FILE]
-    for file in files:
-        if not file.is_file():
-            parser.error(f"{file} does not exist")
+    args, files = arguments(__doc__, argv)
     result = run(files, quiet=args.json)
     print(json.dumps(result, indent=1) if args.json else render(result))
     return 0
