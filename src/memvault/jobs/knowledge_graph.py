@@ -399,17 +399,18 @@ def apply(ctx: JobContext, found: Extracted, tally: Tally) -> None:
     """Record one batch's checked entities, facts and relations in the entity notes."""
     entities = ctx.services.entities
     paths: dict[str, str] = {}
+    known = entities.names()  # read once for the batch; what it creates is added
 
     def note_of(name: str) -> str:
         key = name.casefold()
         if key not in paths:
-            path = entities.find(name)
+            path = entities.find(name, known)
             if path is None:
                 kind = found.entities.get(name) or next(
                     (t for n, t in found.entities.items() if n.casefold() == key), "thing"
                 )
                 ctx.will_change(new_entity_path(name, kind))  # missing: undo deletes it
-                path = entities.ensure(name, kind)
+                path = entities.ensure(name, kind, known)
                 tally.entities += 1
                 ctx.record(f"created {path}")
             paths[key] = path

@@ -359,18 +359,21 @@ class Entities:
                 continue
         return out
 
-    def find(self, name: str) -> str | None:
-        """The note of the entity called ``name`` (file name, title or alias), or None."""
+    def names(self) -> dict[str, str]:
+        """Every name and path an entity is known by (see :func:`names_of`), read now."""
+        return names_of(self.list())
+
+    def find(self, name: str, known: dict[str, str] | None = None) -> str | None:
+        """The note of the entity called ``name`` (file name, title, alias or path), or None;
+        ``known`` is :meth:`names` read earlier (else it is read now)."""
         wanted = _normal(name.removeprefix("[[").removesuffix("]]").split("|")[0])
         if not wanted:
             return None
-        for entity in self.list():
-            stem = entity.path.rsplit("/", 1)[-1].removesuffix(".md")
-            names = {_normal(stem), _normal(entity.name), *(_normal(a) for a in entity.aliases)}
-            path = _normal(entity.path.removesuffix(".md"))
-            if wanted in names or path == wanted.removesuffix(".md"):
-                return entity.path
-        return None
+        known = self.names() if known is None else known
+        if wanted in known:
+            return known[wanted]
+        # A path may name its note with the extension ("Contacts/Melanie.md").
+        return known.get(wanted.removesuffix(".md")) if "/" in wanted else None
 
     def get(self, name: str) -> Entity:
         """The entity called ``name``; NotFoundError naming it when there is none."""
@@ -382,9 +385,10 @@ class Entities:
             )
         return parse_entity(path, self.vault.read_text(path))
 
-    def ensure(self, name: str, kind: str = "thing") -> str:
-        """The note of ``name``, created (in the folder for its type) when there is none."""
-        existing = self.find(name)
+    def ensure(self, name: str, kind: str = "thing", known: dict[str, str] | None = None) -> str:
+        """The note of ``name``, created (in the folder for its type) when there is none;
+        ``known`` as for :meth:`find`, and a note created is added to it."""
+        existing = self.find(name, known)
         if existing is not None:
             return existing
         title = clean_name(name)
@@ -398,6 +402,8 @@ class Entities:
             return Note(frontmatter, f"# {title}\n").render()
 
         self.vault.edit_text(path, create, must_exist=False)
+        if known is not None:
+            known.update(names_of([Entity(path, title, kind, [], [], [], [])]))
         return path
 
     def record_fact(
@@ -471,11 +477,12 @@ class Entities:
 
 
 def names_of(entities: Iterable[Entity]) -> dict[str, str]:
-    """Every name an entity is known by (title, file name, aliases), case-folded, to its path."""
+    """Every name an entity is known by (file name, title, aliases, its path without the
+    extension), normalised, to its path; the first entity to claim a name keeps it."""
     out: dict[str, str] = {}
     for entity in entities:
         stem = entity.path.rsplit("/", 1)[-1].removesuffix(".md")
-        for name in (entity.name, stem, *entity.aliases):
+        for name in (stem, entity.name, *entity.aliases, entity.path.removesuffix(".md")):
             key = _normal(name)
             if key:
                 out.setdefault(key, entity.path)
