@@ -182,7 +182,7 @@ class Runtime:
             self.journal,
             self.clock,
             self.settings.memory,
-            self._consolidation_model,
+            lambda: self._consolidation_provider,
         )
 
     @cached_property
@@ -191,7 +191,8 @@ class Runtime:
         return RevisionLog(self.state)
 
     @cached_property
-    def _consolidation_provider(self) -> tuple[Provider | None]:
+    def _consolidation_provider(self) -> Provider | None:
+        """The model consolidation asks (short timeout, no retries), or None; made once."""
         from memvault.llm.factory import optional_provider
 
         llm = self.settings.llm
@@ -201,11 +202,7 @@ class Runtime:
                 "max_retries": 0,
             }
         )
-        return (optional_provider(quick),)
-
-    def _consolidation_model(self) -> Provider | None:
-        """The model consolidation asks (short timeout, no retries), or None."""
-        return self._consolidation_provider[0]
+        return optional_provider(quick)
 
     @cached_property
     def outcomes(self) -> Outcomes:

@@ -54,7 +54,7 @@ from memvault.jobs.distill import superseded
 from memvault.jobs.engine import JobContext
 from memvault.jobs.marked_section import Markers
 from memvault.llm.base import ChatMessage
-from memvault.llm.untrusted import UNTRUSTED, wrap_material
+from memvault.llm.untrusted import UNTRUSTED, unfence, wrap_material
 from memvault.locations import private_file, private_state_dir
 from memvault.vault.entities import (
     MAX_FACT_CHARS,
@@ -107,7 +107,6 @@ INSTRUCTIONS = (
     "(a new favourite, a move, a new job). Every fact and relation names the id of the "
     "memory it comes from. Leave out what no memory states."
 )
-_FENCE = re.compile(r"^```[\w-]*\n(.*)\n```$", re.DOTALL)
 _SLUG = re.compile(r"[\W_]+")
 
 
@@ -310,10 +309,7 @@ def ask(
 def parse_answer(text: str, batch: dict[str, Memory]) -> tuple[Extracted | None, str | None]:
     """The answer's entities, facts and relations, each checked; what does not hold up is
     dropped (see the module docstring)."""
-    text = text.strip()
-    fenced = _FENCE.match(text)
-    if fenced:
-        text = fenced.group(1).strip()
+    text = unfence(text)
     if not text:
         return None, "the model's answer was empty; nothing was recorded"
     try:

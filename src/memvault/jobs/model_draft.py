@@ -10,7 +10,6 @@ without text and with the reason, and the job keeps its extractive version.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from memvault.errors import MemvaultError
@@ -18,11 +17,7 @@ from memvault.index.chunking import CHARS_PER_TOKEN
 from memvault.jobs.budget import BudgetedModel
 from memvault.jobs.marked_section import Markers
 from memvault.llm.base import ChatMessage
-from memvault.llm.untrusted import DATA_TAG, UNTRUSTED, wrap_material
-
-__all__ = ["DATA_TAG", "UNTRUSTED", "Draft", "draft", "wrap_material"]
-
-_FENCE = re.compile(r"^```[\w-]*\n(.*)\n```$", re.DOTALL)
+from memvault.llm.untrusted import UNTRUSTED, unfence, wrap_material
 
 
 @dataclass(frozen=True)
@@ -59,10 +54,7 @@ def draft(
         completion = model.complete(messages, max_tokens=max_tokens)
     except MemvaultError as exc:  # unreachable, refused, over the job's budget
         return Draft(None, f"the model call failed: {exc.message}", cut)
-    text = completion.text.strip()
-    fenced = _FENCE.match(text)
-    if fenced:
-        text = fenced.group(1).strip()
+    text = unfence(completion.text)
     if completion.stop_reason == "length":
         return Draft(None, "the model's answer was cut off at its token limit", cut)
     if not text:

@@ -17,6 +17,17 @@ UNTRUSTED = (
 )
 
 
+_FENCE = re.compile(r"^```[\w-]*\n(.*)\n```$", re.DOTALL)
+
+
+def unfence(answer: str) -> str:
+    """A model's answer stripped, and taken out of a code fence (```json ... ```) if the
+    whole answer is one."""
+    text = answer.strip()
+    fenced = _FENCE.match(text)
+    return fenced.group(1).strip() if fenced else text
+
+
 def wrap_material(material: str) -> str:
     """``material`` inside the data tags (a closing tag within it is defused)."""
     safe = re.sub(rf"<(/?)\s*{DATA_TAG}", rf"<\1{DATA_TAG}-text", material, flags=re.IGNORECASE)

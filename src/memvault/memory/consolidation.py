@@ -50,7 +50,7 @@ from memvault.index.filters import SearchFilters
 from memvault.index.index import MemoryIndex
 from memvault.index.search import Searcher
 from memvault.llm.base import ChatMessage, Provider
-from memvault.llm.untrusted import UNTRUSTED, wrap_material
+from memvault.llm.untrusted import UNTRUSTED, unfence, wrap_material
 from memvault.memory.revisions import Change, Review, RevisionLog
 from memvault.vault.journal import Journal
 from memvault.vault.memories import Memories, Memory, MemoryFile, normalize_text
@@ -64,7 +64,6 @@ NEAR_IDENTICAL = 0.9  # token-set Jaccard at which the rule calls two memories t
 ANSWER_TOKENS = 400
 _CHARS_PER_TOKEN = 4
 _WORD = re.compile(r"\w+")
-_FENCE = re.compile(r"^```[\w-]*\n(.*)\n```$", re.DOTALL)
 
 INSTRUCTIONS = """\
 You keep the owner's memory tidy. A new memory is about to be stored; the \
@@ -283,10 +282,7 @@ class Consolidator:
 
     def _check(self, answer: str, new: Memory, ids: list[str]) -> Decision | Held:
         """The model's answer as a decision that may be applied, or why it may not."""
-        text = answer.strip()
-        fenced = _FENCE.match(text)
-        if fenced:
-            text = fenced.group(1).strip()
+        text = unfence(answer)
         if not text:
             return Held("the model's answer was empty")
         try:
@@ -381,11 +377,16 @@ class Consolidator:
             self._log(target, "noop", decision, new_text=new.text)
             return Consolidated(target, False, "noop", decision.reason, target.id)
         if decision.action == "update" and decision.target and decision.text:
-            before = self.memories.get(decision.target)
-            after = self.memories.update_text(before.id, decision.text, updated=self._today())
-            self._log(after, "update", decision, old_text=before.text, new_text=after.text)
+            after = self._update(decision.target, decision.text, decision)
             return Consolidated(after, False, "update", decision.reason, after.id)
         raise NotFoundError("This decision stores a new memory.")
+
+    def _update(self, target_id: str, text: str, decision: Decision) -> Memory:
+        """Merge ``text`` into the memory ``target_id`` (its id kept) and log the change."""
+        before = self.memories.get(target_id)
+        after = self.memories.update_text(before.id, text, updated=self._today())
+        self._log(after, "update", decision, old_text=before.text, new_text=after.text)
+        return after
 
     def _supersede(self, old_id: str, new_id: str) -> Memory:
         return self.memories.update_fields(old_id, superseded=self._today(), superseded_by=new_id)
@@ -445,9 +446,7 @@ class Consolidator:
             str(review.action), review.target, review.merged_text, review.reason, by="owner"
         )
         if review.action == "update" and review.target and review.merged_text:
-            before = self.memories.get(review.target)
-            after = self.memories.update_text(before.id, review.merged_text, updated=self._today())
-            self._log(after, "update", decision, old_text=before.text, new_text=after.text)
+            after = self._update(review.target, review.merged_text, decision)
             self._retire_copy(review, after.id, decision)
         elif review.action == "supersede" and review.target:
             self.memories.get(review.memory_id)  # the new memory must still be there
