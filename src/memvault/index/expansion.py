@@ -33,9 +33,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from memvault.index.graph import ENTITY_KINDS
 from memvault.sqlite import get_meta
 
-ENTITY_KINDS = ("contact", "project", "entity")
 # Only entities pass relevance on. Not insights (frontmatter ``type: insight``): a cluster by
 # likeness, whose members a search by likeness finds already; passing an insight's relevance
 # to its sources lowered LoCoMo recall_any@10 from 0.857 to 0.840 (bench/graph.py).
@@ -44,7 +44,7 @@ ENTITY_KINDS = ("contact", "project", "entity")
 def _is_node(alias: str) -> str:
     """SQL: the note ``alias`` is an entity (a note of Contacts/, Projects/ or Entities/; a
     frontmatter ``type`` elsewhere is too common in Obsidian vaults to mean one)."""
-    return f"{alias}.kind IN ('contact', 'project', 'entity')"
+    return f"{alias}.kind IN ({', '.join(repr(k) for k in ENTITY_KINDS)})"
 
 
 # Entities the query names, at most: a query listing a whole address book focuses nothing.
@@ -87,16 +87,12 @@ class EntityNames:
         self._pattern: re.Pattern[str] | None = None
         self._paths: dict[str, str] = {}
 
-    def any(self, conn: Any) -> bool:
-        """Whether the vault has an entity at all (without one, nothing to search through)."""
-        self._refresh(conn)
-        return bool(self._paths)
-
-    def named_in(self, conn: Any, query: str) -> list[str]:
-        """The paths of the entities ``query`` names, longest name first."""
+    def named_in(self, conn: Any, query: str) -> list[str] | None:
+        """The paths of the entities ``query`` names, longest name first; None when the
+        vault has no entity at all (nothing to search through)."""
         self._refresh(conn)
         if self._pattern is None:
-            return []
+            return None
         found: list[str] = []
         for match in self._pattern.finditer(query.casefold()):
             path = self._paths.get(match.group(1))

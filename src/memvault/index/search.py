@@ -294,7 +294,11 @@ class Searcher:
         for c in ranked:
             if len(chosen) >= limit:
                 break
-            if c.row["kind"] == "insight" and shown & self._sources_of(int(c.row["note_id"])):
+            if (
+                c.row["kind"] == "insight"
+                and shown
+                and shown & self._sources_of(int(c.row["note_id"]))
+            ):
                 later.append(c)
                 continue
             chosen.append(c)
@@ -545,9 +549,9 @@ class Searcher:
         """Add what the knowledge graph links to the entities in play (see ``expansion``)."""
         if not self.settings.graph_expansion or not self.settings.graph_boost:
             return None
-        if not self._entity_names.any(self.conn):
-            return None
         focus = self._entity_names.named_in(self.conn, query)
+        if focus is None:
+            return None
         best = sorted(candidates.values(), key=lambda c: -c.base)[:_EXPAND_TOP]
         graph = neighbourhood(
             self.conn,
