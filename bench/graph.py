@@ -54,10 +54,10 @@ def _ask(
     quoted: Scores | None = None,
 ) -> None:
     for q in questions:
-        scores.add(q["category"], q["evidence"], conversation.search(q["question"]))
+        plain, credited = conversation.rankings(q["question"])
+        scores.add(q["category"], q["evidence"], plain)
         if quoted is not None:
-            ranked = conversation.search(q["question"], quoted=True)
-            quoted.add(q["category"], q["evidence"], ranked)
+            quoted.add(q["category"], q["evidence"], credited)
 
 
 def _run_job(conversation: Conversation, name: str) -> str:

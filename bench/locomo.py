@@ -147,31 +147,32 @@ class Conversation:
     dia_of: dict[str, list[str]]  # memory id -> the dia_ids of the turns it holds
 
     def search(self, question: str, k: int = 10, *, quoted: bool = False) -> list[str]:
-        """The dia_ids of the turns memvault's search returns for ``question``, best first.
+        """The dia_ids of the turns memvault's search returns for ``question``, best first
+        (with ``quoted``, see :meth:`rankings`)."""
+        plain, credited = self.rankings(question, k)
+        return credited if quoted else plain
 
-        With ``quoted``, a note among the hits (an insight) counts the turns whose
-        text its snippet holds whole (an embedded memory is shown by its text): what
-        it hands over, nothing it merely links.
-        """
-        hits = self.runtime.searcher.search(question, limit=k)
-        out: list[str] = []
-        for h in hits:
+    def rankings(self, question: str, k: int = 10) -> tuple[list[str], list[str]]:
+        """From one search, the turns ranked two ways: a note among the hits takes a slot
+        and hands over no turn; or (the second) it counts the turns whose text its snippet
+        holds whole (an embedded memory is shown by its text): what it hands over, nothing
+        it merely links. A slot holding several turns joins them by "|" (see Scores)."""
+        plain: list[str] = []
+        credited: list[str] = []
+        for h in self.runtime.searcher.search(question, limit=k):
             if h.id:
-                out += self.dia_of[h.id]
-            elif quoted:
-                # One slot, whatever it quotes: the turns joined by "|" (see Scores). What
-                # it hands over is the snippet (embedded memories shown by their text).
-                text = h.snippet
-                quotes = [
-                    dia
-                    for r in self.remembered
-                    if r.memory.text in text
-                    for dia in self.dia_of[r.memory.id]
-                ]
-                out.append("|".join(dict.fromkeys(quotes)))
-            else:
-                out.append("")  # a note takes a slot and hands over no turn
-        return out
+                plain += self.dia_of[h.id]
+                credited += self.dia_of[h.id]
+                continue
+            quotes = [
+                dia
+                for r in self.remembered
+                if r.memory.text in h.snippet
+                for dia in self.dia_of[r.memory.id]
+            ]
+            plain.append("")
+            credited.append("|".join(dict.fromkeys(quotes)))
+        return plain, credited
 
     def close(self) -> None:
         """Close its index and state."""

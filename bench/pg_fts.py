@@ -219,7 +219,8 @@ def _one_conversation(
                     ranked[name] = rows(RANKED.format(rank=rank, limit=LIMIT), q=text)
         for rank_name in RANKS:
             first = ranked[f"pg_and_{rank_name}"]
-            rest = [t for t in ranked[f"pg_or_{rank_name}"] if t not in set(first)]
+            seen = set(first)
+            rest = [t for t in ranked[f"pg_or_{rank_name}"] if t not in seen]
             ranked[f"pg_and>or_{rank_name}"] = first + rest
         with _timer(timings, "pg_or_bm25sql"):
             ranked["pg_or_bm25sql"] = rows(BM25_SQL, q=words, words=" ".join(terms_of(question)))

@@ -86,11 +86,7 @@ class Target:
         try:
             parts = conninfo_to_dict(dsn)
         except psycopg.ProgrammingError as exc:
-            reason = str(exc).strip().rstrip(".")
-            raise ConfigError(
-                f"{env_name} is not a valid PostgreSQL connection string ({reason}); "
-                "write it as postgresql://user:password@host:5432/dbname."
-            ) from None
+            raise _invalid_dsn(env_name, exc) from None
 
         def part(key: str, env: str, default: str) -> str:
             value = parts.get(key) or environ.get(env) or default
@@ -131,13 +127,18 @@ def connect(dsn: str, target: Target, *, timeout: float = 10.0) -> Connection:
             application_name="memvault",
         )
     except psycopg.ProgrammingError as exc:  # the DSN's syntax, an unknown keyword
-        reason = str(exc).strip().rstrip(".")
-        raise ConfigError(
-            f"{target.env_name} is not a valid PostgreSQL connection string ({reason}); "
-            "write it as postgresql://user:password@host:5432/dbname."
-        ) from None
+        raise _invalid_dsn(target.env_name, exc) from None
     except psycopg.OperationalError as exc:
         raise connection_error(exc, target) from None
+
+
+def _invalid_dsn(env_name: str, exc: psycopg.ProgrammingError) -> ConfigError:
+    """The sentence for a connection string libpq cannot read."""
+    reason = str(exc).strip().rstrip(".")
+    return ConfigError(
+        f"{env_name} is not a valid PostgreSQL connection string ({reason}); "
+        "write it as postgresql://user:password@host:5432/dbname."
+    )
 
 
 def connection_error(exc: psycopg.OperationalError, target: Target) -> MemvaultError:
