@@ -9,9 +9,8 @@ import typer
 
 from memvault.cli.common import VaultOption, open_runtime
 from memvault.errors import InvalidInputError
+from memvault.gateway.security import is_loopback
 from memvault.shutdown import leave_cleanly
-
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def mcp(
@@ -44,7 +43,7 @@ def mcp(
         runtime.close()
         leave_cleanly("memvault MCP server stopped")  # the model may still be loading
         return
-    if host not in LOOPBACK:
+    if not is_loopback(host):
         raise InvalidInputError(
             f"memvault mcp --http binds to loopback only, not {host!r}; "
             "serve other machines through `memvault serve`, which requires a token."

@@ -18,7 +18,7 @@ from typing import Any
 from memvault import __version__
 from memvault.channels.hub import read_token
 from memvault.errors import ConfigError, MemvaultError
-from memvault.gateway.security import loose_permissions
+from memvault.gateway.security import is_loopback, loose_permissions
 from memvault.index.embedders import LocalEmbedder
 from memvault.index.local_model import PREPARE_COMMAND
 from memvault.llm.base import Health
@@ -29,7 +29,6 @@ from memvault.vocabulary import counted
 
 LOW_DISK_ERROR = 200 * 1024 * 1024
 LOW_DISK_WARNING = 1024 * 1024 * 1024
-LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
 @dataclass(frozen=True)
@@ -304,7 +303,7 @@ def _token(path: Path) -> Check:
 
 def _server(daemon: DaemonFacts) -> Check:
     where = f"{daemon.host}:{daemon.port}"
-    if daemon.host not in LOOPBACK:
+    if not is_loopback(daemon.host):
         return Check(
             "server_bind",
             "warning",
