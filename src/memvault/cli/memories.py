@@ -81,11 +81,7 @@ def remember(
         result = open_runtime(ctx, vault).consolidation.remember(
             text, category=category, importance=importance, tags=tag_list, source=source
         )
-        return {
-            **result.memory.to_dict(),
-            "created_new": result.created,
-            "consolidation": result.to_dict(),
-        }
+        return result.response()
 
     data = via_daemon(ctx, vault, "POST", "/v1/memories", body=body) or here()
     action = (data.get("consolidation") or {}).get("action", "add")

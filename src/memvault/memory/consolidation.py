@@ -139,6 +139,15 @@ class Consolidated:
             "note": self.note(),
         }
 
+    def response(self) -> dict[str, Any]:
+        """What a surface answers a remember with: the memory, whether it is new, and what
+        consolidation decided (the HTTP route and the CLI alike)."""
+        return {
+            **self.memory.to_dict(),
+            "created_new": self.created,
+            "consolidation": self.to_dict(),
+        }
+
 
 @dataclass
 class _Candidate:

@@ -87,14 +87,7 @@ def remember(body: RememberBody, daemon: DaemonDep) -> dict[str, Any]:
         tags=body.tags,
         source=body.source if body.source is not None else "api",
     )
-    return {
-        "ok": True,
-        "result": {
-            **result.memory.to_dict(),
-            "created_new": result.created,
-            "consolidation": result.to_dict(),
-        },
-    }
+    return {"ok": True, "result": result.response()}
 
 
 @router.get("/memories", response_model=Envelope[list[MemoryOut]], responses=errors(*COMMON_ERRORS))
