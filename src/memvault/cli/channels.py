@@ -25,6 +25,7 @@ from memvault.cli.common import (
     group,
     open_runtime,
     say,
+    short,
     stdout,
     table,
     via_daemon,
@@ -299,7 +300,7 @@ def _outbox_rows(rows: list[Queued]) -> list[list[Any]]:
             row.status,
             row.attempts,
             row.last_error or "",
-            _short(row.text),
+            short(row.text, 50),
             _minute(row.created_at),
         ]
         for row in rows
@@ -308,11 +309,6 @@ def _outbox_rows(rows: list[Queued]) -> list[list[Any]]:
 
 def _minute(moment: datetime) -> str:
     return moment.isoformat(timespec="minutes")[:16].replace("T", " ")
-
-
-def _short(text: str, width: int = 50) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
 @app.command("outbox")

@@ -323,6 +323,12 @@ def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any
     return grid
 
 
+def short(text: str, width: int) -> str:
+    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
 def say(message: str) -> None:
     """A plain line for people; user text is printed as written."""
     sys.stdout.write(message + "\n")

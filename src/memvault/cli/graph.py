@@ -20,6 +20,7 @@ from memvault.cli.common import (
     group,
     open_runtime,
     say,
+    short,
     stdout,
     table,
     via_daemon,
@@ -33,17 +34,12 @@ ARROW = "—{relation}→"
 _PLAIN = ("links_to", "mentions", "tagged")
 
 
-def _short(text: str, width: int = 60) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
 def _label(node: dict[str, Any] | None, key: str) -> str:
     """How a node reads in an edge line."""
     if node is None:
         return key
     if node["type"] == "memory" and key.startswith("memory:"):
-        return f'memory "{_short(node["name"], 50)}"'
+        return f'memory "{short(node["name"], 50)}"'
     if node["type"] == "missing":
         return f"{node['name']} (no note yet)"
     return str(node["name"])
