@@ -6,6 +6,7 @@ from __future__ import annotations
 from memvault.index.filters import SearchFilters
 from memvault.index.search import Searcher
 from memvault.runtime import Runtime
+from support import HashEmbedder
 
 DISTRACTORS = [
     "The weekly job board lists openings at the bakery",
@@ -109,3 +110,19 @@ def test_an_insight_gives_its_place_to_the_next_result_once_a_source_is_shown(
     # Without its source among the results (a filter leaves memories out) it ranks as ever.
     notes = runtime.searcher.search(query, limit=10, filters=SearchFilters(kinds=("insight",)))
     assert [h.path for h in notes] == ["Insights/Pottery.md"]
+
+
+def test_the_context_embeds_its_request_once_for_both_its_searches(
+    runtime: Runtime, embedder: HashEmbedder
+) -> None:
+    runtime.memories.remember("Mel fired the glazed bowl in the kiln", "fact")
+    write(runtime, "Skills/Fire a kiln.md", "# Fire a kiln\n\n## When to use\nA kiln.\n")
+    runtime.index.sync()
+    runtime.index.embed_pending()
+    before = embedder.calls
+    built = runtime.context.build(query="how do I fire the kiln")
+    assert embedder.calls == before + 1  # the relevant search and the skills search share it
+    assert "glazed bowl" in built
+    # Another request is embedded anew.
+    runtime.searcher.search("glazed tiles")
+    assert embedder.calls == before + 2

@@ -178,6 +178,8 @@ class MemoryIndex:
         self.lock = threading.RLock()
         self._warm_lock = threading.Lock()
         self._warming: threading.Thread | None = None
+        # The last query embedded: the context builder searches twice with one request.
+        self._last_query: tuple[str, np.ndarray[Any, np.dtype[np.float32]]] | None = None
         # The memory files last indexed by appending, their bytes kept (_append_memories).
         self._appended: dict[str, _Appended] = {}
         # Files named .md the last syncs could not index, and why (doctor reports them).
@@ -909,8 +911,12 @@ class MemoryIndex:
         if not wait and not self.embedder.loaded:
             self.warm_in_background()
             return None, MODEL_LOADING
+        last = self._last_query
+        if last is not None and last[0] == text:
+            return last[1].copy(), None
         try:
             vector: np.ndarray[Any, np.dtype[np.float32]] = self.embedder.embed([text])[0]
+            self._last_query = (text, vector.copy())
             return vector, None
         except EmbeddingError as exc:
             log.warning("query embedding failed; keyword search only", extra={"error": str(exc)})
