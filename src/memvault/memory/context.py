@@ -34,7 +34,7 @@ from memvault.errors import InvalidInputError, NotFoundError, NotTextError
 from memvault.index.chunking import CHARS_PER_TOKEN, estimate_tokens
 from memvault.index.filters import SearchFilters
 from memvault.index.index import MemoryIndex
-from memvault.index.search import Searcher
+from memvault.index.search import Hit, Searcher
 from memvault.memory.sessions import Session
 from memvault.text import check_text
 from memvault.vault.journal import Journal
@@ -108,6 +108,19 @@ class ContextResult:
         """The Markdown for a model (``empty`` when there is none), the notice as a last line."""
         text = self.markdown or empty
         return f"{text.rstrip()}\n\n_{self.notice}_\n" if self.notice else text
+
+
+def _worth(hits: list[Hit]) -> list[Hit]:
+    """The hits worth an agent's attention: close to the best, and a real match (a keyword,
+    or a cosine that means something)."""
+    if not hits:
+        return []
+    floor = hits[0].score * _RELEVANT_SHARE
+    return [
+        hit
+        for hit in hits
+        if hit.score >= floor and (hit.text_score != 0 or hit.vector_score >= _RELEVANT_COSINE)
+    ]
 
 
 def _one_line(text: str) -> str:
@@ -305,13 +318,8 @@ class ContextBuilder:
         )
         notice = found.notice
         hits = [hit for hit in found if not self._is_skill(hit.path)]  # they have their section
-        if not hits:
-            return [], notice
-        floor = hits[0].score * _RELEVANT_SHARE
         lines = []
-        for hit in hits:
-            if hit.score < floor or (hit.text_score == 0 and hit.vector_score < _RELEVANT_COSINE):
-                continue
+        for hit in _worth(hits):
             if hit.id is not None:
                 if hit.id in used:
                     continue
@@ -345,13 +353,8 @@ class ContextBuilder:
             filters=SearchFilters(folder=self.skills_folder),
             wait_for_model=wait_for_model,
         )
-        if not hits:
-            return []
-        floor = hits[0].score * _RELEVANT_SHARE
         paths: list[str] = []
-        for hit in hits:
-            if hit.score < floor or (hit.text_score == 0 and hit.vector_score < _RELEVANT_COSINE):
-                continue
+        for hit in _worth(hits):
             if hit.path not in paths:
                 paths.append(hit.path)
         lines = []
