@@ -19,6 +19,7 @@ import numpy as np
 from memvault.errors import InvalidInputError, NotFoundError
 from memvault.index.filters import like_prefix
 from memvault.index.index import MemoryIndex, locked
+from memvault.vault.entities import entity_type
 from memvault.vault.paths import normalize_relpath
 
 
@@ -241,11 +242,14 @@ class KnowledgeGraph:
         }
 
 
-def _node_type(kind: str, frontmatter: str) -> str:
-    declared = json.loads(frontmatter or "{}").get("type")
-    if isinstance(declared, str) and declared.strip():
-        return declared.strip().casefold()
-    return {"contact": "person", "project": "project", "entity": "thing"}.get(kind, kind)
+def _node_type(path: str, kind: str, frontmatter: str) -> str:
+    """An entity's type as its note says (vault.entities.entity_type), another note's
+    frontmatter ``type``, else its kind."""
+    fields = json.loads(frontmatter or "{}")
+    declared = fields.get("type")
+    if kind in ENTITY_KINDS or (isinstance(declared, str) and declared.strip()):
+        return entity_type(path, fields)
+    return kind
 
 
 @locked
@@ -313,7 +317,7 @@ def knowledge_graph(
                 return ""
             row = notes[path]
             nodes[path] = GraphNode(
-                path, str(row["title"]), _node_type(row["kind"], row["frontmatter"])
+                path, str(row["title"]), _node_type(path, row["kind"], row["frontmatter"])
             )
         return path
 
