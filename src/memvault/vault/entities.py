@@ -227,29 +227,45 @@ def relation_lines(body: str) -> dict[int, tuple[str, str, str | None]]:
     Only list items under a heading named *Relations* count: elsewhere a line
     like ``- see [[Note]]`` is an ordinary link.
     """
+    return {
+        r.line: (r.type, r.target, r.valid_until.isoformat() if r.valid_until else None)
+        for r in _relations(body)
+    }
+
+
+def _relations(body: str) -> builtins.list[Relation]:
+    """The items of the body's Relations section that read as typed relations."""
     where = section_range(body, RELATIONS)
     if where is None:
-        return {}
+        return []
     lines = body.split("\n")
-    out: dict[int, tuple[str, str, str | None]] = {}
+    out: builtins.list[Relation] = []
     for number in range(where[1], where[2]):
         item = _ITEM.match(lines[number])
         relation = _RELATION.match(item.group(1)) if item else None
-        if relation:
-            kind = relation_name(relation.group(1))
-            until = _date(_fields(relation.group(3))[1].get("valid_until"))
-            if kind:
-                out[number] = (
-                    kind,
-                    relation.group(2).strip(),
-                    until.isoformat() if until else None,
+        kind = relation_name(relation.group(1)) if relation else ""
+        if relation and kind:
+            rest, found = _fields(relation.group(3))
+            out.append(
+                Relation(
+                    type=kind,
+                    target=relation.group(2).strip(),
+                    context=rest,
+                    valid_from=_date(found.get("valid_from")),
+                    valid_until=_date(found.get("valid_until")),
+                    source=found.get("source") or None,
+                    line=number,
                 )
+            )
     return out
 
 
 def parse_entity(path: str, text: str) -> Entity:
     """The entity a note describes (a note in any shape: missing sections are empty)."""
-    note = Note.parse(text)
+    return _entity_of(path, Note.parse(text))
+
+
+def _entity_of(path: str, note: Note) -> Entity:
     body = note.body
     stem = path.rsplit("/", 1)[-1].removesuffix(".md")
     named = note.get("name")
@@ -275,22 +291,6 @@ def parse_entity(path: str, text: str) -> Entity:
                 line=number,
             )
         )
-    relations: builtins.list[Relation] = []
-    for number, (kind, target, _) in relation_lines(body).items():
-        item = _ITEM.match(lines[number])
-        relation = _RELATION.match(item.group(1)) if item else None
-        rest, found = _fields(relation.group(3)) if relation else ("", {})
-        relations.append(
-            Relation(
-                type=kind,
-                target=target,
-                context=rest,
-                valid_from=_date(found.get("valid_from")),
-                valid_until=_date(found.get("valid_until")),
-                source=found.get("source") or None,
-                line=number,
-            )
-        )
     return Entity(
         path=path,
         name=name,
@@ -298,7 +298,7 @@ def parse_entity(path: str, text: str) -> Entity:
         aliases=aliases(note.frontmatter),
         tags=frontmatter_tags(note.frontmatter),
         facts=facts,
-        relations=relations,
+        relations=_relations(body),
     )
 
 
@@ -428,7 +428,7 @@ class Entities:
         def apply(text: str | None) -> str | None:
             change.action, change.closed = "unchanged", []
             note = Note.parse(text or "")
-            entity = parse_entity(path, text or "")
+            entity = _entity_of(path, note)
             same = [
                 f
                 for f in entity.facts
@@ -460,7 +460,7 @@ class Entities:
         def apply(text: str | None) -> str | None:
             added[0] = False
             note = Note.parse(text or "")
-            entity = parse_entity(path, text or "")
+            entity = _entity_of(path, note)
             for old in entity.relations:
                 if (
                     old.type == relation.type
