@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import date
 
 import pytest
@@ -203,3 +205,53 @@ def test_an_index_from_before_relations_reads_every_note_again(
     assert sorted(r[0] for r in typed) == ["friend_of", "works_at"]
     # Read again, not rebuilt: the chunks (and their vectors) are the same rows.
     assert conn.execute("SELECT id, embedded FROM chunks ORDER BY id").fetchall() == chunks
+
+
+def test_hostile_names_and_text_stay_in_the_entity_folder_or_are_refused(
+    runtime: Runtime,
+) -> None:
+    for name in ("../.memvault/token", "a/../../b", ".memvault"):
+        path = runtime.entities.ensure(name)
+        assert path.startswith("Entities/") and path.count("/") == 1, path
+        assert (runtime.vault.root / path).is_file()
+    assert not (runtime.vault.root / ".memvault" / "token.md").exists()
+    path = runtime.entities.ensure("Anna", "person")
+    before = (runtime.vault.root / path).read_bytes()
+    for fact in (Fact("job", "nurse \ud800"), Fact("j\udc80b", "nurse")):
+        with pytest.raises(InvalidInputError, match="lone surrogate"):
+            runtime.entities.record_fact(path, fact)
+    with pytest.raises(InvalidInputError, match="lone surrogate"):
+        runtime.entities.record_relation(path, Relation("sister_of", "B\ud800b"))
+    with pytest.raises(InvalidInputError, match="lone surrogate"):
+        runtime.entities.ensure("Ev\ud800e")
+    assert (runtime.vault.root / path).read_bytes() == before
+
+
+def test_facts_recorded_while_a_person_appends_lose_nothing(runtime: Runtime) -> None:
+    path = runtime.entities.ensure("Anna", "person")
+    file = runtime.vault.root / path
+    stop = threading.Event()
+    typed: list[str] = []
+
+    def person() -> None:  # `echo >>` in a loop, no lock, as an editor or a sync tool writes
+        n = 0
+        while not stop.is_set() and n < 400:
+            line = f"typed by hand {n}"
+            with file.open("a", encoding="utf-8") as handle:
+                handle.write(line + "\n")
+            typed.append(line)
+            n += 1
+            time.sleep(0.001)
+
+    writer = threading.Thread(target=person)
+    writer.start()
+    try:
+        for n in range(30):
+            runtime.entities.record_fact(path, Fact(f"fact {n}", f"value {n}"))
+    finally:
+        stop.set()
+        writer.join(timeout=30)
+    text = file.read_text("utf-8")
+    assert typed and all(line in text for line in typed)
+    facts = {f.category for f in runtime.entities.get("Anna").facts}
+    assert facts == {f"fact {n}" for n in range(30)}

@@ -16,6 +16,7 @@ from memvault.index.graph import knowledge_graph as graph_of
 from memvault.jobs import JobRun, knowledge_graph
 from memvault.llm.untrusted import DATA_TAG
 from memvault.runtime import Runtime
+from memvault.vault.entities import parse_entity
 from memvault.vault.store import Vault
 from support import TZ, MovableClock
 
@@ -320,6 +321,34 @@ def test_an_invented_memory_id_changes_nothing(
     done = run(runtime, clock, fake=fake)
     assert snapshot(vault.root) == before and "changes" not in done.metadata
     assert runtime.entities.find("Moon") is None
+
+
+def test_text_no_note_can_hold_is_dropped_like_any_bad_item(
+    runtime: Runtime, clock: MovableClock, vault: Vault, fake: FakeOpenAI
+) -> None:
+    write(vault, "Contacts/Melanie.md", MELANIE)
+    memory = remember(runtime, clock, "2026-11-01T10:00", "Mel learns the oboe")
+    fake.reply(  # JSON's \ud800 escape arrives as a lone surrogate
+        answer(
+            entities=[{"name": "Ob\ud800e", "type": "thing"}],
+            facts=[
+                {"entity": "Melanie", "category": "hob\udc80by", "text": "oboe", "memory": memory},
+                {"entity": "Melanie", "category": "hobby", "text": "ob\ud800oe", "memory": memory},
+            ],
+            relations=[
+                {"source": "Melanie", "type": "plays", "target": "Ob\ud800e", "memory": memory}
+            ],
+        )
+    )
+    before = snapshot(vault.root)
+    done = run(runtime, clock, fake=fake)
+    assert done.status == "ok"
+    assert set(snapshot(vault.root)) == set(before)  # no entity note made for "Ob?e"
+    text = (vault.root / "Contacts/Melanie.md").read_text("utf-8")
+    assert "hobby" not in text and "plays" not in text and "oboe" not in text
+    assert [f.text for f in runtime.entities.get("Melanie").facts] == [
+        f.text for f in parse_entity("Contacts/Melanie.md", MELANIE).facts
+    ]
 
 
 def test_a_cut_off_or_broken_answer_changes_nothing_and_the_memories_wait(

@@ -56,6 +56,7 @@ from memvault.jobs.marked_section import Markers
 from memvault.llm.base import ChatMessage
 from memvault.llm.untrusted import UNTRUSTED, unfence, wrap_material
 from memvault.locations import private_file, private_state_dir
+from memvault.text import flaw
 from memvault.vault.entities import (
     MAX_FACT_CHARS,
     MAX_NAME_CHARS,
@@ -364,9 +365,10 @@ def _items(data: dict[str, Any], key: str) -> list[dict[str, Any]]:
 
 
 def _text(value: Any, limit: int) -> str | None:
-    """A one-line string of at most ``limit`` characters, else None; ``::`` becomes ``:``,
-    so the model's text cannot forge an inline field such as ``[valid_until:: ...]``."""
-    if not isinstance(value, str):
+    """A one-line string of at most ``limit`` characters, else None (also for a character no
+    text may hold); ``::`` becomes ``:``, so the model's text cannot forge an inline field
+    such as ``[valid_until:: ...]``."""
+    if not isinstance(value, str) or flaw(value) is not None:
         return None
     clean = " ".join(value.split())
     while "::" in clean:

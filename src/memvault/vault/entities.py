@@ -39,6 +39,7 @@ from datetime import date
 from typing import Any
 
 from memvault.errors import InvalidInputError, MemvaultError, NotFoundError
+from memvault.text import check_text
 from memvault.vault.markdown import (
     aliases,
     append_to_section,
@@ -303,7 +304,9 @@ def _entity_of(path: str, note: Note) -> Entity:
 
 
 def clean_name(name: str) -> str:
-    """An entity's name as a file name allows; InvalidInputError when nothing is left."""
+    """An entity's name as a file name allows; InvalidInputError when nothing is left, or
+    for a character no text may hold."""
+    check_text(name, "The entity's name")
     cleaned = " ".join(re.sub(r'[\\/:*?"<>|#^\[\]]', " ", name).split())[:MAX_NAME_CHARS]
     if not cleaned.strip(" ."):
         raise InvalidInputError(f"{name!r} is not a usable entity name.")
@@ -421,6 +424,8 @@ class Entities:
         """
         if not fact.text.strip() or not fact.category.strip():
             raise InvalidInputError("A fact needs a category and some text.")
+        check_text(fact.text, "The fact")
+        check_text(fact.category, "The fact's category")
         fact.text = " ".join(fact.text.split())[:MAX_FACT_CHARS]
         fact.category = " ".join(re.sub(r"[\[\]:]", " ", fact.category).split())
         change = FactChange(path, "unchanged")
@@ -451,7 +456,7 @@ class Entities:
 
     def record_relation(self, path: str, relation: Relation) -> bool:
         """Add ``relation`` under Relations unless the same one holds; True when added."""
-        relation.type = relation_name(relation.type)
+        relation.type = relation_name(check_text(relation.type, "The relation's type"))
         relation.target = clean_name(relation.target)
         if not relation.type:
             raise InvalidInputError("A relation needs a type, e.g. works_at.")
