@@ -1,0 +1,232 @@
+"""memvault's SQL on PostgreSQL: a connection that takes the statements the SQLite stores run.
+
+The index and the state database are written in SQLite's dialect with ``?``
+placeholders. Most of it is standard SQL that PostgreSQL runs as it is; the rest is a
+short, closed list of differences, each rewritten here once (and cached per statement):
+
+======================================  ==============================================
+SQLite                                  PostgreSQL
+======================================  ==============================================
+``?`` placeholders                      ``%s`` (and a literal ``%`` doubled)
+``BEGIN IMMEDIATE``                     ``BEGIN``
+``INSERT OR IGNORE INTO``               ``INSERT INTO ... ON CONFLICT DO NOTHING``
+``INSERT OR REPLACE INTO t(...)``       ``... ON CONFLICT (t's key) DO UPDATE SET ...``
+``cursor.lastrowid`` after an INSERT    ``RETURNING id`` (tables with an id column)
+``max(a, b)`` / ``min(a, b)``           ``greatest(a, b)`` / ``least(a, b)``
+``json_extract(col, '$.a.b')``          ``(col::jsonb #>> '{a,b}')``
+``LIKE`` (case-blind for ASCII)         ``ILIKE``
+``x = ? COLLATE NOCASE``                ``lower(x) = lower(?)``
+``tag = ?`` on ``chunk_tags`` (NOCASE)  ``tag = lower(?)`` (PostgreSQL stores it lower)
+``... NOT INDEXED``                     nothing (a SQLite planner hint)
+======================================  ==============================================
+
+Rows read like :class:`sqlite3.Row`: by position, by column name, and ``keys()``.
+What cannot be said the same way on both (full-text search, vectors, the planner's
+pragmas) is not here: it lives in the backend's own classes.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import psycopg
+from psycopg import pq
+from psycopg.rows import RowMaker
+
+# The tables whose key is an ``id`` column the database assigns (``lastrowid``).
+IDENTITY_TABLES = frozenset(
+    {
+        "notes",
+        "chunks",
+        "sessions",
+        "messages",
+        "channel_inbox",
+        "channel_outbox",
+        "channel_approvals",
+        "job_runs",
+        "memory_changes",
+        "memory_reviews",
+        "api_tokens",
+    }
+)
+# The conflict target of ``INSERT OR REPLACE`` / ``INSERT OR IGNORE`` per table.
+KEYS: dict[str, tuple[str, ...]] = {
+    "meta": ("key",),
+    "memories": ("id",),
+    "memory_recalls": ("memory_id",),
+    "reminders_sent": ("key",),
+    "channel_senders": ("channel", "sender_id"),
+    "imports": ("kind", "item_hash"),
+    "location_samples": ("id",),
+}
+
+_INSERT = re.compile(
+    r"^\s*INSERT\s+(?:OR\s+(IGNORE|REPLACE)\s+)?INTO\s+(\w+)\s*\(([^)]*)\)", re.IGNORECASE
+)
+_JSON_EXTRACT = re.compile(r"json_extract\(\s*([\w.]+)\s*,\s*'\$\.([\w.]+)'\s*\)", re.IGNORECASE)
+_NOCASE_EQUALS = re.compile(r"([\w.]+)\s*=\s*\?\s+COLLATE\s+NOCASE", re.IGNORECASE)
+_TAG_COMPARE = re.compile(r"\b((?:\w+\.)?tag)\s+(=|LIKE)\s+\?", re.IGNORECASE)
+_LIKE = re.compile(r"\bLIKE\b", re.IGNORECASE)
+_MAX_MIN = re.compile(r"\b(max|min)\(", re.IGNORECASE)
+
+
+class Row(tuple[Any, ...]):
+    """One row: ``row[0]``, ``row["name"]`` and ``row.keys()``, as :class:`sqlite3.Row`."""
+
+    _names: tuple[str, ...] = ()
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            try:
+                return tuple.__getitem__(self, self._names.index(key))
+            except ValueError:
+                raise IndexError(f"No item with that key: {key}") from None
+        return tuple.__getitem__(self, key)
+
+    def keys(self) -> list[str]:
+        """The column names, in order."""
+        return list(self._names)
+
+
+def _row_factory(cursor: psycopg.Cursor[Any]) -> RowMaker[Row]:
+    names = tuple(c.name for c in cursor.description or ())
+    kind = type("Row", (Row,), {"_names": names, "__slots__": ()})
+
+    def make(values: Sequence[Any]) -> Row:
+        row: Row = kind(values)
+        return row
+
+    return make
+
+
+@functools.lru_cache(maxsize=1024)
+def translate(sql: str, *, returning: bool = True) -> str:
+    """The PostgreSQL form of one SQLite statement (see the module's table)."""
+    text = sql.strip()
+    if re.match(r"BEGIN\s+IMMEDIATE$", text, re.IGNORECASE):
+        return "BEGIN"
+    text = text.replace(" NOT INDEXED", "")
+    text = _JSON_EXTRACT.sub(
+        lambda m: f"({m.group(1)}::jsonb #>> '{{{m.group(2).replace('.', ',')}}}')", text
+    )
+    text = _NOCASE_EQUALS.sub(r"lower(\1) = lower(?)", text)
+    if "chunk_tags" in text or re.search(r"\bt\.tag\b", text):
+        text = _TAG_COMPARE.sub(r"\1 \2 lower(?)", text)
+    text = _LIKE.sub("ILIKE", text)
+    text = _scalar_extremes(text)
+    insert = _INSERT.match(text)
+    if insert:
+        text = _insert(text, insert, returning=returning)
+    return _placeholders(text)
+
+
+def _insert(text: str, found: re.Match[str], *, returning: bool) -> str:
+    verb, table, columns = found.group(1), found.group(2).lower(), found.group(3)
+    text = f"INSERT INTO {found.group(2)} ({columns}){text[found.end() :]}"
+    if verb is not None and verb.upper() == "IGNORE":
+        text += " ON CONFLICT DO NOTHING"
+    elif verb is not None:
+        key = KEYS[table]
+        names = [c.strip() for c in columns.split(",")]
+        updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in names if c not in key)
+        text += f" ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates}"
+    if returning and table in IDENTITY_TABLES and "RETURNING" not in text.upper():
+        text += " RETURNING id"
+    return text
+
+
+def _scalar_extremes(text: str) -> str:
+    """``max(a, b)`` (two arguments: SQLite's scalar form) as ``greatest(a, b)``."""
+    out: list[str] = []
+    at = 0
+    for found in _MAX_MIN.finditer(text):
+        if found.start() < at:
+            continue
+        depth, top_comma, end = 1, False, found.end()
+        while end < len(text) and depth:
+            char = text[end]
+            depth += {"(": 1, ")": -1}.get(char, 0)
+            top_comma |= char == "," and depth == 1
+            end += 1
+        if top_comma:
+            name = "greatest" if found.group(1).lower() == "max" else "least"
+            inner = _scalar_extremes(text[found.end() : end - 1])
+            out.append(f"{text[at : found.start()]}{name}({inner})")
+            at = end
+    out.append(text[at:])
+    return "".join(out)
+
+
+def _placeholders(text: str) -> str:
+    """``?`` as ``%s`` and ``%`` as ``%%``, outside quoted literals."""
+    out: list[str] = []
+    quote: str | None = None
+    for char in text:
+        if quote is not None:
+            if char == quote:
+                quote = None
+            out.append("%%" if char == "%" else char)
+        elif char in "'\"":
+            quote = char
+            out.append(char)
+        elif char == "?":
+            out.append("%s")
+        else:
+            out.append("%%" if char == "%" else char)
+    return "".join(out)
+
+
+class Cursor:
+    """What ``execute`` returns: the rows, ``lastrowid`` and ``rowcount``."""
+
+    def __init__(self, cursor: psycopg.Cursor[Row], lastrowid: int | None = None) -> None:
+        self._cursor = cursor
+        self.lastrowid = lastrowid
+        self.rowcount = cursor.rowcount
+
+    def fetchone(self) -> Row | None:
+        return self._cursor.fetchone() if self._cursor.description else None
+
+    def fetchall(self) -> list[Row]:
+        return self._cursor.fetchall() if self._cursor.description else []
+
+    def __iter__(self) -> Iterator[Row]:
+        return iter(self.fetchall())
+
+
+class PgConnection:
+    """A psycopg connection (autocommit; transactions are explicit, as with SQLite) that
+    runs memvault's SQLite statements through :func:`translate`."""
+
+    def __init__(self, raw: psycopg.Connection[Any]) -> None:
+        self.raw: psycopg.Connection[Row] = raw  # type: ignore[assignment]
+        self.raw.row_factory = _row_factory  # type: ignore[assignment]
+
+    def execute(self, sql: str, params: Sequence[Any] | None = None) -> Cursor:
+        statement = translate(sql)
+        cursor = self.raw.execute(statement.encode(), tuple(params or ()))  # type: ignore[arg-type]
+        lastrowid = None
+        if statement.endswith(" RETURNING id") and "RETURNING" not in sql.upper():
+            row = cursor.fetchone()
+            lastrowid = int(row[0]) if row is not None else None
+        return Cursor(cursor, lastrowid)
+
+    def executemany(self, sql: str, seq: Iterable[Sequence[Any]]) -> Cursor:
+        statement = translate(sql, returning=False)
+        with self.raw.cursor() as cursor:
+            cursor.executemany(statement.encode(), [tuple(p) for p in seq])  # type: ignore[arg-type]
+            return Cursor(cursor)
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.raw.info.transaction_status != pq.TransactionStatus.IDLE
+
+    @property
+    def closed(self) -> bool:
+        return self.raw.closed
+
+    def close(self) -> None:
+        self.raw.close()
