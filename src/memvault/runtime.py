@@ -12,10 +12,11 @@ import contextlib
 import logging
 import sqlite3
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from memvault.clock import Clock, load_timezone
 from memvault.config import Settings
-from memvault.errors import MemvaultError, StorageError
+from memvault.errors import MemvaultError
 from memvault.index.embedders import Embedder, make_embedder
 from memvault.index.index import MemoryIndex
 from memvault.index.search import Searcher, SearchResults
@@ -27,7 +28,7 @@ from memvault.memory.outcomes import Outcomes
 from memvault.memory.recalls import RecallLog
 from memvault.memory.revisions import RevisionLog
 from memvault.memory.sessions import Session, Sessions
-from memvault.memory.state import StateDB
+from memvault.memory.state import StateDB, StateStore
 from memvault.vault.contacts import Contacts
 from memvault.vault.entities import Entities
 from memvault.vault.journal import Journal
@@ -37,6 +38,9 @@ from memvault.vault.notes import Notes
 from memvault.vault.projects import Projects
 from memvault.vault.store import Change, Vault
 from memvault.vault.tasks import Tasks
+
+if TYPE_CHECKING:
+    from memvault.storage.postgres import PostgresStorage
 
 log = logging.getLogger(__name__)
 
@@ -81,13 +85,6 @@ class Runtime:
         is refused with a VaultError, so nothing is written where no vault was
         meant to be. ``create`` makes the vault's layout first, as ``init`` does.
         """
-        if settings.storage.backend != "sqlite":
-            # The PostgreSQL store exists (memvault.storage.postgres) but nothing reads or
-            # writes through it yet: refuse rather than quietly keep using SQLite.
-            raise StorageError(
-                '[storage] backend = "postgres" is not served by this memvault yet: the index '
-                'and the state are in SQLite; set backend = "sqlite" (the default).'
-            )
         runtime = cls(settings, clock or Clock(load_timezone(settings.timezone)), embedder=embedder)
         if create:
             init_vault(runtime.vault)
@@ -108,8 +105,18 @@ class Runtime:
         return self._embedder or make_embedder(self.settings.embedder)
 
     @cached_property
+    def storage(self) -> PostgresStorage | None:
+        """The PostgreSQL database (``[storage] backend = "postgres"``), connected and
+        migrated on first use; None with SQLite (files in ``.memvault``)."""
+        if self.settings.storage.backend != "postgres":
+            return None
+        from memvault.storage.postgres import PostgresStorage
+
+        return PostgresStorage.open(self.settings.storage)
+
+    @cached_property
     def index(self) -> MemoryIndex:
-        """The vault's search index (``.memvault/index.db``)."""
+        """The vault's search index (``.memvault/index.db``, or PostgreSQL's)."""
         return MemoryIndex(
             self.vault,
             self.memories,
@@ -117,6 +124,7 @@ class Runtime:
             self.clock,
             settings=self.settings.index,
             search=self.settings.search,
+            storage=self.storage,
         )
 
     @cached_property
@@ -158,13 +166,19 @@ class Runtime:
 
     def _last_session(self) -> Session | None:
         """The latest ended session; None before any session (without creating state.db)."""
-        if "state" not in self.__dict__ and not (self.vault.state_dir / STATE_DB).exists():
+        fresh = self.storage is None and not (self.vault.state_dir / STATE_DB).exists()
+        if "state" not in self.__dict__ and fresh:
             return None
         return self.sessions.last_ended()
 
     @cached_property
-    def state(self) -> StateDB:
-        """The operational database (``.memvault/state.db``): sessions, messages, meta."""
+    def state(self) -> StateStore:
+        """The operational database (``.memvault/state.db``, or PostgreSQL's): sessions,
+        messages, meta."""
+        if self.storage is not None:
+            from memvault.storage.pg_state import PgStateDB
+
+            return PgStateDB(self.storage)
         return StateDB(self.vault.state_dir)
 
     @cached_property
@@ -215,3 +229,5 @@ class Runtime:
             self.index.close()
         if "state" in self.__dict__:
             self.state.close()
+        if self.__dict__.get("storage") is not None:
+            self.__dict__["storage"].close()

@@ -25,7 +25,7 @@ from typing import Any
 
 from memvault.channels.base import Button, Inbound
 from memvault.clock import Clock
-from memvault.memory.state import StateDB
+from memvault.memory.state import StateStore
 
 INBOX_NEW = "new"
 INBOX_CAPTURED = "captured"
@@ -134,7 +134,7 @@ def _when(value: str | None) -> datetime | None:
 class ChannelStore:
     """Reads and writes the channel tables of ``state.db``."""
 
-    def __init__(self, db: StateDB, clock: Clock) -> None:
+    def __init__(self, db: StateStore, clock: Clock) -> None:
         self.db = db
         self.clock = clock
 

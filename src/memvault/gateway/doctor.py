@@ -23,7 +23,7 @@ from memvault.index.embedders import LocalEmbedder
 from memvault.index.local_model import PREPARE_COMMAND
 from memvault.llm.base import Health
 from memvault.locations import is_vault, loose_modes
-from memvault.memory.state import StateDB
+from memvault.memory.state import StateStore
 from memvault.runtime import Runtime
 from memvault.vocabulary import counted
 
@@ -59,7 +59,7 @@ class DaemonFacts:
     watching: bool
     backfill_error: str | None
     embedder_error: str | None
-    state: StateDB
+    state: StateStore
     token_path: Path
     llm_health: Health | None = None
     # (name, status, sentence) of every enabled channel, from the hub.
@@ -313,7 +313,7 @@ def _server(daemon: DaemonFacts) -> Check:
     return Check("server_bind", "ok", f"Listening on {where} (this machine only).", where)
 
 
-def _state(state: StateDB) -> Check:
+def _state(state: StateStore) -> Check:
     try:
         problem = state.check()
     except Exception as exc:

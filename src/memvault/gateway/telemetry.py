@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 from memvault.clock import Clock
 from memvault.config import TelemetrySettings
-from memvault.memory.state import StateDB
+from memvault.memory.state import StateStore
 from memvault.vault.journal import Journal
 
 EARTH_RADIUS_M = 6_371_008.8
@@ -64,7 +64,7 @@ class LocationDiary:
     """Stores samples (deduplicated by id) and writes the ones that matter to the journal."""
 
     def __init__(
-        self, state: StateDB, journal: Journal, clock: Clock, settings: TelemetrySettings
+        self, state: StateStore, journal: Journal, clock: Clock, settings: TelemetrySettings
     ) -> None:
         self.state = state
         self.journal = journal

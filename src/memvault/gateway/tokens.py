@@ -36,7 +36,7 @@ from enum import IntEnum
 from typing import Any
 
 from memvault.errors import ConflictError, InvalidInputError, MemvaultError, NotFoundError
-from memvault.memory.state import StateDB
+from memvault.memory.state import StateStore
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ def _now() -> str:
 class TokenBook:
     """The named tokens of one vault's ``state.db``."""
 
-    def __init__(self, state: StateDB) -> None:
+    def __init__(self, state: StateStore) -> None:
         self.state = state
         self._used: dict[str, float] = {}  # secret digest -> when last_used_at was written
         self._used_guard = threading.Lock()

@@ -26,7 +26,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 
@@ -39,12 +39,16 @@ from memvault.index.db import Connection
 from memvault.index.embedders import Embedder, EmbeddingError, normalize_rows
 from memvault.index.vectors import VectorStore
 from memvault.sqlite import get_meta, in_memory, quick_check, set_meta, transaction
+from memvault.storage.pg_schema import INDEX_TABLES
 from memvault.vault.entities import relation_lines, relation_name
 from memvault.vault.links import LinkResolver, link_key
 from memvault.vault.markdown import Link, aliases, extract_links, note_tags, title_of
 from memvault.vault.memories import MEMORY_DIR, Memories, normalize_text
 from memvault.vault.note import Note, plain
 from memvault.vault.store import Change, FileEntry, Vault
+
+if TYPE_CHECKING:
+    from memvault.storage.postgres import PostgresStorage
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +165,7 @@ class MemoryIndex:
         settings: IndexSettings | None = None,
         search: SearchSettings | None = None,
         path: Path | None = None,
+        storage: PostgresStorage | None = None,
     ) -> None:
         self.vault = vault
         self.memories = memories
@@ -169,6 +174,9 @@ class MemoryIndex:
         self.settings = settings or IndexSettings()
         self.search_settings = search or SearchSettings()
         self.path = path or vault.state_dir / INDEX_FILE
+        # PostgreSQL (``[storage] backend = "postgres"``) instead of the file at ``path``.
+        self.storage = storage
+        self.dialect = "sqlite" if storage is None else "postgres"
         self._conn: Connection | None = None
         self._vectors: VectorStore | None = None
         self._links: LinkResolver | None = None
@@ -194,25 +202,38 @@ class MemoryIndex:
             with self.lock:
                 if self._conn is None:
                     self.vault.require()
-                    self._conn = dbmod.connect(self.path)
+                    if self.storage is not None:
+                        self._conn = self.storage.index_connection()
+                    else:
+                        self._conn = dbmod.connect(self.path)
         return self._conn
 
     @property
     def vectors(self) -> VectorStore:
         """The vector table of this index."""
         if self._vectors is None:
-            self._vectors = VectorStore(self.conn)
+            if self.storage is not None:
+                from memvault.index.pg_vectors import PgVectorStore
+
+                self._vectors = PgVectorStore(self.conn)
+            else:
+                self._vectors = VectorStore(self.conn)
         return self._vectors
 
+    @property
+    def location(self) -> str:
+        """Where the index lives: its file, or the PostgreSQL database (no password)."""
+        return str(self.path) if self.storage is None else self.storage.describe()
+
     def exists(self) -> bool:
-        """Whether an index database is on disk."""
-        return self.path.exists()
+        """Whether an index database is on disk (PostgreSQL's always exists)."""
+        return self.storage is not None or self.path.exists()
 
     @property
     def in_memory(self) -> bool:
         """True when the index could not be written (a read-only vault): a copy in memory
         answers, and nothing it learns is saved."""
-        return in_memory(self.conn)
+        return self.storage is None and in_memory(self.conn)
 
     def close(self) -> None:
         """Close the database connection."""
@@ -278,6 +299,14 @@ class MemoryIndex:
     @locked
     def rebuild(self, progress: Progress | None = None) -> SyncReport:
         """Drop everything and index the vault from scratch (vectors included)."""
+        if self.storage is not None:
+            with transaction(self.conn):
+                self.vectors.drop()
+                self.conn.execute(f"TRUNCATE {', '.join(INDEX_TABLES)} RESTART IDENTITY CASCADE")
+            self._links = None
+            self.unreadable.clear()
+            self._appended.clear()
+            return self.sync(progress)
         self.close()
         for suffix in ("", "-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):
@@ -949,8 +978,8 @@ class MemoryIndex:
         On a connection of its own (read-only), so a long check on a large index
         does not hold up searches and writes on the shared one.
         """
-        if not self.path.exists():
-            return None
+        if self.storage is not None or not self.path.exists():
+            return None  # PostgreSQL checks its own pages
         checker = dbmod.sqlite3.connect(f"{self.path.as_uri()}?mode=ro", uri=True, timeout=30.0)
         try:
             return quick_check(checker)
@@ -965,7 +994,7 @@ class MemoryIndex:
             return int(self.conn.execute(sql).fetchone()[0])
 
         return IndexStatus(
-            path=str(self.path),
+            path=self.location,
             notes=count("SELECT count(*) FROM notes"),
             chunks=count("SELECT count(*) FROM chunks"),
             memories=count("SELECT count(*) FROM memories"),

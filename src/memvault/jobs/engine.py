@@ -29,7 +29,7 @@ from memvault.jobs import changes
 from memvault.jobs.budget import BudgetedModel
 from memvault.jobs.schedule import Schedule, backoff
 from memvault.llm.base import Provider
-from memvault.memory.state import StateDB
+from memvault.memory.state import StateStore
 from memvault.processes import process_alive, process_start
 
 if TYPE_CHECKING:
@@ -158,7 +158,7 @@ class JobEngine:
 
     def __init__(
         self,
-        state: StateDB,
+        state: StateStore,
         clock: Clock,
         jobs: list[Job],
         *,

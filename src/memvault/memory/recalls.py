@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
-from memvault.memory.state import StateDB
+from memvault.memory.state import StateStore
 
 _SINCE = "recalls_since"
 
@@ -28,7 +28,7 @@ def _utc(moment: datetime) -> str:
 class RecallLog:
     """Records and answers when memories were last recalled."""
 
-    def __init__(self, state: StateDB) -> None:
+    def __init__(self, state: StateStore) -> None:
         self.state = state
 
     def begin(self, moment: datetime) -> datetime:

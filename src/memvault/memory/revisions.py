@@ -16,7 +16,7 @@ from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 from memvault.errors import InvalidInputError, NotFoundError
-from memvault.memory.state import StateDB
+from memvault.memory.state import StateStore
 
 
 def _utc(moment: datetime) -> str:
@@ -98,7 +98,7 @@ class Review:
 class RevisionLog:
     """Reads and writes ``memory_changes`` and ``memory_reviews``."""
 
-    def __init__(self, state: StateDB) -> None:
+    def __init__(self, state: StateStore) -> None:
         self.state = state
 
     def record(self, change: Change) -> None:

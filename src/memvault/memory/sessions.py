@@ -21,7 +21,7 @@ from typing import Any
 from memvault.acting import acting_agent
 from memvault.clock import Clock
 from memvault.errors import InvalidInputError, NotFoundError
-from memvault.memory.state import StateDB
+from memvault.memory.state import StateStore
 from memvault.vault.journal import Journal
 from memvault.vocabulary import counted
 
@@ -136,7 +136,7 @@ def channel_of(key: str, channel: str | None) -> str:
 class Sessions:
     """The sessions and messages of ``state.db``."""
 
-    def __init__(self, db: StateDB, clock: Clock, journal: Journal | None = None) -> None:
+    def __init__(self, db: StateStore, clock: Clock, journal: Journal | None = None) -> None:
         self.db = db
         self.clock = clock
         self.journal = journal

@@ -17,7 +17,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from memvault import sqlite as sql
 from memvault.errors import VaultError
@@ -235,6 +235,26 @@ _MIGRATIONS: dict[int, str] = {
     """,
 }
 SCHEMA_VERSION = max(_MIGRATIONS)
+
+
+class StateStore(Protocol):
+    """What the state's users need of it: SQLite's ``state.db`` (:class:`StateDB`) or
+    PostgreSQL's state schema (:class:`memvault.storage.pg_state.PgStateDB`)."""
+
+    @property
+    def path(self) -> Any: ...
+
+    def transaction(self) -> contextlib.AbstractContextManager[Any]: ...
+
+    def query(self, statement: str, params: tuple[Any, ...] = ()) -> list[Any]: ...
+
+    def get_meta(self, key: str) -> str | None: ...
+
+    def set_meta(self, key: str, value: str) -> None: ...
+
+    def check(self) -> str | None: ...
+
+    def close(self) -> None: ...
 
 
 class StateDB:

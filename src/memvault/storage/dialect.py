@@ -20,6 +20,13 @@ SQLite                                  PostgreSQL
 ``... NOT INDEXED``                     nothing (a SQLite planner hint)
 ======================================  ==============================================
 
+Errors arrive as :mod:`sqlite3`'s classes (a broken constraint is an
+``IntegrityError``), so the stores' handlers hold on both; a lost connection is a
+:class:`~memvault.errors.StorageError`. PostgreSQL aborts a transaction at its first
+error where SQLite carries on; a connection made with ``savepoints=True`` (the state's)
+runs each write inside a transaction under a savepoint, so a caught error leaves the
+rest of the transaction standing, as it does in SQLite.
+
 Rows read like :class:`sqlite3.Row`: by position, by column name, and ``keys()``.
 What cannot be said the same way on both (full-text search, vectors, the planner's
 pragmas) is not here: it lives in the backend's own classes.
@@ -27,14 +34,18 @@ pragmas) is not here: it lives in the backend's own classes.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
+import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import psycopg
 from psycopg import pq
 from psycopg.rows import RowMaker
+
+from memvault.errors import StorageError
 
 # The tables whose key is an ``id`` column the database assigns (``lastrowid``).
 IDENTITY_TABLES = frozenset(
@@ -201,13 +212,21 @@ class PgConnection:
     """A psycopg connection (autocommit; transactions are explicit, as with SQLite) that
     runs memvault's SQLite statements through :func:`translate`."""
 
-    def __init__(self, raw: psycopg.Connection[Any]) -> None:
+    def __init__(self, raw: psycopg.Connection[Any], *, savepoints: bool = False) -> None:
         self.raw: psycopg.Connection[Row] = raw  # type: ignore[assignment]
         self.raw.row_factory = _row_factory  # type: ignore[assignment]
+        self._savepoints = savepoints
 
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> Cursor:
         statement = translate(sql)
-        cursor = self.raw.execute(statement.encode(), tuple(params or ()))  # type: ignore[arg-type]
+        query, values = statement.encode(), tuple(params or ())
+        guarded = self._savepoints and self.in_transaction and not _reads(statement)
+        with _as_sqlite_errors():
+            if guarded:
+                with self.raw.transaction():
+                    cursor = self.raw.execute(query, values)  # type: ignore[arg-type]
+            else:
+                cursor = self.raw.execute(query, values)  # type: ignore[arg-type]
         lastrowid = None
         if statement.endswith(" RETURNING id") and "RETURNING" not in sql.upper():
             row = cursor.fetchone()
@@ -216,13 +235,21 @@ class PgConnection:
 
     def executemany(self, sql: str, seq: Iterable[Sequence[Any]]) -> Cursor:
         statement = translate(sql, returning=False)
-        with self.raw.cursor() as cursor:
-            cursor.executemany(statement.encode(), [tuple(p) for p in seq])  # type: ignore[arg-type]
+        rows = [tuple(p) for p in seq]
+        with _as_sqlite_errors(), self.raw.cursor() as cursor:
+            if self._savepoints and self.in_transaction:
+                with self.raw.transaction():
+                    cursor.executemany(statement.encode(), rows)  # type: ignore[arg-type]
+            else:
+                cursor.executemany(statement.encode(), rows)  # type: ignore[arg-type]
             return Cursor(cursor)
 
     @property
     def in_transaction(self) -> bool:
-        return self.raw.info.transaction_status != pq.TransactionStatus.IDLE
+        """True inside an explicit transaction, and always on a pooled connection (not in
+        autocommit: psycopg opens its transaction, so a nested one is a savepoint)."""
+        idle = self.raw.info.transaction_status == pq.TransactionStatus.IDLE
+        return not self.raw.autocommit or not idle
 
     @property
     def closed(self) -> bool:
@@ -230,3 +257,33 @@ class PgConnection:
 
     def close(self) -> None:
         self.raw.close()
+
+
+_UNGUARDED = frozenset({"SELECT", "WITH", "BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE"})
+
+
+def _reads(statement: str) -> bool:
+    """Whether a statement needs no savepoint (it reads, or steers the transaction)."""
+    return statement.split(None, 1)[0].upper() in _UNGUARDED
+
+
+@contextlib.contextmanager
+def _as_sqlite_errors() -> Iterator[None]:
+    """psycopg's errors as sqlite3's (what the stores catch), a lost connection as a
+    StorageError."""
+    try:
+        yield
+    except psycopg.errors.IntegrityError as exc:
+        raise sqlite3.IntegrityError(_first_line(exc)) from exc
+    except psycopg.OperationalError as exc:
+        state = exc.sqlstate or ""
+        if not state or state.startswith("08") or state in {"57P01", "57P02", "57P03"}:
+            raise StorageError(f"Lost the connection to PostgreSQL ({_first_line(exc)}).") from exc
+        raise sqlite3.OperationalError(_first_line(exc)) from exc
+    except psycopg.Error as exc:
+        raise sqlite3.DatabaseError(_first_line(exc)) from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -39,6 +39,8 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from memvault.config import StorageSettings
 from memvault.errors import ConfigError, MemvaultError, StorageError
+from memvault.storage.dialect import PgConnection
+from memvault.storage.pg_schema import INDEX_SCHEMA, INDEX_SQL, STATE_SCHEMA, STATE_SQL
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +65,8 @@ class Migration:
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "pgvector", "CREATE EXTENSION IF NOT EXISTS vector"),
+    Migration(2, "index", INDEX_SQL),
+    Migration(3, "state", STATE_SQL),
 )
 
 
@@ -283,6 +287,11 @@ def _connection_lost(exc: psycopg.Error) -> bool:
     return state is None or state.startswith("08") or state in {"57P01", "57P02", "57P03"}
 
 
+def _search_path(schema: str) -> str:
+    """libpq ``options`` that put a connection's unqualified names in ``schema``."""
+    return f"-c search_path={schema},public"
+
+
 def _configure(conn: Connection) -> None:
     # Every pooled connection takes numpy arrays for vector columns (pgvector's adapter).
     register_vector(conn)
@@ -296,10 +305,19 @@ class PostgresStorage:
     transaction, committed when the block ends and rolled back if it raises.
     """
 
-    def __init__(self, pool: ConnectionPool[Connection], target: Target, version: int) -> None:
+    def __init__(
+        self,
+        pool: ConnectionPool[Connection],
+        target: Target,
+        version: int,
+        dsn: str = "",
+        connect_timeout: float = 10.0,
+    ) -> None:
         self._pool = pool
         self.target = target
         self.schema_version = version
+        self._dsn = dsn
+        self._connect_timeout = connect_timeout
 
     @classmethod
     def open(
@@ -327,6 +345,7 @@ class PostgresStorage:
             kwargs={
                 "connect_timeout": _libpq_timeout(settings.connect_timeout),
                 "application_name": "memvault",
+                "options": _search_path(STATE_SCHEMA),
             },
             configure=_configure,
             check=ConnectionPool.check_connection,
@@ -342,7 +361,7 @@ class PostgresStorage:
                 f"PostgreSQL at {target} accepted memvault once, then no pooled connection "
                 f"within {settings.connect_timeout:g} s; check the server's max_connections."
             ) from None
-        return cls(pool, target, version)
+        return cls(pool, target, version, dsn, settings.connect_timeout)
 
     @contextlib.contextmanager
     def connection(self) -> Iterator[Connection]:
@@ -363,6 +382,22 @@ class PostgresStorage:
                     f"Lost the connection to PostgreSQL at {self.target} ({_reason(str(exc))})."
                 ) from None
             raise
+
+    def index_connection(self) -> PgConnection:
+        """A connection of its own for the index (autocommit; its transactions are explicit,
+        as the index's SQLite connection's are), its ``search_path`` on the index's schema."""
+        raw = connect(self._dsn, self.target, timeout=self._connect_timeout)
+        try:
+            raw.execute(f"SET search_path = {INDEX_SCHEMA}, public")
+            register_vector(raw)
+        except psycopg.OperationalError as exc:
+            raw.close()
+            raise connection_error(exc, self.target) from None
+        return PgConnection(raw)
+
+    def describe(self) -> str:
+        """Where the data lives, for status lines (never the password)."""
+        return f"postgresql://{self.target}/{self.target.dbname}"
 
     @property
     def pool_size(self) -> int:
