@@ -37,7 +37,10 @@ class PgStateDB:
             with current.raw.transaction():
                 yield current
             return
-        with self.storage.connection() as raw:
+        # The block is one explicit transaction: without it, a write that comes first runs
+        # in a savepoint block psycopg opens and commits on its own (the connection is idle),
+        # and a later failure could not take it back.
+        with self.storage.connection() as raw, raw.transaction():
             conn = PgConnection(raw, savepoints=True)
             self._local.conn = conn
             try:
