@@ -46,6 +46,7 @@ class RootGroup(ErrorBoundaryGroup):
         "memory": "memvault.cli.memory",
         "graph": "memvault.cli.graph",
         "tokens": "memvault.cli.tokens",
+        "storage": "memvault.cli.storage",
     }
 
 

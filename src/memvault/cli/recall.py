@@ -48,6 +48,8 @@ READ_ONLY_INDEX = (
     "searching a copy in memory."
 )
 _PROGRESS_AFTER = 50
+# What the progress bar calls a stage, by the label the work reports it with.
+_STAGES = {"embedding": "Embedding", "vectors": "Copying vectors"}
 
 
 @contextlib.contextmanager
@@ -76,7 +78,7 @@ def progress_bar(enabled: bool) -> Iterator[ProgressCallback | None]:
     tasks: dict[str, TaskID] = {}
 
     def update(done: int, total: int, label: str) -> None:
-        stage = "Embedding" if label == "embedding" else "Indexing"
+        stage = _STAGES.get(label, "Indexing")
         if stage not in tasks:
             tasks[stage] = bar.add_task(stage, total=total)
         bar.update(tasks[stage], completed=done, total=total)
