@@ -7,6 +7,7 @@ rows are checked on the other side, and every refusal writes nothing.
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 from collections.abc import Iterator
@@ -14,15 +15,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from cli_support import EXIT_CONFIG, EXIT_CONFLICT, EXIT_INVALID, EXIT_VAULT, fail, invoke, ok
 from gateway_support import StartDaemon
-from memvault.backend_migration import index_counts, migrate, state_counts
+from memvault.backend_migration import copy_vectors, index_counts, migrate, state_counts
 from memvault.channels.base import Inbound
 from memvault.channels.store import ChannelStore
 from memvault.config import Settings, StorageSettings
 from memvault.gateway.tokens import Scope, TokenBook
+from memvault.index.index import MemoryIndex
 from memvault.memory.sessions import Sessions
 from memvault.runtime import Runtime
 from memvault.vault.store import Vault
@@ -150,7 +153,9 @@ def test_a_vault_moves_to_postgres_and_back(
         env={"MEMVAULT_PG_DSN": migrated, "MEMVAULT_STORAGE__BACKEND": "postgres"},
     )
     assert result.exit_code == 0, result.output
-    assert '"ok": true' in result.stdout
+    data = json.loads(result.stdout)
+    assert data["ok"] and data["target"]["backend"] == "sqlite"
+    assert data["next"].startswith("To use it, set MEMVAULT_STORAGE__BACKEND=sqlite")
     back = _runtime(copy, clock)
     try:
         assert state_counts(back.state) == on_postgres
@@ -255,8 +260,6 @@ def test_status_names_the_backend_without_the_password(
     assert there.exit_code == 0, there.output
     password = migrated.split(":")[2].split("@")[0]
     assert password not in there.stdout
-    import json
-
     data = json.loads(there.stdout)
     assert data["backend"] == "postgres"
     assert data["location"]["database"].startswith("postgresql://127.0.0.1:")
@@ -290,3 +293,72 @@ def test_vectors_are_copied_by_hash_and_only_the_rest_embedded(
     finally:
         source.close()
         target.close()
+
+
+def test_vectors_follow_the_chunk_hash_between_two_indexes(
+    filled: dict[str, Any], clock: MovableClock, tmp_path: Path
+) -> None:
+    """copy_vectors over two SQLite indexes (the PostgreSQL one waits for PgVectorStore):
+    a chunk of the same text takes the source's vector; a new one is left to embed."""
+    root = filled["root"]
+    embedder = HashEmbedder()
+    source = Runtime.open(
+        Settings(vault=root, timezone="Europe/Berlin"), clock=clock, embedder=embedder
+    )
+    try:
+        assert source.index.embed_pending() == filled["index"]["chunks"]
+        (root / "Insights" / "New.md").write_text("# New\n\nWritten after the embedding.\n")
+        target = MemoryIndex(
+            source.vault, source.memories, embedder, clock, path=tmp_path / "other.db"
+        )
+        target.sync()
+        calls = embedder.calls
+        copied = copy_vectors(source.index, target, None)
+        assert copied == filled["index"]["chunks"]
+        assert embedder.calls == calls, "copying embeds nothing"
+        assert target.built_with() == embedder.identity
+        assert target.pending() == 1  # the new note's chunk
+        pairs = [
+            (int(t[0]), int(s[0]))
+            for t in target.conn.execute("SELECT id, hash FROM chunks WHERE embedded = 1")
+            for s in source.index.conn.execute("SELECT id FROM chunks WHERE hash = ?", (t[1],))
+        ]
+        theirs = source.index.vectors.get([s for _, s in pairs])
+        ours = target.vectors.get([t for t, _ in pairs])
+        assert all(np.allclose(ours[t], theirs[s]) for t, s in pairs)
+        assert target.embed_pending() == 1
+
+        other = MemoryIndex(
+            source.vault,
+            source.memories,
+            HashEmbedder(model="hash-32", dim=32),
+            clock,
+            path=tmp_path / "third.db",
+        )
+        other.sync()
+        assert copy_vectors(source.index, other, None) == 0, "another embedder's vectors stay"
+        target.close()
+        other.close()
+    finally:
+        source.close()
+
+
+def test_replace_empties_a_postgres_target_first(
+    filled: dict[str, Any], migrated: str, clock: MovableClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("memvault.index.pg_vectors", reason="PgVectorStore is not in main yet")
+    root = filled["root"]
+    assert _to_postgres(root, migrated).exit_code == 0
+    monkeypatch.setenv("MEMVAULT_PG_DSN", migrated)
+    pg = _runtime(root, clock, "postgres")
+    try:
+        Sessions(pg.state, clock).log("chat:bob", "only on postgres", channel="cli")
+    finally:
+        pg.close()
+    assert _to_postgres(root, migrated, "--replace").exit_code == 0
+    pg = _runtime(root, clock, "postgres")
+    try:
+        assert state_counts(pg.state) == filled["counts"]
+        assert index_counts(pg.index) == filled["index"]
+    finally:
+        pg.close()

@@ -9,7 +9,6 @@ the databases directly, so it refuses while a daemon serves the vault.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -28,6 +27,7 @@ from memvault.errors import ConflictError, InvalidInputError
 
 if TYPE_CHECKING:
     from memvault.backend_migration import MigrationReport
+    from memvault.config import LoadedSettings
     from memvault.runtime import Runtime
 
 app = group("Storage backends: move a vault between SQLite and PostgreSQL, show where it lives.")
@@ -66,7 +66,8 @@ def migrate(
 
     if to not in BACKENDS:
         raise InvalidInputError(f"--to takes postgres or sqlite, not {to!r}.")
-    settings = load_settings(vault or root_vault(ctx)).settings
+    loaded = load_settings(vault or root_vault(ctx))
+    settings = loaded.settings
     if settings.storage.backend == to:
         raise InvalidInputError(
             f'The vault is on {to} already ([storage] backend = "{to}"); migrate --to the '
@@ -82,7 +83,7 @@ def migrate(
     target = _open(ctx, target_settings(settings, to), clock=source.clock, embedder=source.embedder)
     with progress_bar(not as_json and sys.stderr.isatty()) as update:
         report = run(source, target, replace=replace, progress=update, embed_progress=update)
-    advice = _advice(report, source.vault.state_dir, settings.storage.dsn_env)
+    advice = _advice(report, loaded)
     if as_json:
         emit_json({**report.to_dict(), "next": advice})
     else:
@@ -109,17 +110,20 @@ def _show(report: MigrationReport) -> None:
     )
 
 
-def _advice(report: MigrationReport, state_dir: Path, dsn_env: str) -> str:
-    config = state_dir / "config.toml"
+def _advice(report: MigrationReport, loaded: LoadedSettings) -> str:
+    """What to change so memvault uses the target: where the backend is set now."""
+    origin = loaded.sources.get("storage.backend", "default")
+    if origin.startswith("env "):
+        where = f"set {origin.removeprefix('env ')}={report.target} where memvault runs"
+    else:
+        config = loaded.config_file or loaded.settings.vault / ".memvault" / "config.toml"
+        where = f'set [storage] backend = "{report.target}" in {config}'
     if report.target == "postgres":
         return (
-            f'To use it, set [storage] backend = "postgres" in {config} and keep {dsn_env} set '
-            "wherever memvault runs; the SQLite files stay as they were."
+            f"To use it, {where} and keep {loaded.settings.storage.dsn_env} set wherever "
+            "memvault runs; the SQLite files stay as they were."
         )
-    return (
-        f'To use it, set [storage] backend = "sqlite" (or remove the line) in {config}; '
-        "the PostgreSQL database stays as it was."
-    )
+    return f"To use it, {where}; the PostgreSQL database stays as it was."
 
 
 @app.command("status")
