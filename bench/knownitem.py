@@ -65,10 +65,12 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import backends
 import numpy as np
 
 from memvault.clock import Clock
 from memvault.config import SearchSettings, Settings
+from memvault.index.db import TOKENIZER
 from memvault.index.embedders import BaseEmbedder, Embedder, LocalEmbedder, Vectors
 from memvault.index.query import STOPWORDS
 from memvault.runtime import Runtime
@@ -295,10 +297,16 @@ def _is_word(raw: str) -> bool:
 
 
 class _Index:
-    """Which notes of the built index an FTS5 expression matches: the ground truth."""
+    """Which notes of the built index an FTS5 expression matches: the ground truth.
+
+    On PostgreSQL the index's rows are copied into an FTS5 table in memory first, so
+    both backends are asked exactly the same queries.
+    """
 
     def __init__(self, runtime: Runtime) -> None:
         self.conn = runtime.index.conn
+        if runtime.index.dialect != "sqlite":
+            self.conn = _fts5_copy(runtime)
 
     def notes(self, words: Sequence[str]) -> set[str]:
         phrase = '"' + " ".join(words) + '"'
@@ -311,6 +319,29 @@ class _Index:
 
     def only(self, words: Sequence[str], path: str) -> bool:
         return bool(words) and self.notes(words) == {path}
+
+
+def _fts5_copy(runtime: Runtime) -> sqlite3.Connection:
+    """The index's notes, chunks and keyword rows in an in-memory SQLite with FTS5."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, path TEXT)")
+    conn.execute("CREATE TABLE chunks (id INTEGER PRIMARY KEY, note_id INTEGER)")
+    conn.execute(
+        "CREATE VIRTUAL TABLE chunks_fts USING fts5(text, context, title, tags,"
+        f" tokenize = '{TOKENIZER}')"
+    )
+    source = runtime.index.conn
+    conn.executemany(
+        "INSERT INTO notes VALUES (?, ?)", source.execute("SELECT id, path FROM notes")
+    )
+    conn.executemany(
+        "INSERT INTO chunks VALUES (?, ?)", source.execute("SELECT id, note_id FROM chunks")
+    )
+    conn.executemany(
+        "INSERT INTO chunks_fts(rowid, text, context, title, tags) VALUES (?, ?, ?, ?, ?)",
+        source.execute("SELECT rowid, text, context, title, tags FROM chunks_fts"),
+    )
+    return conn
 
 
 def _phrases(body: str) -> Iterable[list[str]]:
@@ -569,7 +600,9 @@ def build(
     started = time.perf_counter()
     notes = corpus_notes(corpus, quick=quick)
     known = corpus_notes(corpus) if quick and corpus == "docstrings" else notes
-    settings = Settings(vault=root, timezone="UTC", search=search or SearchSettings())
+    settings = Settings(
+        vault=root, timezone="UTC", search=search or SearchSettings(), storage=backends.storage()
+    )
     runtime = Runtime.open(settings, clock=Clock(UTC), embedder=embedder, create=True)
     for path, text in notes.items():
         file = root / path

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import backends
 import numpy as np
 
 from memvault.clock import Clock
@@ -188,7 +189,7 @@ def ingest(
 ) -> Conversation:
     """A memvault in ``root`` holding ``turns`` through its real ingestion, indexed and embedded."""
     timings = defaultdict(float) if timings is None else timings
-    settings = Settings(vault=root / "vault", timezone="UTC")
+    settings = Settings(vault=root / "vault", timezone="UTC", storage=backends.storage())
     runtime = Runtime.open(settings, clock=Clock(UTC), embedder=embedder, create=True)
     started = time.perf_counter()
     remembered = runtime.memories.remember_many(

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import backends
 import numpy as np
 import numpy.typing as npt
 
@@ -142,7 +143,8 @@ def build_vault(root: Path, size: int, seed: int = 7) -> tuple[Runtime, float, d
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("\n".join(body) + "\n")
     clock = Clock(UTC)
-    runtime = Runtime.open(Settings(vault=root), clock=clock, embedder=HashingEmbedder())
+    settings = Settings(vault=root, storage=backends.storage())
+    runtime = Runtime.open(settings, clock=clock, embedder=HashingEmbedder())
     runtime.index.sync()  # index the notes first (timed separately below)
     started = time.perf_counter()
     items = []
@@ -186,12 +188,11 @@ def measure(size: int, queries: int) -> dict[str, Any]:
         started = time.perf_counter()
         # Notes: written to disk, then one full sync (timed).
         runtime, memory_seconds, counts = build_vault(root, size)
+        settings = runtime.settings
         runtime.close()
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{root}/.memvault/index.db{suffix}").unlink(missing_ok=True)
-        runtime = Runtime.open(Settings(vault=root), clock=Clock(UTC), embedder=HashingEmbedder())
+        runtime = Runtime.open(settings, clock=Clock(UTC), embedder=HashingEmbedder())
         sync_started = time.perf_counter()
-        report = runtime.index.sync()
+        report = runtime.index.rebuild()  # the whole vault, into an empty index
         sync_seconds = time.perf_counter() - sync_started
         embed_started = time.perf_counter()
         embedded = runtime.index.embed_pending(batch=512)

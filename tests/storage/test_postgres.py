@@ -51,9 +51,11 @@ def tables(dsn: str) -> set[str]:
 
 
 # Test-only migrations: a real table, then one that slows down to make migrators overlap.
-NOTES = Migration(2, "notes", "CREATE TABLE notes (id serial PRIMARY KEY, body text NOT NULL)")
+NEXT = len(MIGRATIONS) + 1
+REAL = [(1, "pgvector"), (2, "index"), (3, "state")]
+NOTES = Migration(NEXT, "notes", "CREATE TABLE notes (id serial PRIMARY KEY, body text NOT NULL)")
 SLOW = Migration(
-    3,
+    NEXT + 1,
     "tags",
     "SELECT pg_sleep(0.4); CREATE TABLE tags (note integer REFERENCES notes, tag text NOT NULL)",
 )
@@ -133,8 +135,8 @@ def test_pooled_connections_read_and_write_vectors(storage: PostgresStorage) -> 
 def test_a_fresh_database_is_migrated_to_the_latest_version(database: str) -> None:
     assert "memvault_schema" not in tables(database)
     with PostgresStorage.open(SETTINGS, environ=env(database)) as storage:
-        assert storage.schema_version == 1
-    assert history(database) == [(1, "pgvector")]
+        assert storage.schema_version == len(MIGRATIONS) == 3
+    assert history(database) == REAL
     with psycopg.connect(database) as conn:
         assert conn.execute(
             "SELECT count(*) FROM pg_extension WHERE extname = 'vector'"
@@ -148,11 +150,11 @@ def test_migrating_again_applies_nothing(database: str) -> None:
     with PostgresStorage.open(
         SETTINGS, environ=env(database), migrations=TEST_MIGRATIONS
     ) as storage:
-        assert storage.schema_version == 3
+        assert storage.schema_version == NEXT + 1
     with psycopg.connect(database) as conn:
         after = conn.execute("SELECT version, applied_at FROM memvault_schema").fetchall()
     assert after == before
-    assert len(after) == 3
+    assert len(after) == NEXT + 1
 
 
 def test_an_older_database_is_brought_up_to_date(database: str) -> None:
@@ -160,8 +162,8 @@ def test_an_older_database_is_brought_up_to_date(database: str) -> None:
     with PostgresStorage.open(
         SETTINGS, environ=env(database), migrations=TEST_MIGRATIONS
     ) as storage:
-        assert storage.schema_version == 3
-    assert history(database) == [(1, "pgvector"), (2, "notes"), (3, "tags")]
+        assert storage.schema_version == NEXT + 1
+    assert history(database) == [*REAL, (NEXT, "notes"), (NEXT + 1, "tags")]
     assert {"notes", "tags"} <= tables(database)
 
 
@@ -187,8 +189,8 @@ def test_two_daemons_starting_at_once_migrate_once(database: str) -> None:
     for t in threads:
         t.join(30)
     assert failures == []
-    assert versions == [3, 3]
-    assert history(database) == [(1, "pgvector"), (2, "notes"), (3, "tags")]
+    assert versions == [NEXT + 1, NEXT + 1]
+    assert history(database) == [*REAL, (NEXT, "notes"), (NEXT + 1, "tags")]
 
 
 def test_a_database_written_by_a_newer_memvault_is_refused(database: str) -> None:
@@ -198,22 +200,22 @@ def test_a_database_written_by_a_newer_memvault_is_refused(database: str) -> Non
     port = port_of(database)
     assert str(caught.value) == (
         f'Database "{database.rsplit("/", 1)[1]}" at 127.0.0.1:{port} was written by a newer '
-        "memvault (schema 3, this one knows up to 1); upgrade memvault to use it."
+        f"memvault (schema {NEXT + 1}, this one knows up to {NEXT - 1}); upgrade memvault to use it."
     )
     assert caught.value.exit_code == 5
-    assert len(history(database)) == 3
+    assert len(history(database)) == NEXT + 1
 
 
 def test_a_failing_migration_leaves_the_version_before_it(database: str) -> None:
-    broken = Migration(3, "broken", "CREATE TABLE half (id int); SELECT no_such_column FROM notes")
+    broken = Migration(NEXT + 1, "broken", "CREATE TABLE half (id int); SELECT no_such_column FROM notes")
     with pytest.raises(StorageError) as caught:
         PostgresStorage.open(
             SETTINGS, environ=env(database), migrations=(*MIGRATIONS, NOTES, broken)
         )
-    assert str(caught.value).startswith('Migration 3 (broken) of database "test_') and str(
+    assert str(caught.value).startswith(f'Migration {NEXT + 1} (broken) of database "test_') and str(
         caught.value
     ).endswith('failed: column "no_such_column" does not exist.')
-    assert history(database) == [(1, "pgvector"), (2, "notes")]
+    assert history(database) == [*REAL, (NEXT, "notes")]
     assert "half" not in tables(database)  # the failed migration's first statement too
 
 
@@ -229,8 +231,8 @@ def test_an_unused_database_is_at_version_zero(database: str) -> None:
     target = Target.of(database, "MEMVAULT_PG_DSN")
     with connect(database, target) as conn:
         assert schema_version(conn) == 0
-        assert migrate(conn, target) == 1
-        assert schema_version(conn) == 1
+        assert migrate(conn, target) == NEXT - 1
+        assert schema_version(conn) == NEXT - 1
 
 
 # pgvector and full-text search
@@ -419,7 +421,7 @@ def test_a_user_who_may_not_create_pgvector_is_one_sentence(
         with psycopg.connect(database, autocommit=True) as admin:
             admin.execute("CREATE EXTENSION vector")
         with PostgresStorage.open(SETTINGS, environ=env(as_agent)) as storage:
-            assert storage.schema_version == 1
+            assert storage.schema_version == NEXT - 1
     finally:
         with psycopg.connect(pg.dsn(), autocommit=True) as admin:
             admin.execute(f"DROP DATABASE {name} WITH (FORCE)".encode())

@@ -311,7 +311,7 @@ class JobEngine:
         except sqlite3.IntegrityError:
             raise ConflictError(f"The job {name!r} is already running.") from None
         assert cursor.lastrowid is not None
-        return cursor.lastrowid
+        return int(cursor.lastrowid)
 
     def execute(self, name: str, run_id: int) -> JobRun:
         """Run a claimed job and record the outcome; a failure is recorded, not raised."""

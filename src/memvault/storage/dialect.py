@@ -213,8 +213,8 @@ class PgConnection:
     runs memvault's SQLite statements through :func:`translate`."""
 
     def __init__(self, raw: psycopg.Connection[Any], *, savepoints: bool = False) -> None:
-        self.raw: psycopg.Connection[Row] = raw  # type: ignore[assignment]
-        self.raw.row_factory = _row_factory  # type: ignore[assignment]
+        self.raw: psycopg.Connection[Row] = raw
+        self.raw.row_factory = _row_factory
         self._savepoints = savepoints
 
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> Cursor:
@@ -224,9 +224,9 @@ class PgConnection:
         with _as_sqlite_errors():
             if guarded:
                 with self.raw.transaction():
-                    cursor = self.raw.execute(query, values)  # type: ignore[arg-type]
+                    cursor = self.raw.execute(query, values)
             else:
-                cursor = self.raw.execute(query, values)  # type: ignore[arg-type]
+                cursor = self.raw.execute(query, values)
         lastrowid = None
         if statement.endswith(" RETURNING id") and "RETURNING" not in sql.upper():
             row = cursor.fetchone()
@@ -239,9 +239,9 @@ class PgConnection:
         with _as_sqlite_errors(), self.raw.cursor() as cursor:
             if self._savepoints and self.in_transaction:
                 with self.raw.transaction():
-                    cursor.executemany(statement.encode(), rows)  # type: ignore[arg-type]
+                    cursor.executemany(statement.encode(), rows)
             else:
-                cursor.executemany(statement.encode(), rows)  # type: ignore[arg-type]
+                cursor.executemany(statement.encode(), rows)
             return Cursor(cursor)
 
     @property
