@@ -75,9 +75,11 @@ class Keywords(Protocol):
 
 
 def keywords_for(conn: Connection, dialect: str = "sqlite") -> Keywords:
-    """The keyword index on ``conn``: FTS5 (``sqlite``)."""
-    if dialect != "sqlite":
-        raise ValueError(f"no keyword index for {dialect!r}")
+    """The keyword index on ``conn``: FTS5 (``sqlite``) or PostgreSQL (``postgres``)."""
+    if dialect == "postgres":
+        from memvault.index.pg_keywords import PgKeywords  # psycopg only when asked for
+
+        return PgKeywords(conn)
     return Fts5Keywords(conn)
 
 
