@@ -8,20 +8,15 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
-import psycopg
 import pytest
-from pgvector.psycopg import register_vector
 
-from memvault.config import StorageSettings
 from memvault.index.db import TOKENIZER
 from memvault.index.keywords import Fts5Keywords, Keywords, keywords_for
 from memvault.index.pg_keywords import PgKeywords
 from memvault.index.query import parse_query
 from memvault.index.ranking import Vocabulary
 from memvault.sqlite import transaction
-from memvault.storage.dialect import PgConnection
-from memvault.storage.pg_schema import INDEX_SCHEMA, INDEX_SQL
-from memvault.storage.postgres import MIGRATIONS, Migration, PostgresStorage
+from pg_index_support import index_connection, migrate_index
 
 NOW = datetime(2026, 11, 24, 12, 0)
 
@@ -42,29 +37,10 @@ ROWS = [
 ]
 
 
-def index_migrations() -> tuple[Migration, ...]:
-    """The storage's migrations, with the index's schema if they do not hold it yet."""
-    if any(m.sql == INDEX_SQL for m in MIGRATIONS):
-        return MIGRATIONS
-    return (*MIGRATIONS, Migration(len(MIGRATIONS) + 1, "index", INDEX_SQL))
-
-
-def index_connection(dsn: str) -> PgConnection:
-    """A connection on the index's schema, as the index opens it."""
-    raw = psycopg.connect(dsn, autocommit=True)
-    raw.execute(f"SET search_path = {INDEX_SCHEMA}, public")
-    register_vector(raw)
-    return PgConnection(raw)
-
-
 @pytest.fixture
 def pg_dsn(database: str) -> str:
     """A database migrated to hold the index."""
-    settings = StorageSettings(backend="postgres", connect_timeout=5)
-    PostgresStorage.open(
-        settings, environ={"MEMVAULT_PG_DSN": database}, migrations=index_migrations()
-    ).close()
-    return database
+    return migrate_index(database)
 
 
 def fill(conn: Any, rows: list[tuple[str, str, str, str]], start: int = 1) -> None:
