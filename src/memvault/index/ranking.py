@@ -35,14 +35,12 @@ recency and a named date scale the result in :mod:`memvault.index.search`.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from memvault.config import SearchSettings
-from memvault.index.db import Connection
+from memvault.index.keywords import Keywords
 
-# How many word counts are kept between searches (until the index changes).
-_COUNTS_KEPT = 4096
 # Which chunks hold a word is listed for words in at most this share of the chunks (or
 # this many): commoner words carry little information and their lists are long.
 _COMMON_SHARE = 0.1
@@ -80,83 +78,36 @@ class QueryTerms:
 
 
 class Vocabulary:
-    """The keyword index seen from the query side: its own tokens and word frequencies.
+    """The keyword index seen from the query side: the query words' stems and frequencies.
 
-    Query text is tokenised by an in-memory FTS5 table with the index's own
-    tokenizer, so stems always agree with what BM25 counted.
+    Stems come from the index itself (:meth:`Keywords.tokens`), so they always
+    agree with what BM25 counted.
     """
 
-    def __init__(self, tokenizer: str) -> None:
-        self.tokenizer = tokenizer
-        self._prepared: Connection | None = None  # held, so no new connection shares its id
-        self._df: dict[str, int] = {}
-        self._df_version: tuple[int, int] | None = None
+    def __init__(self, keywords: Keywords) -> None:
+        self.keywords = keywords
 
-    def _prepare(self, conn: Connection) -> None:
-        if self._prepared is conn:
-            return
-        conn.execute(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_words"
-            f" USING fts5(text, tokenize = '{self.tokenizer}')"
-        )
-        conn.execute(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_words_seen"
-            " USING fts5vocab('temp', 'query_words', 'instance')"
-        )
-        conn.execute(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunk_words"
-            " USING fts5vocab('main', 'chunks_fts', 'row')"
-        )
-        self._prepared = conn
-        self._df.clear()
-
-    def tokens(self, conn: Connection, text: str) -> list[str]:
-        """The index's tokens of ``text``, in order."""
-        self._prepare(conn)
-        conn.execute("INSERT INTO temp.query_words(rowid, text) VALUES (1, ?)", (text,))
-        try:
-            rows = conn.execute("SELECT term FROM temp.query_words_seen ORDER BY offset").fetchall()
-        finally:
-            conn.execute("DELETE FROM temp.query_words")
-        return [str(r[0]) for r in rows]
-
-    def terms(self, conn: Connection, words: Iterable[str]) -> QueryTerms:
+    def terms(self, words: Iterable[str]) -> QueryTerms:
         """Each query word with its stem and its idf, as FTS5's BM25 computes it."""
-        total = int(conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
-        # Word counts are kept only while nothing was written, here or by another process.
-        if self._written(conn) or len(self._df) > _COUNTS_KEPT:
-            self._df.clear()
-        found: dict[str, QueryTerm] = {}
-        absent: set[str] = set()
+        keywords = self.keywords
+        total = int(keywords.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+        first: dict[str, str] = {}  # stem -> the first word that has it
         for word in words:
-            stems = self.tokens(conn, word)
-            if len(stems) != 1 or stems[0] in found:
-                continue
-            stem = stems[0]
-            if stem not in self._df:
-                row = conn.execute(
-                    "SELECT doc FROM temp.chunk_words WHERE term = ?", (stem,)
-                ).fetchone()
-                self._df[stem] = int(row[0]) if row else 0
-            hits = self._df[stem]
+            stems = keywords.tokens(word)
+            if len(stems) == 1:
+                first.setdefault(stems[0], word)
+        counts = keywords.document_frequencies(first)
+        found: list[QueryTerm] = []
+        absent = 0
+        for stem, word in first.items():
+            hits = counts[stem]
             if hits:
-                found[stem] = QueryTerm(word, stem, bm25_idf(total, hits), hits)
+                found.append(QueryTerm(word, stem, bm25_idf(total, hits), hits))
             else:
-                absent.add(stem)
-        self._df_version = self._version(conn)  # after this search's own scratch writes
-        return QueryTerms(tuple(found.values()), total, len(absent))
+                absent += 1
+        return QueryTerms(tuple(found), total, absent)
 
-    @staticmethod
-    def _version(conn: Connection) -> tuple[int, int]:
-        """Changes made on this connection, and SQLite's count of other connections' commits."""
-        return int(conn.total_changes), int(conn.execute("PRAGMA data_version").fetchone()[0])
-
-    def _written(self, conn: Connection) -> bool:
-        return self._version(conn) != self._df_version
-
-    def holders(
-        self, conn: Connection, terms: QueryTerms, chunk_ids: Iterable[int]
-    ) -> dict[int, float] | None:
+    def holders(self, terms: QueryTerms, chunk_ids: Iterable[int]) -> dict[int, float] | None:
         """For each of ``chunk_ids``, the idf-weighted share of the query words it holds.
 
         Only a chunk's own words count (text, title, tags). Words held by more
@@ -172,13 +123,8 @@ class Vocabulary:
         scale = sum(t.idf for t in listed)  # each idf is above zero
         held: dict[int, float] = dict.fromkeys(wanted, 0.0)
         for term in listed:
-            rows = conn.execute(
-                "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?",
-                (f"{{text title tags}} : {fts_phrase([term.word])}",),
-            )
-            for (chunk_id,) in rows:
-                if chunk_id in wanted:
-                    held[chunk_id] += term.idf / scale
+            for chunk_id in self.keywords.holders(term.word, wanted):
+                held[chunk_id] += term.idf / scale
         return held
 
 
@@ -194,11 +140,6 @@ class Spread:
 
     median: float
     std: float
-
-
-def fts_phrase(words: Sequence[str]) -> str:
-    """An FTS5 phrase for ``words`` (safe for any input: quotes are doubled)."""
-    return '"' + " ".join(w.replace('"', '""') for w in words) + '"'
 
 
 @dataclass(frozen=True)

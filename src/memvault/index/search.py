@@ -35,12 +35,12 @@ import numpy as np
 
 from memvault.errors import InvalidInputError
 from memvault.index.chunking import is_conversation
-from memvault.index.db import TOKENIZER
 from memvault.index.expansion import EntityNames, Neighbourhood, neighbourhood
 from memvault.index.filters import SearchFilters
 from memvault.index.index import MemoryIndex
+from memvault.index.keywords import Keywords, keywords_for
 from memvault.index.query import ParsedQuery, parse_query
-from memvault.index.ranking import Evidence, Fusion, QueryTerms, Spread, Vocabulary, fts_phrase
+from memvault.index.ranking import Evidence, Fusion, QueryTerms, Spread, Vocabulary
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +49,6 @@ _EXPAND_TOP = 30
 # An embedded memory: ``![[Memory/Facts#^m-3fa2c1]]`` (the block id is the memory's id).
 _MEMORY_EMBED = re.compile(r"!\[\[[^\[\]|#]*#\^(m-[0-9a-f]+)(?:\|[^\[\]]*)?\]\]")
 _KEYWORD_DEPTH = 4  # keyword matches scored per candidate slot
-# BM25 of a chunk's own words (text, title twice over, tags), and of its context alone.
-_OWN_BM25 = "bm25(chunks_fts, 1.0, 0.0, 2.0, 1.0)"
-_CONTEXT_BM25 = "bm25(chunks_fts, 0.0, 1.0, 0.0, 0.0)"
 
 
 @dataclass
@@ -133,7 +130,7 @@ class _Pool:
     where: str
     params: list[Any]
     phrased: set[int]
-    fts: str | None
+    query: ParsedQuery | None  # None: keywords not used
 
 
 SEARCH_MODES: tuple[str, ...] = ("hybrid", "keyword", "vector")
@@ -166,7 +163,8 @@ class Searcher:
         self.index = index
         self.settings = index.search_settings
         self.fusion = Fusion(self.settings)
-        self.vocabulary = Vocabulary(TOKENIZER)
+        self._keywords: Keywords | None = None
+        self._vocabulary: Vocabulary | None = None
         self._entity_names = EntityNames()
         self._observers: list[SearchObserver] = []
 
@@ -177,6 +175,23 @@ class Searcher:
     @property
     def conn(self) -> Any:
         return self.index.conn
+
+    @property
+    def keywords(self) -> Keywords:
+        """The index's keyword search (made again when the index opened a new connection)."""
+        conn = self.index.conn
+        if self._keywords is None or self._keywords.conn is not conn:
+            self._keywords = keywords_for(conn, getattr(self.index, "dialect", "sqlite"))
+            self._vocabulary = None
+        return self._keywords
+
+    @property
+    def vocabulary(self) -> Vocabulary:
+        """The query words' stems and frequencies, from the keyword index."""
+        keywords = self.keywords
+        if self._vocabulary is None:
+            self._vocabulary = Vocabulary(keywords)
+        return self._vocabulary
 
     def search(
         self,
@@ -235,7 +250,7 @@ class Searcher:
         where, params = checked.sql()
         n = self.settings.candidates
         use_keywords = mode != "vector"
-        terms = self.vocabulary.terms(self.conn, parsed.terms) if use_keywords else None
+        terms = self.vocabulary.terms(parsed.terms) if use_keywords else None
         # A longer keyword list than the candidates, to score the others' keywords too.
         keyword = (
             self._keyword(parsed, where, params, n * _KEYWORD_DEPTH, n, checked.restrictive)
@@ -256,8 +271,8 @@ class Searcher:
                 candidates.setdefault(chunk_id, _Candidate(row=None)).cosine = cosine
         if not candidates:
             return []
-        fts = parsed.fts if use_keywords else None
-        self._complete(candidates, text_scores, qvec, phrased, fts)
+        keyword_query = parsed if use_keywords else None
+        self._complete(candidates, text_scores, qvec, phrased, keyword_query)
         if not checked.include_archived:
             # Vector candidates are only pre-filtered for restrictive filters.
             for chunk_id in [i for i, c in candidates.items() if c.row["archived"]]:
@@ -265,7 +280,7 @@ class Searcher:
         if not candidates:
             return []
         self._score(candidates, terms, spread)
-        pool = _Pool(text_scores, qvec, where, params, phrased, fts)
+        pool = _Pool(text_scores, qvec, where, params, phrased, keyword_query)
         self._expand(candidates, pool)
         self._score(candidates, terms, spread)
         graph = self._graph(candidates, query, pool)
@@ -356,33 +371,19 @@ class Searcher:
     ) -> list[tuple[int, float, float]]:
         """Up to ``n`` best keyword matches under the filters: ``(chunk id, own, context)``.
 
-        FTS5 ranks on its own (fast); the filters are then checked on the best
-        ids only. When a filter leaves fewer than ``need``, the exact query runs.
+        The keyword index ranks on its own (fast); the filters are then checked on
+        the best ids only. When a filter leaves fewer than ``need``, the exact query runs.
         """
         if parsed.fts is None:
             return []
-        ranked = self.conn.execute(
-            f"SELECT rowid, {_OWN_BM25} AS own, {_CONTEXT_BM25} AS ctx"
-            " FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY own + ctx LIMIT ?",
-            (parsed.fts, n),
-        ).fetchall()
-        scored = [(int(r[0]), -float(r[1]), -float(r[2])) for r in ranked]
+        scored = self.keywords.ranked(parsed, n)
         if not restrictive:
             return scored  # archived chunks are dropped once their rows are loaded
         passing = self._passing([chunk_id for chunk_id, _, _ in scored], where, params)
         kept = [item for item in scored if item[0] in passing]
-        if len(kept) >= need or len(ranked) < n:
+        if len(kept) >= need or len(scored) < n:
             return kept
-        # Materialised first: joined directly, SQLite would run the MATCH once per chunk row.
-        rows = self.conn.execute(
-            "WITH m AS MATERIALIZED ("
-            f" SELECT rowid AS id, {_OWN_BM25} AS own, {_CONTEXT_BM25} AS ctx"
-            " FROM chunks_fts WHERE chunks_fts MATCH ?)"
-            " SELECT m.id, m.own, m.ctx FROM m JOIN chunks c ON c.id = m.id"
-            f" JOIN notes n ON n.id = c.note_id WHERE {where} ORDER BY m.own + m.ctx LIMIT ?",
-            [parsed.fts, *params, n],
-        ).fetchall()
-        return [(int(r[0]), -float(r[1]), -float(r[2])) for r in rows]
+        return self.keywords.ranked_where(parsed, where, params, n)
 
     def _phrased(self, parsed: ParsedQuery, n: int, where: str, params: list[Any]) -> set[int]:
         """Chunks holding every quoted phrase, or else the whole query as a phrase.
@@ -390,16 +391,12 @@ class Searcher:
         Only a chunk's own words count (its text, title and tags), not its context.
         """
         if parsed.phrases:
-            expression = " AND ".join(fts_phrase(words) for words in parsed.phrases)
+            phrases: Sequence[Sequence[str]] = parsed.phrases
         elif len(parsed.words) >= 2:
-            expression = fts_phrase(parsed.words)
+            phrases = [parsed.words]
         else:
             return set()
-        rows = self.conn.execute(
-            "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
-            (f"{{text title tags}} : ({expression})", n),
-        ).fetchall()
-        ids = [int(r[0]) for r in rows]
+        ids = self.keywords.phrased(phrases, n)
         return self._passing(ids, where, params) if ids else set()
 
     def _nearest(
@@ -446,7 +443,7 @@ class Searcher:
         text_scores: dict[int, tuple[float, float]],
         qvec: np.ndarray[Any, Any] | None,
         phrased: set[int],
-        fts: str | None,
+        query: ParsedQuery | None,
     ) -> None:
         """Give every candidate its row, its keyword scores, its phrase flag and its cosine.
 
@@ -460,8 +457,8 @@ class Searcher:
         for chunk_id in [i for i, c in candidates.items() if c.row is None]:
             del candidates[chunk_id]  # deleted meanwhile
         unscored = [i for i in phrased if i in candidates and i not in text_scores]
-        if unscored and fts is not None:
-            text_scores.update(self._keyword_scores(unscored, fts))
+        if unscored and query is not None:
+            text_scores.update(self.keywords.scores(query, unscored))
         for chunk_id, candidate in candidates.items():
             candidate.phrase = chunk_id in phrased
             if candidate.own == 0 and candidate.ctx == 0 and chunk_id in text_scores:
@@ -470,16 +467,6 @@ class Searcher:
             lacking_vec = [i for i, c in candidates.items() if c.cosine is None]
             for chunk_id, vector in self.index.vectors.get(lacking_vec).items():
                 candidates[chunk_id].cosine = float(vector @ qvec)
-
-    def _keyword_scores(self, ids: Sequence[int], fts: str) -> dict[int, tuple[float, float]]:
-        """BM25 of particular chunks (own, context), looked up by id."""
-        marks = ",".join("?" * len(ids))
-        rows = self.conn.execute(
-            f"SELECT rowid, {_OWN_BM25}, {_CONTEXT_BM25}"
-            f" FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({marks})",
-            [fts, *ids],
-        ).fetchall()
-        return {int(r[0]): (-float(r[1]), -float(r[2])) for r in rows}
 
     def _rows(self, ids: Sequence[int]) -> list[Any]:
         out: list[Any] = []
@@ -507,7 +494,7 @@ class Searcher:
         for chunk_id in ids:
             if chunk_id in passing:
                 candidates.setdefault(chunk_id, _Candidate(row=None))
-        self._complete(candidates, pool.text_scores, pool.qvec, pool.phrased, pool.fts)
+        self._complete(candidates, pool.text_scores, pool.qvec, pool.phrased, pool.query)
 
     def _expand(self, candidates: dict[int, _Candidate], pool: _Pool) -> None:
         """Add the conversational neighbours of the best memory candidates (same source).
@@ -579,7 +566,7 @@ class Searcher:
         fresh = [c for c in candidates.values() if not c.scored]
         if terms is not None:
             ids = [int(c.row["id"]) for c in fresh]
-            held = self.vocabulary.holders(self.conn, terms, ids) if ids else {}
+            held = self.vocabulary.holders(terms, ids) if ids else {}
             for c in fresh:
                 c.held = None if held is None else held[int(c.row["id"])]
         for c in fresh:

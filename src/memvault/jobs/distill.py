@@ -49,8 +49,8 @@ import numpy.typing as npt
 from memvault.config import DistillJob
 from memvault.errors import MemvaultError
 from memvault.index.db import DatabaseError
+from memvault.index.keywords import keywords_for
 from memvault.index.query import terms_of
-from memvault.index.ranking import fts_phrase
 from memvault.jobs.engine import JobContext
 from memvault.jobs.marked_section import Markers
 from memvault.jobs.model_draft import draft
@@ -377,18 +377,12 @@ def rarity(ctx: JobContext, group: list[Memory]) -> dict[str, float]:
     frequency from the keyword index): a title names what sets the cluster apart, not a
     name every memory holds."""
     words = {w for m in group for w in terms_of(m.text) if not w.isdigit()}
-    conn = ctx.services.index.conn
+    index = ctx.services.index
+    conn = index.conn
     try:
         total = int(conn.execute("SELECT count(*) FROM memories").fetchone()[0])
-        found = {
-            word: int(
-                conn.execute(
-                    "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?",
-                    ("text : " + fts_phrase([word]),),
-                ).fetchone()[0]
-            )
-            for word in words
-        }
+        keywords = keywords_for(conn, getattr(index, "dialect", "sqlite"))
+        found = {word: keywords.text_frequency(word) for word in words}
     except DatabaseError:  # an index that cannot answer: every word counts alike
         return {}
     return {word: math.log((total + 1) / (count + 1)) + 1.0 for word, count in found.items()}

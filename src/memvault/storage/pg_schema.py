@@ -10,7 +10,9 @@ an identity column (``BY DEFAULT``, so copying a database keeps its ids).
 What SQLite said with ``COLLATE NOCASE`` PostgreSQL (built without ICU) says with
 ``lower()``: a tag is stored in lower case (a trigger) and an API token's name is unique
 by ``lower(name)``. Full-text search is a table of its own (``chunks_fts``) with
-``tsvector`` columns PostgreSQL computes from the same four columns FTS5 holds.
+``tsvector`` columns PostgreSQL computes from the same four columns FTS5 holds; every
+statement that writes it counts up ``keywords_version`` in ``meta`` (a trigger), so a
+reader can tell when the word counts it keeps are out of date.
 """
 
 from __future__ import annotations
@@ -136,7 +138,15 @@ CREATE TABLE chunks_fts (
     ) STORED
 );
 CREATE INDEX chunks_fts_own ON chunks_fts USING gin(own);
-CREATE INDEX chunks_fts_ctx ON chunks_fts USING gin(ctx)
+CREATE INDEX chunks_fts_ctx ON chunks_fts USING gin(ctx);
+CREATE FUNCTION keywords_changed() RETURNS trigger LANGUAGE plpgsql AS '
+    BEGIN
+        INSERT INTO {INDEX_SCHEMA}.meta (key, value) VALUES (''keywords_version'', ''1'')
+        ON CONFLICT (key) DO UPDATE SET value = (meta.value::bigint + 1)::text;
+        RETURN NULL;
+    END';
+CREATE TRIGGER chunks_fts_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON chunks_fts
+    FOR EACH STATEMENT EXECUTE FUNCTION keywords_changed()
 """
 
 STATE_SQL = f"""

@@ -1,0 +1,224 @@
+"""The keyword index on PostgreSQL: FTS5's BM25, computed over tsvectors.
+
+``chunks_fts`` (:mod:`memvault.storage.pg_schema`) holds a chunk's four
+columns, and PostgreSQL derives from them ``own`` (text, title twice, tags:
+FTS5's column weights 1, 2, 1), ``ctx`` (the context) and ``tokens`` (the
+row's length over all four columns), with GIN indexes on both vectors.
+
+The method is FTS5's ``bm25()``, so that ranking gets the same numbers on
+both backends (:mod:`memvault.index.ranking` calibrates them): the OR of the
+query words' lexemes finds the matches through the GIN indexes, and each
+match is scored in SQL, for each query lexeme,
+``idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * |D| / avgdl))`` with k1 1.2,
+b 0.75, tf the lexeme's positions in ``own`` (or ``ctx``), |D| ``tokens`` and
+``idf = ln((N - n + 0.5) / (n + 0.5))`` floored at 1e-6. Only the query's
+lexemes of a vector are unnested (``ts_filter`` over ``setweight``). The
+document frequencies n, N and avgdl are counted once and kept until a write
+to ``chunks_fts`` counts up ``keywords_version`` in ``meta``.
+
+Where PostgreSQL's parser and Snowball stemmer read text as FTS5's
+``porter unicode61`` does (plain words), the numbers agree; they differ for
+what one splits and the other keeps whole (``foo-bar``, ``3.14``, an
+e-mail), for accents (FTS5 removes them) and where Porter and Snowball stem
+a word differently.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from memvault.index.keywords import COUNTS_KEPT, Scored
+from memvault.index.query import ParsedQuery
+from memvault.index.ranking import bm25_idf
+from memvault.storage.dialect import PgConnection
+from memvault.storage.pg_schema import TS_CONFIG
+
+_CONFIG = f"'{TS_CONFIG}'::regconfig"
+# Tokenisations kept (they depend on the words only, never on the index).
+_TOKENS_KEPT = 4096
+K1 = 1.2
+B = 0.75
+
+
+def _bm25(vector: str) -> str:
+    """The BM25 of ``vector`` (a column of ``m``) over the query lexemes of ``q``."""
+    return (
+        f"coalesce((SELECT sum(q.idf * cardinality(u.positions) * {K1 + 1}"
+        f" / (cardinality(u.positions) + {K1} * ({1 - B} + {B} * m.tokens / p.avgdl)))"
+        f" FROM unnest(m.{vector}) AS u JOIN q ON q.lexeme = u.lexeme), 0)"
+    )
+
+
+# The matches' vectors cut down to the query's lexemes, and their BM25s. The statement
+# takes: lexemes, their idf (times the query holds them), avgdl, the tsquery, then what
+# the part in braces takes, then the limit.
+_QUERY = "q AS (SELECT * FROM unnest(?::text[], ?::float8[]) AS q(lexeme, idf))"
+_PARAMS = "p AS (SELECT ?::float8 AS avgdl, ?::text[] AS lexemes, ?::tsquery AS query)"
+_CUT = (
+    "f.rowid, f.tokens, ts_filter(setweight(f.own, 'A', p.lexemes), '{{a}}') AS own,"
+    " ts_filter(setweight(f.ctx, 'A', p.lexemes), '{{a}}') AS ctx"
+)
+_SCORED = (
+    f" SELECT * FROM (SELECT m.rowid, {_bm25('own')} AS own, {_bm25('ctx')} AS ctx FROM m, p) s"
+    " ORDER BY s.own + s.ctx DESC, s.rowid LIMIT ?"
+)
+_RANKED = (
+    f"WITH {_QUERY}, {_PARAMS}, m AS MATERIALIZED ("
+    f" SELECT {_CUT} FROM chunks_fts f, p WHERE (f.own @@ p.query OR f.ctx @@ p.query){{extra}})"
+    + _SCORED
+)
+_FILTERED = (
+    f"WITH {_QUERY}, {_PARAMS}, m AS MATERIALIZED ("
+    f" SELECT {_CUT} FROM chunks_fts f JOIN chunks c ON c.id = f.rowid"
+    " JOIN notes n ON n.id = c.note_id, p"
+    " WHERE (f.own @@ p.query OR f.ctx @@ p.query) AND ({where}))" + _SCORED
+)
+
+
+def lexeme_query(lexeme: str) -> str:
+    """A tsquery matching ``lexeme`` as it is (no parsing, no stemming: safe for any text)."""
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+class PgKeywords:
+    """The keyword index of a PostgreSQL database (``conn``'s ``search_path`` on it)."""
+
+    def __init__(self, conn: PgConnection) -> None:
+        self.conn = conn
+        self._tokens: dict[str, list[str]] = {}
+        self._df: dict[str, int] = {}
+        self._corpus: tuple[int, float] | None = None  # N and avgdl
+        self._version: str | None = None
+
+    # -- matches -------------------------------------------------------------------
+
+    def _query(self, query: ParsedQuery) -> tuple[list[Any], str] | None:
+        """The parameters of the query's BM25 (lexemes, idf, avgdl, lexemes, tsquery)
+        and the tsquery, or None when no word of it has a lexeme."""
+        times: Counter[str] = Counter()
+        for stems in self.tokens_each(query.terms):
+            times.update(stems)
+        if not times:
+            return None
+        counts = self.document_frequencies(times)
+        total, avgdl = self._corpus or (0, 0.0)
+        lexemes = list(times)
+        idf = [times[lex] * bm25_idf(total, counts[lex]) for lex in lexemes]
+        tsquery = " | ".join(lexeme_query(lex) for lex in lexemes)
+        return [lexemes, idf, max(avgdl, 1e-9), lexemes, tsquery], tsquery
+
+    def ranked(self, query: ParsedQuery, limit: int) -> list[Scored]:
+        prepared = self._query(query)
+        if prepared is None:
+            return []
+        params, _ = prepared
+        rows = self.conn.execute(_RANKED.format(extra=""), [*params, limit]).fetchall()
+        return [(int(r[0]), float(r[1]), float(r[2])) for r in rows]
+
+    def ranked_where(
+        self, query: ParsedQuery, where: str, params: Sequence[Any], limit: int
+    ) -> list[Scored]:
+        prepared = self._query(query)
+        if prepared is None:
+            return []
+        first, _ = prepared
+        rows = self.conn.execute(_FILTERED.format(where=where), [*first, *params, limit]).fetchall()
+        return [(int(r[0]), float(r[1]), float(r[2])) for r in rows]
+
+    def scores(self, query: ParsedQuery, ids: Sequence[int]) -> dict[int, tuple[float, float]]:
+        prepared = self._query(query) if ids else None
+        if prepared is None:
+            return {}
+        params, _ = prepared
+        rows = self.conn.execute(
+            _RANKED.format(extra=" AND f.rowid = ANY(?::bigint[])"),
+            [*params, [int(i) for i in ids], len(ids)],
+        ).fetchall()
+        return {int(r[0]): (float(r[1]), float(r[2])) for r in rows}
+
+    def phrased(self, phrases: Sequence[Sequence[str]], limit: int) -> list[int]:
+        if not phrases:
+            return []
+        each = " && ".join(f"phraseto_tsquery({_CONFIG}, ?)" for _ in phrases)
+        rows = self.conn.execute(
+            f"WITH p AS (SELECT {each} AS query)"
+            " SELECT f.rowid FROM chunks_fts f, p WHERE f.own @@ p.query"
+            " ORDER BY ts_rank(f.own, p.query) DESC, f.rowid LIMIT ?",
+            [*(" ".join(words) for words in phrases), limit],
+        ).fetchall()
+        return [int(r[0]) for r in rows]
+
+    # -- the vocabulary --------------------------------------------------------------
+
+    def tokens(self, text: str) -> list[str]:
+        return self.tokens_each([text])[0]
+
+    def tokens_each(self, texts: Sequence[str]) -> list[list[str]]:
+        """The tokens of each of ``texts`` (one round trip for those not seen before)."""
+        unseen = list(dict.fromkeys(t for t in texts if t not in self._tokens))
+        if unseen:
+            if len(self._tokens) > _TOKENS_KEPT:
+                self._tokens.clear()
+            found: dict[int, list[str]] = {i: [] for i in range(1, len(unseen) + 1)}
+            rows = self.conn.execute(
+                "SELECT w.i, u.lexeme FROM unnest(?::text[]) WITH ORDINALITY AS w(text, i)"
+                f" CROSS JOIN LATERAL unnest(to_tsvector({_CONFIG}, w.text)) AS u"
+                " CROSS JOIN LATERAL unnest(u.positions) AS at(position)"
+                " ORDER BY w.i, at.position",
+                [unseen],
+            )
+            for i, lexeme in rows:
+                found[int(i)].append(str(lexeme))
+            for i, text in enumerate(unseen, start=1):
+                self._tokens[text] = found[i]
+        return [list(self._tokens[t]) for t in texts]
+
+    def _check_version(self) -> None:
+        """Forget the counts when ``chunks_fts`` changed since they were counted."""
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'keywords_version'").fetchone()
+        version = str(row[0]) if row is not None else "0"
+        if version != self._version or len(self._df) > COUNTS_KEPT:
+            self._df.clear()
+            self._corpus = None
+            self._version = version
+
+    def document_frequencies(self, stems: Collection[str]) -> dict[str, int]:
+        self._check_version()
+        if self._corpus is None:
+            row = self.conn.execute(
+                "SELECT count(*), coalesce(avg(tokens), 0) FROM chunks_fts"
+            ).fetchone()
+            assert row is not None
+            self._corpus = (int(row[0]), float(row[1]))
+        missing = [s for s in dict.fromkeys(stems) if s not in self._df]
+        if missing:
+            rows = self.conn.execute(
+                "SELECT w.stem, (SELECT count(*) FROM chunks_fts f"
+                " WHERE f.own @@ w.query OR f.ctx @@ w.query)"
+                " FROM unnest(?::text[], ?::text[]::tsquery[]) AS w(stem, query)",
+                [missing, [lexeme_query(s) for s in missing]],
+            )
+            for stem, count in rows:
+                self._df[str(stem)] = int(count)
+        return {stem: self._df[stem] for stem in stems}
+
+    def holders(self, word: str, among: Collection[int]) -> set[int]:
+        if not among:
+            return set()
+        rows = self.conn.execute(
+            "SELECT rowid FROM chunks_fts WHERE rowid = ANY(?::bigint[])"
+            f" AND own @@ phraseto_tsquery({_CONFIG}, ?)",
+            [[int(i) for i in among], word],
+        )
+        return {int(r[0]) for r in rows}
+
+    def text_frequency(self, word: str) -> int:
+        row = self.conn.execute(
+            f"WITH p AS (SELECT phraseto_tsquery({_CONFIG}, ?) AS query)"
+            " SELECT count(*) FROM chunks_fts f, p"
+            f" WHERE f.own @@ p.query AND to_tsvector({_CONFIG}, f.text) @@ p.query",
+            [word],
+        ).fetchone()
+        return int(row[0]) if row is not None else 0

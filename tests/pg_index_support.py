@@ -1,0 +1,36 @@
+"""The PostgreSQL index's schema in a test database, and connections on it as the index
+opens them (``search_path`` on ``memvault_index``, pgvector's adapter)."""
+
+from __future__ import annotations
+
+import psycopg
+from pgvector.psycopg import register_vector
+
+from memvault.config import StorageSettings
+from memvault.storage.dialect import PgConnection
+from memvault.storage.pg_schema import INDEX_SCHEMA, INDEX_SQL
+from memvault.storage.postgres import MIGRATIONS, Migration, PostgresStorage
+
+
+def index_migrations() -> tuple[Migration, ...]:
+    """The storage's migrations, with the index's schema if they do not hold it yet."""
+    if any(m.sql == INDEX_SQL for m in MIGRATIONS):
+        return MIGRATIONS
+    return (*MIGRATIONS, Migration(len(MIGRATIONS) + 1, "index", INDEX_SQL))
+
+
+def migrate_index(dsn: str) -> str:
+    """Migrate the database ``dsn`` names as memvault does on start; returns ``dsn``."""
+    settings = StorageSettings(backend="postgres", connect_timeout=5)
+    PostgresStorage.open(
+        settings, environ={"MEMVAULT_PG_DSN": dsn}, migrations=index_migrations()
+    ).close()
+    return dsn
+
+
+def index_connection(dsn: str) -> PgConnection:
+    """A connection on the index's schema, as the index opens it."""
+    raw = psycopg.connect(dsn, autocommit=True)
+    raw.execute(f"SET search_path = {INDEX_SCHEMA}, public")
+    register_vector(raw)
+    return PgConnection(raw)

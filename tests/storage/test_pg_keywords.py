@@ -1,0 +1,232 @@
+"""PostgreSQL's keyword index against FTS5 on the same rows: the same BM25 numbers where
+the two read text alike, phrases, word counts and their renewal after a write."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from memvault.index.db import TOKENIZER
+from memvault.index.keywords import Fts5Keywords, Keywords, keywords_for
+from memvault.index.pg_keywords import PgKeywords
+from memvault.index.query import parse_query
+from memvault.index.ranking import Vocabulary
+from memvault.sqlite import transaction
+from pg_index_support import index_connection, migrate_index
+
+NOW = datetime(2026, 11, 24, 12, 0)
+
+# (text, context, title, tags): plain words, which Porter and Snowball stem alike.
+ROWS = [
+    ("the garden needs water every morning", "Garden notes", "Garden", "home"),
+    ("tomato plants in the garden grow fast", "Garden notes", "Tomatoes", "garden food"),
+    ("bake the rye bread in a hot oven", "Recipes", "Rye bread", "food"),
+    ("the oven was too hot for the bread", "Recipes > Bread", "", ""),
+    ("meeting with the client about the contract", "Work", "Client", "work"),
+    ("contract deadline moved to friday", "Work > Client", "Deadline", "work"),
+    ("train ticket to berlin for the meeting", "Travel", "Berlin", "travel work"),
+    ("hotel in berlin near the station", "Travel", "", "travel"),
+    ("water the tomato plants twice a day in summer", "", "Summer garden", "garden"),
+    ("the client signed the contract on friday morning", "Work", "", ""),
+    ("coffee and bread for breakfast", "Mornings", "Breakfast", "food home"),
+    ("a note about nothing in particular", "", "Misc", ""),
+]
+
+
+@pytest.fixture
+def pg_dsn(database: str) -> str:
+    """A database migrated to hold the index."""
+    return migrate_index(database)
+
+
+def fill(conn: Any, rows: list[tuple[str, str, str, str]], start: int = 1) -> None:
+    """Notes, chunks and keyword rows for ``rows`` (one note per row)."""
+    with transaction(conn):
+        for offset, (text, context, title, tags) in enumerate(rows):
+            i = start + offset
+            conn.execute(
+                "INSERT INTO notes (id, path, title, kind, mtime_ns, size, hash, indexed_at)"
+                " VALUES (?, ?, ?, 'note', 0, 0, '', 0)",
+                (i, f"Notes/{i}.md", title),
+            )
+            conn.execute(
+                "INSERT INTO chunks (id, note_id, ordinal, kind, start_line, end_line, text,"
+                " context, hash) VALUES (?, ?, 0, 'note', 1, 1, ?, ?, '')",
+                (i, i, text, context),
+            )
+            conn.execute(
+                "INSERT INTO chunks_fts (rowid, text, context, title, tags) VALUES (?, ?, ?, ?, ?)",
+                (i, text, context, title, tags),
+            )
+
+
+@pytest.fixture
+def pair(pg_dsn: str) -> Iterator[tuple[Fts5Keywords, PgKeywords]]:
+    """The same rows in SQLite's FTS5 and in PostgreSQL."""
+    lite = sqlite3.connect(":memory:", isolation_level=None)
+    lite.executescript(
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+        "CREATE TABLE notes (id INTEGER PRIMARY KEY, path TEXT, title TEXT, kind TEXT,"
+        " mtime_ns INTEGER, size INTEGER, hash TEXT, indexed_at REAL);"
+        "CREATE TABLE chunks (id INTEGER PRIMARY KEY, note_id INTEGER, ordinal INTEGER,"
+        " kind TEXT, start_line INTEGER, end_line INTEGER, text TEXT, context TEXT, hash TEXT);"
+        "CREATE VIRTUAL TABLE chunks_fts USING fts5(text, context, title, tags,"
+        f" tokenize = '{TOKENIZER}');"
+    )
+    pg = index_connection(pg_dsn)
+    fill(lite, ROWS)
+    fill(pg, ROWS)
+    try:
+        yield Fts5Keywords(lite), PgKeywords(pg)
+    finally:
+        lite.close()
+        pg.close()
+
+
+QUERIES = [
+    "garden water",
+    "tomato plants summer",
+    "hot oven bread",
+    "client contract friday",
+    "berlin meeting",
+    "morning",
+    "breakfast food",
+    "work",
+]
+
+
+@pytest.mark.parametrize("text", QUERIES)
+def test_bm25_is_fts5s_own_and_context_scores(
+    pair: tuple[Fts5Keywords, PgKeywords], text: str
+) -> None:
+    lite, pg = pair
+    query = parse_query(text, NOW)
+    expected = lite.ranked(query, 50)
+    found = pg.ranked(query, 50)
+    assert expected, "the corpus should match every query"
+    assert {i for i, _, _ in found} == {i for i, _, _ in expected}
+    by_id = {i: (own, ctx) for i, own, ctx in found}
+    for chunk_id, own, ctx in expected:
+        assert by_id[chunk_id] == pytest.approx((own, ctx), rel=1e-9, abs=1e-12)
+    assert [round(o + c, 9) for _, o, c in found] == sorted(
+        (round(o + c, 9) for _, o, c in expected), reverse=True
+    )
+
+
+def test_scores_of_given_chunks_match_fts5(pair: tuple[Fts5Keywords, PgKeywords]) -> None:
+    lite, pg = pair
+    query = parse_query("bread oven garden", NOW)
+    ids = [1, 3, 4, 5, 12]
+    expected = lite.scores(query, ids)
+    found = pg.scores(query, ids)
+    assert set(found) == set(expected) == {1, 3, 4}
+    for chunk_id, pair_of in expected.items():
+        assert found[chunk_id] == pytest.approx(pair_of, rel=1e-9)
+
+
+def test_a_limit_keeps_the_best(pair: tuple[Fts5Keywords, PgKeywords]) -> None:
+    lite, pg = pair
+    query = parse_query("the garden", NOW)
+    assert [i for i, _, _ in pg.ranked(query, 3)] == [i for i, _, _ in lite.ranked(query, 3)]
+
+
+def test_filtered_ranking_runs_sqlites_filter_sql(pair: tuple[Fts5Keywords, PgKeywords]) -> None:
+    lite, pg = pair
+    query = parse_query("contract meeting berlin", NOW)
+    where, params = "n.title <> ? AND c.text LIKE ?", ["Berlin", "%CONTRACT%"]
+    expected = lite.ranked_where(query, where, params, 10)
+    found = pg.ranked_where(query, where, params, 10)
+    assert [i for i, _, _ in found] == [i for i, _, _ in expected]
+    assert {i for i, _, _ in found} == {5, 6, 10}
+    by_id = {i: (own, ctx) for i, own, ctx in found}
+    for chunk_id, own, ctx in expected:
+        assert by_id[chunk_id] == pytest.approx((own, ctx), rel=1e-9)
+
+
+def test_phrases_match_own_words_in_order(pair: tuple[Fts5Keywords, PgKeywords]) -> None:
+    lite, pg = pair
+    for phrases, expected in [
+        ([("tomato", "plants")], {2, 9}),
+        ([("plants", "tomato")], set()),
+        ([("rye", "bread")], {3}),  # text and title
+        ([("tomato", "plants"), ("summer",)], {9}),
+        ([("garden", "notes")], set()),  # only in the context
+        ([("hot", "for", "the", "bread")], {4}),  # function words count
+    ]:
+        assert set(lite.phrased(phrases, 10)) == expected, phrases
+        assert set(pg.phrased(phrases, 10)) == expected, phrases
+
+
+def test_tokens_frequencies_and_holders(pair: tuple[Fts5Keywords, PgKeywords]) -> None:
+    lite, pg = pair
+    assert pg.tokens("Watering the Tomatoes") == lite.tokens("Watering the Tomatoes")
+    assert pg.tokens("Watering the Tomatoes") == ["water", "the", "tomato"]
+    assert pg.tokens_each(["Gardens", "", "two words"]) == [["garden"], [], ["two", "word"]]
+    stems = ["garden", "work", "note", "tomato", "absent"]
+    assert pg.document_frequencies(stems) == lite.document_frequencies(stems)
+    assert pg.document_frequencies(["note"]) == {"note": 3}  # context only counts too
+    among = set(range(1, 13))
+    for word in ["garden", "work", "notes", "bread"]:
+        assert pg.holders(word, among) == lite.holders(word, among), word
+    assert pg.holders("garden", {1, 2, 3}) == {1, 2}
+    assert pg.text_frequency("contract") == lite.text_frequency("contract") == 3
+    assert pg.text_frequency("work") == lite.text_frequency("work") == 0  # tags, context
+
+
+def test_vocabulary_terms_agree(pair: tuple[Fts5Keywords, PgKeywords]) -> None:
+    lite, pg = pair
+    words = ("tomatoes", "garden", "gardens", "zeppelin")
+    expected = Vocabulary(lite).terms(words)
+    found = Vocabulary(pg).terms(words)
+    assert found == expected
+    assert [t.stem for t in found.terms] == ["tomato", "garden"] and found.absent == 1
+    holders = Vocabulary(pg).holders(found, [1, 2, 9])
+    assert holders == Vocabulary(lite).holders(expected, [1, 2, 9])
+
+
+def test_counts_are_renewed_after_another_connection_writes(pg_dsn: str) -> None:
+    reader, writer = index_connection(pg_dsn), index_connection(pg_dsn)
+    try:
+        fill(writer, ROWS[:4])
+        keywords = PgKeywords(reader)
+        assert keywords.document_frequencies(["garden"]) == {"garden": 2}
+        version = reader.execute("SELECT value FROM meta WHERE key = 'keywords_version'")
+        before = version.fetchone()
+        fill(writer, ROWS[4:9], start=5)
+        after = reader.execute("SELECT value FROM meta WHERE key = 'keywords_version'")
+        assert after.fetchone() != before
+        assert keywords.document_frequencies(["garden"]) == {"garden": 3}
+        with transaction(writer):
+            writer.execute("DELETE FROM chunks_fts WHERE rowid IN (1, 2)")
+            # Uncommitted: the reader keeps its counts until the writer commits.
+            assert keywords.document_frequencies(["garden"]) == {"garden": 3}
+        assert keywords.document_frequencies(["garden"]) == {"garden": 1}
+        query = parse_query("garden", NOW)
+        assert [i for i, _, _ in keywords.ranked(query, 10)] == [9]
+    finally:
+        reader.close()
+        writer.close()
+
+
+def test_keywords_for_picks_the_backend(pg_dsn: str) -> None:
+    lite = sqlite3.connect(":memory:")
+    pg = index_connection(pg_dsn)
+    try:
+        chosen: Keywords = keywords_for(lite, "sqlite")
+        assert isinstance(chosen, Fts5Keywords)
+        assert isinstance(keywords_for(pg, "postgres"), PgKeywords)
+    finally:
+        lite.close()
+        pg.close()
+
+
+def test_a_query_without_lexemes_matches_nothing(pair: tuple[Fts5Keywords, PgKeywords]) -> None:
+    _, pg = pair
+    assert pg.ranked(parse_query("!!! ???", NOW), 10) == []
+    assert pg.phrased([("!!", "??")], 10) == []
+    quote = parse_query("o'brien \\ back'slash", NOW)
+    assert pg.ranked(quote, 10) == []
