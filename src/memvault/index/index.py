@@ -48,6 +48,7 @@ from memvault.vault.note import Note, plain
 from memvault.vault.store import Change, FileEntry, Vault
 
 if TYPE_CHECKING:
+    from memvault.index.pg_vectors import PgVectorStore
     from memvault.storage.postgres import PostgresStorage
 
 log = logging.getLogger(__name__)
@@ -178,7 +179,7 @@ class MemoryIndex:
         self.storage = storage
         self.dialect = "sqlite" if storage is None else "postgres"
         self._conn: Connection | None = None
-        self._vectors: VectorStore | None = None
+        self._vectors: VectorStore | PgVectorStore | None = None
         self._links: LinkResolver | None = None
         self._links_version: str | None = None
         # The connection is shared by every thread of a process (a watcher, request
@@ -209,7 +210,7 @@ class MemoryIndex:
         return self._conn
 
     @property
-    def vectors(self) -> VectorStore:
+    def vectors(self) -> VectorStore | PgVectorStore:
         """The vector table of this index."""
         if self._vectors is None:
             if self.storage is not None:
