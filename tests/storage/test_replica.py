@@ -248,6 +248,11 @@ def test_searches_events_and_health_are_answered_by_the_replica(
     assert health["role"] == "replica"
     assert health["primary_url"] == stand_in.url
     assert stand_in.seen == []
+    status = invoke(replica.vault, "serve", "--status")
+    assert status.exit_code == 0, status.stderr
+    assert f", a replica of {stand_in.url})." in status.stdout
+    status = invoke(replica.vault, "serve", "--status", "--json")
+    assert json.loads(status.stdout)["role"] == "replica"
     # The replica never indexed its own folder (which is not the vault).
     assert replica.daemon.watching.is_set() is False
 
@@ -366,6 +371,7 @@ def test_two_serve_processes_on_one_database(tmp_path: Path, database: str) -> N
                 while not found and time.monotonic() - stored_at < 1.0:
                     response = api.get("/v1/search", params={"q": "locker code", "keyword": True})
                     found = [h for h in response.json()["result"] if "4711" in h["snippet"]]
+                    time.sleep(0.05)
             assert found, "the replica did not find the memory within a second"
             assert watch.wait()["payload"]["id"] == stored["id"]
         finally:
