@@ -206,6 +206,11 @@ def test_writes_and_vault_reads_reach_the_primary_unchanged(
         deleted = api.delete("/v1/memories/m-abc123")
         patched = api.patch("/v1/tasks/t-1", json={"status": "done"})
         streamed = api.get("/v1/jobs/daily_note/runs")
+        mcp = api.post(
+            "/mcp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+            headers={"Accept": "application/json, text/event-stream", "Mcp-Session-Id": "s-1"},
+        )
 
     # The primary's status, content type and body come back unchanged.
     assert stored.status_code == 201, stored.text
@@ -225,7 +230,10 @@ def test_writes_and_vault_reads_reach_the_primary_unchanged(
         ("DELETE", "/v1/memories/m-abc123", "", token),
         ("PATCH", "/v1/tasks/t-1", "", token),
         ("GET", "/v1/jobs/daily_note/runs", "", token),
+        ("POST", "/mcp", "", token),
     ]
+    assert mcp.status_code == 201
+    assert json.loads(stand_in.seen[-1].body)["method"] == "tools/list"
     assert stand_in.seen[0].body == body.encode()
     assert stand_in.seen[0].content_type == "application/json"
     assert stand_in.seen[3].body == b'{"status":"done"}'
