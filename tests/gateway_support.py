@@ -50,12 +50,12 @@ class Live:
 StartDaemon = Callable[..., Live]
 
 
-def serve(runtime: Runtime, *, background: bool = True) -> Live:
+def serve(runtime: Runtime, *, background: bool = True, replica: bool = False) -> Live:
     """A daemon over ``runtime`` on a free loopback port: uvicorn in a thread of this
     process, announced in the vault's daemon.json as ``memvault serve`` does."""
     sock = bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
-    daemon = Daemon(runtime, host="127.0.0.1", port=port, background=background)
+    daemon = Daemon(runtime, host="127.0.0.1", port=port, background=background, replica=replica)
     config = uvicorn.Config(create_app(daemon), log_config=None, lifespan="on")
     server = DaemonServer(config, daemon)
     thread = threading.Thread(

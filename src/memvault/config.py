@@ -348,6 +348,37 @@ class ServerSettings(Section):
     )
 
 
+class ReplicaSettings(Section):
+    """``memvault serve --replica``: a daemon that answers searches from the shared
+    PostgreSQL database and forwards everything else to the primary."""
+
+    primary_url: str | None = Field(
+        None,
+        description="the primary daemon's base URL (http://host:8765, or https:// behind a "
+        "TLS proxy) that writes and vault reads are forwarded to",
+    )
+    connect_timeout: float = Field(
+        5.0, gt=0, le=120, description="seconds to wait for the primary to accept a connection"
+    )
+    timeout: float = Field(
+        300.0,
+        gt=0,
+        le=3600,
+        description="seconds a forwarded request may wait for the primary's next bytes "
+        "(an agent run may take long)",
+    )
+
+    @field_validator("primary_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        value = value.strip().rstrip("/")
+        if not re.match(r"^https?://[^/\s]+", value):
+            raise ValueError(f"{value!r} is not an http:// or https:// URL")
+        return value
+
+
 class CliSettings(Section):
     """The ``memvault`` command line."""
 
@@ -795,6 +826,7 @@ class Settings(BaseSettings):
     llm: LLMSettings = Field(default_factory=LLMSettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
+    replica: ReplicaSettings = Field(default_factory=ReplicaSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     cli: CliSettings = Field(default_factory=CliSettings)
     channels: ChannelsSettings = Field(default_factory=ChannelsSettings)

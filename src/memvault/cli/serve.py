@@ -7,7 +7,7 @@ import signal
 import socket
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -26,6 +26,9 @@ from memvault.cli.common import (
 )
 from memvault.errors import MemvaultError
 from memvault.vocabulary import counted
+
+if TYPE_CHECKING:
+    from memvault.runtime import Runtime
 
 _STOP_WAIT = 30.0
 
@@ -51,12 +54,28 @@ def serve(
     log_format: Annotated[
         str | None, typer.Option("--log-format", help="json (default) or text log lines.")
     ] = None,
+    replica: Annotated[
+        bool,
+        typer.Option(
+            "--replica",
+            help="Serve as a replica of a primary on the same PostgreSQL database: answer "
+            "searches here, forward writes and vault reads to [replica] primary_url.",
+        ),
+    ] = False,
+    primary: Annotated[
+        str | None,
+        typer.Option(
+            "--primary", help="The primary's URL for --replica (overrides [replica] primary_url)."
+        ),
+    ] = None,
     vault: VaultOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Run the daemon: HTTP API, event stream, MCP at /mcp, watcher and backfill.
 
-    Stop it with Ctrl-C, SIGTERM or `memvault serve --stop`.
+    With --replica: a read replica of the primary at [replica] primary_url (PostgreSQL
+    storage only); its folder holds only its config and token. Stop it with Ctrl-C,
+    SIGTERM or `memvault serve --stop`.
     """
     from memvault.locations import choose_vault
 
@@ -67,7 +86,11 @@ def serve(
     if stop:
         _stop(chosen, as_json)
         return
-    _run(ctx, vault, host, port, log_format)
+    if primary is not None and not replica:
+        from memvault.errors import InvalidInputError
+
+        raise InvalidInputError("--primary names the primary of a replica; add --replica.")
+    _run(ctx, vault, host, port, log_format, replica=replica, primary=primary)
 
 
 def _status(vault: Path, as_json: bool) -> None:
@@ -80,6 +103,7 @@ def _status(vault: Path, as_json: bool) -> None:
             health = client.request("GET", "/v1/health")
         except (DaemonUnavailableError, RemoteError, MemvaultError):
             health = None
+    role = health.get("role", "primary") if health is not None else "primary"
     if client is None or health is None:
         if as_json:
             emit_json({"running": False, "vault": str(vault)})
@@ -96,13 +120,16 @@ def _status(vault: Path, as_json: bool) -> None:
                 "url": info.url,
                 "version": health.get("version"),
                 "uptime_seconds": health.get("uptime_seconds"),
+                "role": role,
+                "primary_url": health.get("primary_url"),
             }
         )
         return
     uptime = float(health.get("uptime_seconds", 0.0))
+    replica = f", a replica of {health.get('primary_url')}" if role == "replica" else ""
     say(
         f"memvault {health.get('version')} serves {vault} at {info.url} "
-        f"(pid {info.pid}, up {_duration(uptime)})."
+        f"(pid {info.pid}, up {_duration(uptime)}{replica})."
     )
 
 
@@ -156,6 +183,9 @@ def _run(
     host: str | None,
     port: int | None,
     log_format: str | None,
+    *,
+    replica: bool = False,
+    primary: str | None = None,
 ) -> None:
     from memvault.errors import InvalidInputError
     from memvault.gateway.client import already_served, find_daemon
@@ -164,7 +194,7 @@ def _run(
     from memvault.gateway.server import configure_logging, limit_malloc_arenas, serve
 
     limit_malloc_arenas()  # before any thread starts
-    runtime = open_runtime(ctx, vault)
+    runtime = _replica_runtime(ctx, vault, primary) if replica else open_runtime(ctx, vault)
     server = runtime.settings.server
     host = host or server.host
     port = server.port if port is None else port
@@ -177,19 +207,35 @@ def _run(
         raise already_served(runtime.vault.root, other)
     sock = _bind(host, port)
     try:
-        daemon = Daemon(runtime, host=host, port=sock.getsockname()[1])
+        daemon = Daemon(runtime, host=host, port=sock.getsockname()[1], replica=replica)
     except BaseException:
         sock.close()
         raise
     actual_port = sock.getsockname()[1]
+    role = f" as a replica of {daemon.primary_url}" if daemon.primary_url else ""
     stderr.print(
-        f"memvault serves {runtime.vault.root} at http://{_url_host(host)}:{actual_port} "
+        f"memvault serves {runtime.vault.root}{role} at http://{_url_host(host)}:{actual_port} "
         f"(token in {daemon.token_path}; Ctrl-C stops)."
     )
     if not is_loopback(host):
         stderr.print(REMOTE_WARNING.format(host=host, path=daemon.token_path))
     configure_logging(fmt)
     serve(daemon, sock)
+
+
+def _replica_runtime(ctx: typer.Context, vault: Path | None, primary: str | None) -> Runtime:
+    """The services of a replica's folder, once its settings make a replica (PostgreSQL,
+    a primary's URL): checked before anything opens, so a wrong setting is one sentence."""
+    from memvault.config import load_settings
+    from memvault.gateway.replica import primary_url
+    from memvault.runtime import Runtime
+
+    overrides = {"replica": {"primary_url": primary}} if primary is not None else None
+    settings = load_settings(vault or root_vault(ctx), overrides).settings
+    primary_url(settings)
+    runtime = Runtime.open(settings)
+    ctx.call_on_close(runtime.close)
+    return runtime
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -23,6 +23,7 @@ from memvault.gateway import errors
 from memvault.gateway.access import authorized, gate_routes
 from memvault.gateway.daemon import Daemon
 from memvault.gateway.middleware import AccessLog, Guard, HostCheck
+from memvault.gateway.replica import Forward, Primary
 from memvault.gateway.routes import (
     agent,
     channels,
@@ -57,6 +58,7 @@ may use the routes its scope covers (read, remember, write, admin); others answe
 def create_app(daemon: Daemon) -> FastAPI:
     """The ASGI app serving ``daemon``."""
     mcp_routes, run_mcp_sessions = streamable_http(daemon.mcp, path=MCP_PATH, host=daemon.host)
+    primary = _primary(daemon)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -65,7 +67,11 @@ def create_app(daemon: Daemon) -> FastAPI:
             async with run_mcp_sessions():
                 yield
         finally:
-            daemon.stop()
+            try:
+                if primary is not None:
+                    await primary.aclose()
+            finally:
+                daemon.stop()
 
     app = FastAPI(
         title="memvault",
@@ -100,6 +106,9 @@ def create_app(daemon: Daemon) -> FastAPI:
     gate_routes(app)  # /mcp and /openapi.json: the scope table applies to them too
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     max_body = int(daemon.runtime.settings.server.max_body_mb * 1024 * 1024)
+    if primary is not None:
+        # Inside the Guard: a request is forwarded only once its token and scope passed.
+        app.add_middleware(Forward, primary=primary)
     app.add_middleware(
         Guard,
         token=daemon.token,
@@ -110,6 +119,16 @@ def create_app(daemon: Daemon) -> FastAPI:
     app.add_middleware(HostCheck, host=daemon.host, port=lambda: daemon.port)
     app.add_middleware(AccessLog)
     return app
+
+
+def _primary(daemon: Daemon) -> Primary | None:
+    """The primary a replica forwards to (None on the primary itself)."""
+    if daemon.primary_url is None:
+        return None
+    settings = daemon.runtime.settings.replica
+    return Primary(
+        daemon.primary_url, connect_timeout=settings.connect_timeout, timeout=settings.timeout
+    )
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:

@@ -7,15 +7,24 @@ Obsidian, a message logged, embeddings filled) into events, and runs the
 background threads: the vault watcher, the embedding backfill, and the
 model warm-up. The HTTP app (:mod:`memvault.gateway.app`) is a thin layer
 over it.
+
+With ``[storage] backend = "postgres"`` its events also fan out to the other
+daemons on the database, and theirs come in (:mod:`memvault.storage.notify`).
+A replica (``replica=True``, :mod:`memvault.gateway.replica`) runs none of the
+background work that writes: no watcher, backfill, jobs, channels or session
+sweeps, and never syncs the index from its own folder; it only warms the model
+for searches and relays events.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import socket
 import threading
 import time
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memvault.agent.loop import Agent, RunResult, StepSink
 from memvault.agent.sessions import SessionCloser
@@ -27,7 +36,8 @@ from memvault.errors import MemvaultError
 from memvault.gateway.access import ToolScopes
 from memvault.gateway.client import DaemonLock
 from memvault.gateway.doctor import DaemonFacts, Report, diagnose
-from memvault.gateway.events import EventBus, IdStore
+from memvault.gateway.events import Event, EventBus, IdStore
+from memvault.gateway.replica import primary_url
 from memvault.gateway.security import check_bind, ensure_secret
 from memvault.gateway.telemetry import LocationDiary, LocationSample, Received
 from memvault.gateway.tokens import TokenBook
@@ -46,6 +56,9 @@ from memvault.tools import ToolRegistry
 from memvault.tools.policy import AllowAll, DenyAll, Policy
 from memvault.vault.memories import Memory
 from memvault.vault.store import Change
+
+if TYPE_CHECKING:
+    from memvault.storage.notify import EventFanOut
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +80,11 @@ class Daemon:
         port: int | None = None,
         registry: ToolRegistry | None = None,
         background: bool = True,
+        replica: bool = False,
     ) -> None:
         settings = runtime.settings
+        # A replica without PostgreSQL or a primary stops here, before anything starts.
+        self.primary_url = primary_url(settings) if replica else None
         check_bind(host or settings.server.host, allow_remote=settings.server.allow_remote)
         # First: a second daemon for the vault stops here, before it touches anything.
         self.lock = DaemonLock.claim(runtime.vault.root)
@@ -78,12 +94,16 @@ class Daemon:
         self.background = background
         state_dir = runtime.vault.state_dir
         self.state = runtime.state
+        ids_key = _event_ids_key(runtime, replica)
         self.bus = EventBus(
             settings.server.event_buffer,
             IdStore(
-                lambda: self.state.get_meta(_EVENT_IDS_KEY),
-                lambda value: self.state.set_meta(_EVENT_IDS_KEY, value),
+                lambda: self.state.get_meta(ids_key),
+                lambda value: self.state.set_meta(ids_key, value),
             ),
+        )
+        self.fanout: EventFanOut | None = (
+            self._fan_out() if settings.storage.backend == "postgres" else None
         )
         self.sessions = runtime.sessions
         self.diary = LocationDiary(self.state, runtime.journal, runtime.clock, settings.telemetry)
@@ -133,6 +153,11 @@ class Daemon:
         runtime.vault.observe(self._vault_changed)
         runtime.memories.observe(self._memory_changed)
 
+    @property
+    def role(self) -> str:
+        """``primary`` (owns and writes the vault) or ``replica``."""
+        return "replica" if self.primary_url is not None else "primary"
+
     @staticmethod
     def _secret(path: Any) -> str:
         value = ensure_secret(path)
@@ -145,6 +170,12 @@ class Daemon:
     def start(self) -> None:
         """Start the background work: watcher, backfill, model warm-up."""
         if not self.background:
+            return
+        if self.fanout is not None:
+            self.fanout.start()
+        if self.primary_url is not None:  # a replica: the primary does the rest
+            if self.runtime.embedder.enabled:
+                self._spawn("memvault-warmup", self._warm_up)
             return
         self.hub.start()
         self._spawn("memvault-watch", self._watch)
@@ -174,6 +205,8 @@ class Daemon:
         self.hub.stop(timeout=max(deadline - time.monotonic(), 0.0))
         for thread in self._threads:
             thread.join(max(deadline - time.monotonic(), 0.0))
+        if self.fanout is not None:
+            self.fanout.stop(timeout=max(deadline - time.monotonic(), 0.1))
         self.jobs.wait(max(deadline - time.monotonic(), 0.0))
         try:
             self.runtime.close()
@@ -210,8 +243,10 @@ class Daemon:
             log.warning("embedding model unavailable", extra={"error": exc.message})
 
     def fresh_index(self) -> None:
-        """Sync the index before a search, unless the watcher already keeps it current."""
-        if not self.watching.is_set():
+        """Sync the index before a search, unless the watcher already keeps it current (or
+        this is a replica: the primary keeps the shared index, and the replica's folder is
+        not the vault)."""
+        if self.primary_url is None and not self.watching.is_set():
             self.runtime.index.sync()
 
     @property
@@ -220,6 +255,38 @@ class Daemon:
         return time.monotonic() - self.started_at
 
     # -- events ------------------------------------------------------------------------
+
+    def _fan_out(self) -> EventFanOut:
+        """The link to the other daemons on the PostgreSQL database (imported only then:
+        psycopg is an optional dependency)."""
+        from memvault.storage.notify import EventFanOut, RemoteEvent
+        from memvault.storage.postgres import Target, dsn_from_environment
+
+        storage = self.runtime.settings.storage
+        dsn = dsn_from_environment(storage)
+
+        def deliver(event: RemoteEvent) -> None:
+            self.bus.publish(
+                event.type,
+                event.payload,
+                source=event.source,
+                origin=event.origin,
+                observed_at=event.observed_at,
+            )
+
+        fanout = EventFanOut(
+            dsn,
+            Target.of(dsn, storage.dsn_env),
+            deliver,
+            connect_timeout=storage.connect_timeout,
+        )
+
+        def send(event: Event) -> None:
+            if event.origin is None:  # this daemon's own; a relayed one is not sent back
+                fanout.send(event.type, event.source, event.payload, event.observed_at)
+
+        self.bus.observe(send)
+        return fanout
 
     def _vault_changed(self, change: Change) -> None:
         self._announce_change(change.path, change.kind, change.new_path, origin="memvault")
@@ -458,3 +525,14 @@ class Daemon:
     def now(self) -> datetime:
         """The owner's current time."""
         return self.runtime.clock.now()
+
+
+def _event_ids_key(runtime: Runtime, replica: bool) -> str:
+    """Where the bus keeps its reserved ids in the state database. The primary keeps the
+    key it always had; each replica has its own (by machine and folder), since with
+    PostgreSQL the state, and so the key, is shared, and each daemon's ids must only grow
+    for its own clients."""
+    if not replica:
+        return _EVENT_IDS_KEY
+    where = f"{socket.gethostname()}:{runtime.vault.root}".encode()
+    return f"{_EVENT_IDS_KEY}.replica.{hashlib.sha256(where).hexdigest()[:12]}"

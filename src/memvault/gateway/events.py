@@ -6,6 +6,12 @@ database in blocks, so a restart (or a crash) continues above every id a
 client may have seen. Publishing is thread-safe; subscribers are asyncio
 queues fed with ``call_soon_threadsafe``, so worker threads, the watcher and
 the backfill can all publish.
+
+Observers (:meth:`EventBus.observe`) see every event as it is published, in
+the publisher's thread: the fan-out to other daemons sharing a PostgreSQL
+database (:mod:`memvault.storage.notify`) is one. An event relayed from another
+daemon carries that daemon's ``origin`` and gets an id of this bus, so each
+daemon's ids (and a client's Last-Event-ID) keep their meaning per daemon.
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ class Event:
     source: str
     payload: dict[str, Any]
     observed_at: datetime
+    # The daemon an event was relayed from (None: it happened in this one).
+    origin: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (the shape of ``/v1/poll`` and ``/v1/events``)."""
@@ -96,6 +104,7 @@ class EventBus:
         self._buffer: collections.deque[Event] = collections.deque(maxlen=capacity)
         self._lock = threading.Lock()
         self._subscribers: list[Subscription] = []
+        self._observers: list[Callable[[Event], None]] = []
         self._closed = False
         start = ids.reserved() if ids is not None else 0
         self._last_id = start
@@ -107,23 +116,46 @@ class EventBus:
         with self._lock:
             return self._last_id
 
-    def publish(self, type: str, payload: dict[str, Any] | None = None, *, source: str) -> Event:
-        """Record an event and hand it to every subscriber."""
+    def publish(
+        self,
+        type: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        source: str,
+        origin: str | None = None,
+        observed_at: datetime | None = None,
+    ) -> Event:
+        """Record an event and hand it to every subscriber and observer; ``origin`` and
+        ``observed_at`` are those of an event relayed from another daemon."""
         with self._lock:
             next_id = self._last_id + 1
             if next_id > self._reserved and self._ids is not None:
                 self._reserved = next_id + ID_BLOCK - 1
                 self._ids.reserve(self._reserved)
             self._last_id = next_id
-            event = Event(next_id, type, source, payload or {}, datetime.now(UTC))
+            event = Event(
+                next_id, type, source, payload or {}, observed_at or datetime.now(UTC), origin
+            )
             self._buffer.append(event)
             subscribers = list(self._subscribers)
+            observers = list(self._observers)
         for subscriber in subscribers:
             try:
                 subscriber.loop.call_soon_threadsafe(subscriber.offer, event)
             except RuntimeError:  # the subscriber's loop is gone
                 self._drop(subscriber)
+        for observer in observers:
+            try:
+                observer(event)
+            except Exception:  # an observer's failure never fails the publisher
+                log.exception("an event observer failed", extra={"event_type": type})
         return event
+
+    def observe(self, observer: Callable[[Event], None]) -> None:
+        """Call ``observer`` with every event published from now on (in the publisher's
+        thread: it must be quick)."""
+        with self._lock:
+            self._observers.append(observer)
 
     def since(self, cursor: int | None, limit: int | None = None) -> list[Event]:
         """Buffered events with ids above ``cursor`` (all of them without one), oldest first."""

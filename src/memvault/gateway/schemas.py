@@ -97,6 +97,12 @@ class Health(Result):
     status: Literal["ok"] = "ok"
     version: str
     uptime_seconds: float
+    role: Literal["primary", "replica"] = Field(
+        "primary",
+        description="primary: owns and writes the vault; replica: answers "
+        "searches from PostgreSQL and forwards the rest to primary_url",
+    )
+    primary_url: str | None = Field(None, description="where a replica forwards to")
 
 
 class Check(Result):

@@ -24,6 +24,8 @@ async def health(daemon: DaemonDep) -> dict[str, Any]:
             "status": "ok",
             "version": __version__,
             "uptime_seconds": round(daemon.uptime, 3),
+            "role": daemon.role,
+            "primary_url": daemon.primary_url,
         },
     }
 
