@@ -12,7 +12,7 @@ import pytest
 
 from memvault.index.db import TOKENIZER
 from memvault.index.keywords import Fts5Keywords, Keywords, keywords_for
-from memvault.index.pg_keywords import PgKeywords
+from memvault.index.pg_keywords import PgKeywords, _Query
 from memvault.index.query import parse_query
 from memvault.index.ranking import Vocabulary
 from memvault.sqlite import transaction
@@ -230,3 +230,11 @@ def test_a_query_without_lexemes_matches_nothing(pair: tuple[Fts5Keywords, PgKey
     assert pg.phrased([("!!", "??")], 10) == []
     quote = parse_query("o'brien \\ back'slash", NOW)
     assert pg.ranked(quote, 10) == []
+
+
+def test_a_vectors_text_is_read_with_its_escapes() -> None:
+    query = _Query({"it's": 1.0, "a\\b": 2.0, "plain": 0.5}, avgdl=10.0, tsquery="")
+    own, ctx = query.score(10, "'a\\\\b':1A 'it''s':2A,3A 'other':4A", "'plain':7A")
+    norm = 1.2
+    assert own == pytest.approx(2.0 * 2.2 / (1 + norm) + 1.0 * 2 * 2.2 / (2 + norm))
+    assert ctx == pytest.approx(0.5 * 2.2 / (1 + norm))

@@ -7,14 +7,18 @@ row's length over all four columns), with GIN indexes on both vectors.
 
 The method is FTS5's ``bm25()``, so that ranking gets the same numbers on
 both backends (:mod:`memvault.index.ranking` calibrates them): the OR of the
-query words' lexemes finds the matches through the GIN indexes, and each
-match is scored in SQL, for each query lexeme,
+query words' lexemes finds the matches through the GIN indexes, each match's
+vectors come back cut down to the query's lexemes (``ts_filter`` over
+``setweight``), and each is scored, for each query lexeme,
 ``idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * |D| / avgdl))`` with k1 1.2,
 b 0.75, tf the lexeme's positions in ``own`` (or ``ctx``), |D| ``tokens`` and
-``idf = ln((N - n + 0.5) / (n + 0.5))`` floored at 1e-6. Only the query's
-lexemes of a vector are unnested (``ts_filter`` over ``setweight``). The
-document frequencies n, N and avgdl are counted once and kept until a write
-to ``chunks_fts`` counts up ``keywords_version`` in ``meta``.
+``idf = ln((N - n + 0.5) / (n + 0.5))`` floored at 1e-6. The document
+frequencies n, N and avgdl are counted once and kept until a write to
+``chunks_fts`` counts up ``keywords_version`` in ``meta``.
+
+The score is computed here rather than in SQL: at 10k chunks (a median of
+1,300 matches a query) Python takes 7.9 ms a query at the median, the same sum
+in SQL 8.8 to 10.7 ms (bench/pg_keywords.py; bench/results/2026-11-24-pg-keywords.md).
 
 Where PostgreSQL's parser and Snowball stemmer read text as FTS5's
 ``porter unicode61`` does (plain words), the numbers agree; they differ for
@@ -25,8 +29,10 @@ a word differently.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from memvault.index.keywords import COUNTS_KEPT, Scored
@@ -42,39 +48,41 @@ K1 = 1.2
 B = 0.75
 
 
-def _bm25(vector: str) -> str:
-    """The BM25 of ``vector`` (a column of ``m``) over the query lexemes of ``q``."""
-    return (
-        f"coalesce((SELECT sum(q.idf * cardinality(u.positions) * {K1 + 1}"
-        f" / (cardinality(u.positions) + {K1} * ({1 - B} + {B} * m.tokens / p.avgdl)))"
-        f" FROM unnest(m.{vector}) AS u JOIN q ON q.lexeme = u.lexeme), 0)"
-    )
+# The matches of a tsquery: each row's length and its vectors cut down to the query's
+# lexemes (as text: ``'garden':3A,9A 'water':1A``). Takes the lexemes, the tsquery, then
+# what ``{extra}`` takes.
+_MATCHES = (
+    "WITH p AS (SELECT ?::text[] AS lexemes, ?::tsquery AS query)"
+    " SELECT f.rowid, f.tokens, ts_filter(setweight(f.own, 'A', p.lexemes), '{{a}}')::text,"
+    " ts_filter(setweight(f.ctx, 'A', p.lexemes), '{{a}}')::text"
+    " FROM chunks_fts f{join}, p WHERE (f.own @@ p.query OR f.ctx @@ p.query){extra}"
+)
+_FILTER_JOIN = " JOIN chunks c ON c.id = f.rowid JOIN notes n ON n.id = c.note_id"
+# One lexeme of a tsvector's text: quoted, ' and \ doubled; its positions (and weights).
+_LEXEME = re.compile(r"'((?:[^'\\]|''|\\.)*)':([0-9A-D,]+)")
+_UNESCAPE = re.compile(r"''|\\(.)")
 
 
-# The matches' vectors cut down to the query's lexemes, and their BM25s. The statement
-# takes: lexemes, their idf (times the query holds them), avgdl, the tsquery, then what
-# the part in braces takes, then the limit.
-_QUERY = "q AS (SELECT * FROM unnest(?::text[], ?::float8[]) AS q(lexeme, idf))"
-_PARAMS = "p AS (SELECT ?::float8 AS avgdl, ?::text[] AS lexemes, ?::tsquery AS query)"
-_CUT = (
-    "f.rowid, f.tokens, ts_filter(setweight(f.own, 'A', p.lexemes), '{{a}}') AS own,"
-    " ts_filter(setweight(f.ctx, 'A', p.lexemes), '{{a}}') AS ctx"
-)
-_SCORED = (
-    f" SELECT * FROM (SELECT m.rowid, {_bm25('own')} AS own, {_bm25('ctx')} AS ctx FROM m, p) s"
-    " ORDER BY s.own + s.ctx DESC, s.rowid LIMIT ?"
-)
-_RANKED = (
-    f"WITH {_QUERY}, {_PARAMS}, m AS MATERIALIZED ("
-    f" SELECT {_CUT} FROM chunks_fts f, p WHERE (f.own @@ p.query OR f.ctx @@ p.query){{extra}})"
-    + _SCORED
-)
-_FILTERED = (
-    f"WITH {_QUERY}, {_PARAMS}, m AS MATERIALIZED ("
-    f" SELECT {_CUT} FROM chunks_fts f JOIN chunks c ON c.id = f.rowid"
-    " JOIN notes n ON n.id = c.note_id, p"
-    " WHERE (f.own @@ p.query OR f.ctx @@ p.query) AND ({where}))" + _SCORED
-)
+@dataclass(frozen=True)
+class _Query:
+    """A query's lexemes with their idf (times the query holds them), and the corpus."""
+
+    weights: dict[str, float]
+    avgdl: float
+    tsquery: str
+
+    def score(self, tokens: int, own: str, ctx: str) -> tuple[float, float]:
+        """The BM25 of a row's own and context vectors (cut to the query's lexemes)."""
+        norm = K1 * (1 - B + B * tokens / self.avgdl)
+        return self._bm25(own, norm), self._bm25(ctx, norm)
+
+    def _bm25(self, vector: str, norm: float) -> float:
+        score = 0.0
+        for quoted, positions in _LEXEME.findall(vector):
+            lexeme = _UNESCAPE.sub(lambda m: m.group(1) or "'", quoted)
+            tf = positions.count(",") + 1
+            score += self.weights.get(lexeme, 0.0) * tf * (K1 + 1) / (tf + norm)
+        return score
 
 
 def lexeme_query(lexeme: str) -> str:
@@ -94,9 +102,8 @@ class PgKeywords:
 
     # -- matches -------------------------------------------------------------------
 
-    def _query(self, query: ParsedQuery) -> tuple[list[Any], str] | None:
-        """The parameters of the query's BM25 (lexemes, idf, avgdl, lexemes, tsquery)
-        and the tsquery, or None when no word of it has a lexeme."""
+    def _query(self, query: ParsedQuery) -> _Query | None:
+        """The query's lexemes and their idf, or None when no word of it has a lexeme."""
         times: Counter[str] = Counter()
         for stems in self.tokens_each(query.terms):
             times.update(stems)
@@ -104,18 +111,27 @@ class PgKeywords:
             return None
         counts = self.document_frequencies(times)
         total, avgdl = self._corpus or (0, 0.0)
-        lexemes = list(times)
-        idf = [times[lex] * bm25_idf(total, counts[lex]) for lex in lexemes]
-        tsquery = " | ".join(lexeme_query(lex) for lex in lexemes)
-        return [lexemes, idf, max(avgdl, 1e-9), lexemes, tsquery], tsquery
+        return _Query(
+            {lex: n * bm25_idf(total, counts[lex]) for lex, n in times.items()},
+            max(avgdl, 1e-9),
+            " | ".join(lexeme_query(lex) for lex in times),
+        )
+
+    def _scored(
+        self, prepared: _Query, join: str, extra: str, params: Sequence[Any]
+    ) -> list[Scored]:
+        """The matches of ``prepared`` (joined and filtered), scored, best first."""
+        rows = self.conn.execute(
+            _MATCHES.format(join=join, extra=extra),
+            [list(prepared.weights), prepared.tsquery, *params],
+        ).fetchall()
+        scored = [(int(r[0]), *prepared.score(int(r[1]), str(r[2]), str(r[3]))) for r in rows]
+        scored.sort(key=lambda s: (-(s[1] + s[2]), s[0]))
+        return scored
 
     def ranked(self, query: ParsedQuery, limit: int) -> list[Scored]:
         prepared = self._query(query)
-        if prepared is None:
-            return []
-        params, _ = prepared
-        rows = self.conn.execute(_RANKED.format(extra=""), [*params, limit]).fetchall()
-        return [(int(r[0]), float(r[1]), float(r[2])) for r in rows]
+        return [] if prepared is None else self._scored(prepared, "", "", [])[:limit]
 
     def ranked_where(
         self, query: ParsedQuery, where: str, params: Sequence[Any], limit: int
@@ -123,20 +139,16 @@ class PgKeywords:
         prepared = self._query(query)
         if prepared is None:
             return []
-        first, _ = prepared
-        rows = self.conn.execute(_FILTERED.format(where=where), [*first, *params, limit]).fetchall()
-        return [(int(r[0]), float(r[1]), float(r[2])) for r in rows]
+        return self._scored(prepared, _FILTER_JOIN, f" AND ({where})", params)[:limit]
 
     def scores(self, query: ParsedQuery, ids: Sequence[int]) -> dict[int, tuple[float, float]]:
         prepared = self._query(query) if ids else None
         if prepared is None:
             return {}
-        params, _ = prepared
-        rows = self.conn.execute(
-            _RANKED.format(extra=" AND f.rowid = ANY(?::bigint[])"),
-            [*params, [int(i) for i in ids], len(ids)],
-        ).fetchall()
-        return {int(r[0]): (float(r[1]), float(r[2])) for r in rows}
+        found = self._scored(
+            prepared, "", " AND f.rowid = ANY(?::bigint[])", [[int(i) for i in ids]]
+        )
+        return {chunk_id: (own, ctx) for chunk_id, own, ctx in found}
 
     def phrased(self, phrases: Sequence[Sequence[str]], limit: int) -> list[int]:
         if not phrases:
