@@ -8,23 +8,14 @@ from pgvector.psycopg import register_vector
 
 from memvault.config import StorageSettings
 from memvault.storage.dialect import PgConnection
-from memvault.storage.pg_schema import INDEX_SCHEMA, INDEX_SQL
-from memvault.storage.postgres import MIGRATIONS, Migration, PostgresStorage
-
-
-def index_migrations() -> tuple[Migration, ...]:
-    """The storage's migrations, with the index's schema if they do not hold it yet."""
-    if any(m.sql == INDEX_SQL for m in MIGRATIONS):
-        return MIGRATIONS
-    return (*MIGRATIONS, Migration(len(MIGRATIONS) + 1, "index", INDEX_SQL))
+from memvault.storage.pg_schema import INDEX_SCHEMA
+from memvault.storage.postgres import MIGRATIONS, PostgresStorage
 
 
 def migrate_index(dsn: str) -> str:
     """Migrate the database ``dsn`` names as memvault does on start; returns ``dsn``."""
     settings = StorageSettings(backend="postgres", connect_timeout=5)
-    PostgresStorage.open(
-        settings, environ={"MEMVAULT_PG_DSN": dsn}, migrations=index_migrations()
-    ).close()
+    PostgresStorage.open(settings, environ={"MEMVAULT_PG_DSN": dsn}, migrations=MIGRATIONS).close()
     return dsn
 
 

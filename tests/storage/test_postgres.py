@@ -52,7 +52,7 @@ def tables(dsn: str) -> set[str]:
 
 # Test-only migrations: a real table, then one that slows down to make migrators overlap.
 NEXT = len(MIGRATIONS) + 1
-REAL = [(1, "pgvector"), (2, "index"), (3, "state")]
+REAL = [(1, "pgvector"), (2, "index"), (3, "state"), (4, "events")]
 NOTES = Migration(NEXT, "notes", "CREATE TABLE notes (id serial PRIMARY KEY, body text NOT NULL)")
 SLOW = Migration(
     NEXT + 1,
@@ -135,7 +135,7 @@ def test_pooled_connections_read_and_write_vectors(storage: PostgresStorage) -> 
 def test_a_fresh_database_is_migrated_to_the_latest_version(database: str) -> None:
     assert "memvault_schema" not in tables(database)
     with PostgresStorage.open(SETTINGS, environ=env(database)) as storage:
-        assert storage.schema_version == len(MIGRATIONS) == 3
+        assert storage.schema_version == len(MIGRATIONS) == 4
     assert history(database) == REAL
     with psycopg.connect(database) as conn:
         assert conn.execute(
@@ -200,21 +200,24 @@ def test_a_database_written_by_a_newer_memvault_is_refused(database: str) -> Non
     port = port_of(database)
     assert str(caught.value) == (
         f'Database "{database.rsplit("/", 1)[1]}" at 127.0.0.1:{port} was written by a newer '
-        f"memvault (schema {NEXT + 1}, this one knows up to {NEXT - 1}); upgrade memvault to use it."
+        f"memvault (schema {NEXT + 1}, this one knows up to {NEXT - 1}); "
+        "upgrade memvault to use it."
     )
     assert caught.value.exit_code == 5
     assert len(history(database)) == NEXT + 1
 
 
 def test_a_failing_migration_leaves_the_version_before_it(database: str) -> None:
-    broken = Migration(NEXT + 1, "broken", "CREATE TABLE half (id int); SELECT no_such_column FROM notes")
+    broken = Migration(
+        NEXT + 1, "broken", "CREATE TABLE half (id int); SELECT no_such_column FROM notes"
+    )
     with pytest.raises(StorageError) as caught:
         PostgresStorage.open(
             SETTINGS, environ=env(database), migrations=(*MIGRATIONS, NOTES, broken)
         )
-    assert str(caught.value).startswith(f'Migration {NEXT + 1} (broken) of database "test_') and str(
-        caught.value
-    ).endswith('failed: column "no_such_column" does not exist.')
+    assert str(caught.value).startswith(
+        f'Migration {NEXT + 1} (broken) of database "test_'
+    ) and str(caught.value).endswith('failed: column "no_such_column" does not exist.')
     assert history(database) == [*REAL, (NEXT, "notes")]
     assert "half" not in tables(database)  # the failed migration's first statement too
 

@@ -1,10 +1,8 @@
 """``memvault serve --replica``: searches answered here, everything else forwarded to the
 primary unchanged, events from the primary on the replica's stream.
 
-Until the storage seam serves the index and the state from PostgreSQL, ``Runtime.open``
-refuses ``backend = "postgres"``; these daemons are built on ``Runtime(...)`` directly,
-so their index and state are still each folder's SQLite while the settings (and so the
-replica's checks and the event fan-out) are PostgreSQL's, against a real server.
+Every daemon here keeps its index and state in one real PostgreSQL database (a fresh
+one per test), as a primary and its replicas do.
 """
 
 from __future__ import annotations
@@ -178,7 +176,7 @@ def start(
         if primary is not None:
             overrides["replica"] = {"primary_url": primary}
         settings = load_settings(root, overrides=overrides).settings
-        runtime = Runtime(settings, clock, embedder=HashEmbedder())
+        runtime = Runtime.open(settings, clock=clock, embedder=HashEmbedder())
         live = serve(runtime, replica=primary is not None)
         started.append(live)
         if live.daemon.fanout is not None:
@@ -353,7 +351,6 @@ def test_a_memory_stored_through_the_replica_is_written_by_the_primary_and_its_e
     assert not [f for f in replica.vault.rglob("*.md") if "Ada prefers green tea" in f.read_text()]
 
 
-@pytest.mark.skip(reason="needs the PostgreSQL index")
 def test_two_serve_processes_on_one_database(tmp_path: Path, database: str) -> None:
     """The issue's check: ``memvault serve`` and ``memvault serve --replica`` on one
     database; a memory stored through the primary is found through the replica within a

@@ -181,7 +181,7 @@ class Searcher:
         """The index's keyword search (made again when the index opened a new connection)."""
         conn = self.index.conn
         if self._keywords is None or self._keywords.conn is not conn:
-            self._keywords = keywords_for(conn, getattr(self.index, "dialect", "sqlite"))
+            self._keywords = keywords_for(conn, self.index.dialect)
             self._vocabulary = None
         return self._keywords
 

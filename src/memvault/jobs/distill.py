@@ -381,7 +381,7 @@ def rarity(ctx: JobContext, group: list[Memory]) -> dict[str, float]:
     conn = index.conn
     try:
         total = int(conn.execute("SELECT count(*) FROM memories").fetchone()[0])
-        keywords = keywords_for(conn, getattr(index, "dialect", "sqlite"))
+        keywords = keywords_for(conn, index.dialect)
         found = {word: keywords.text_frequency(word) for word in words}
     except DatabaseError:  # an index that cannot answer: every word counts alike
         return {}

@@ -22,9 +22,9 @@ events, it does not block requests), the listener waits on ``conn.notifies()`` w
 timeout so it can stop. Either one that loses its connection logs one line,
 reconnects with a growing pause and carries on: the daemon never stops for it.
 
-The table is made here (``CREATE TABLE IF NOT EXISTS`` under an advisory lock) so
-the fan-out stands on its own; it belongs in the versioned migrations of
-:mod:`memvault.storage.postgres` once the storage seam is complete.
+The table is one of the versioned migrations (:mod:`memvault.storage.pg_schema`);
+:func:`ensure_table` makes it too (``IF NOT EXISTS``, under an advisory lock), so the
+fan-out also stands on a database nothing else migrated.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from memvault.errors import MemvaultError
+from memvault.storage.pg_schema import EVENTS_SQL
 from memvault.storage.postgres import Connection, Target, connect
 
 log = logging.getLogger(__name__)
@@ -57,18 +58,7 @@ TABLE = "memvault_events"
 RETENTION = timedelta(hours=1)
 # pg_advisory_xact_lock's key while the table is made: "mv-event" in ASCII.
 _SCHEMA_LOCK = int.from_bytes(b"mv-event", "big")
-_SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS {TABLE} (
-    seq bigserial PRIMARY KEY,
-    origin text NOT NULL,
-    type text NOT NULL,
-    source text NOT NULL,
-    payload jsonb NOT NULL,
-    observed_at timestamptz NOT NULL,
-    stored_at timestamptz NOT NULL DEFAULT now()
-);
-CREATE INDEX IF NOT EXISTS {TABLE}_stored_at ON {TABLE} (stored_at)
-"""
+_SCHEMA = EVENTS_SQL
 # One statement: the row and its announcement commit together (NOTIFY is sent on commit).
 _INSERT = f"""
 WITH stored AS (

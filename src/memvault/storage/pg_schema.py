@@ -334,6 +334,21 @@ CREATE TABLE api_tokens (
 CREATE UNIQUE INDEX api_tokens_live ON api_tokens (lower(name)) WHERE revoked_at IS NULL
 """
 
+# The events daemons sharing the database send each other (memvault.storage.notify): one
+# row an event, announced by NOTIFY; kept an hour for listeners that reconnect.
+EVENTS_SQL = """
+CREATE TABLE IF NOT EXISTS memvault_events (
+    seq bigserial PRIMARY KEY,
+    origin text NOT NULL,
+    type text NOT NULL,
+    source text NOT NULL,
+    payload jsonb NOT NULL,
+    observed_at timestamptz NOT NULL,
+    stored_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS memvault_events_stored_at ON memvault_events (stored_at)
+"""
+
 # The tables of each schema, in an order that copying them one by one respects their
 # foreign keys (``memvault storage migrate``).
 INDEX_TABLES = ("meta", "notes", "chunks", "chunk_tags", "links", "memories", "chunks_fts")

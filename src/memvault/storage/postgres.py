@@ -40,7 +40,13 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from memvault.config import StorageSettings
 from memvault.errors import ConfigError, MemvaultError, StorageError
 from memvault.storage.dialect import PgConnection
-from memvault.storage.pg_schema import INDEX_SCHEMA, INDEX_SQL, STATE_SCHEMA, STATE_SQL
+from memvault.storage.pg_schema import (
+    EVENTS_SQL,
+    INDEX_SCHEMA,
+    INDEX_SQL,
+    STATE_SCHEMA,
+    STATE_SQL,
+)
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +73,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "pgvector", "CREATE EXTENSION IF NOT EXISTS vector"),
     Migration(2, "index", INDEX_SQL),
     Migration(3, "state", STATE_SQL),
+    Migration(4, "events", EVENTS_SQL),
 )
 
 
