@@ -45,6 +45,7 @@ from memvault.config import Settings
 from memvault.index.embedders import BaseEmbedder
 from memvault.index.filters import SearchFilters
 from memvault.runtime import Runtime
+from memvault.storage.pg_schema import TS_CONFIG
 from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
 
@@ -169,6 +170,21 @@ def build_vault(root: Path, size: int, seed: int = 7) -> tuple[Runtime, float, d
     return runtime, memory_seconds, {"notes": notes, "memories": memories}
 
 
+def keyword_matches(runtime: Runtime, text: str) -> int:
+    """How many chunks hold any word of ``text`` (what keyword search ranks)."""
+    if runtime.index.dialect == "sqlite":
+        statement = "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?"
+        words = " OR ".join(f'"{w}"' for w in text.split())
+    else:
+        statement = (
+            "SELECT count(*) FROM chunks_fts, websearch_to_tsquery(?::regconfig, ?) q"
+            " WHERE own @@ q OR ctx @@ q"
+        )
+        words = " or ".join(text.split())
+    params = (words,) if runtime.index.dialect == "sqlite" else (TS_CONFIG, words)
+    return int(runtime.index.conn.execute(statement, params).fetchone()[0])
+
+
 def shown(figures: dict[str, Any]) -> str:
     """``p50 / p95 ms`` of a :func:`percentiles` result, for a report's table."""
     return f"{figures['p50_ms']} / {figures['p95_ms']} ms"
@@ -206,15 +222,7 @@ def measure(size: int, queries: int) -> dict[str, Any]:
             assert again.touched == 0
         rng = random.Random(11)
         texts = [_query(rng) for _ in range(queries)]
-        matches = [
-            int(
-                runtime.index.conn.execute(
-                    "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?",
-                    (" OR ".join(f'"{w}"' for w in text.split()),),
-                ).fetchone()[0]
-            )
-            for text in texts
-        ]
+        matches = [keyword_matches(runtime, text) for text in texts]
         runtime.index.vectors.warm()
         runtime.searcher.search(texts[0])  # warm caches
         timings: dict[str, list[float]] = {"hybrid": [], "keyword": [], "memories_only": []}

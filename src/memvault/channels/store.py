@@ -397,7 +397,8 @@ class ChannelStore:
                 "INSERT INTO channel_senders (channel, sender_id, chat_id, name, username, status, "
                 "first_seen, last_seen, messages) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, 1) "
                 "ON CONFLICT (channel, sender_id) DO UPDATE SET last_seen = excluded.last_seen, "
-                "messages = messages + 1, name = excluded.name, username = excluded.username, "
+                "messages = channel_senders.messages + 1, name = excluded.name, "
+                "username = excluded.username, "
                 "chat_id = coalesce(channel_senders.chat_id, excluded.chat_id)",
                 (
                     message.channel,

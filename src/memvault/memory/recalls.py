@@ -55,7 +55,8 @@ class RecallLog:
             conn.executemany(
                 "INSERT INTO memory_recalls (memory_id, last_recalled) VALUES (?, ?) "
                 "ON CONFLICT (memory_id) DO UPDATE SET "
-                "last_recalled = max(last_recalled, excluded.last_recalled), times = times + 1",
+                "last_recalled = max(memory_recalls.last_recalled, excluded.last_recalled), "
+                "times = memory_recalls.times + 1",
                 [(memory_id, stamp) for memory_id in ids],
             )
 
