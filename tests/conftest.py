@@ -73,9 +73,18 @@ def embedder() -> HashEmbedder:
 # -- PostgreSQL: one real server per session, a database per test ---------------------
 
 _names = itertools.count(1)
-BOTH_BACKENDS = pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
-"""Mark a test (or a module: ``pytestmark = BOTH_BACKENDS``) to run on SQLite and on
-PostgreSQL: its ``runtime`` (and ``start_daemon``) then use the backend named."""
+BACKENDS = ("sqlite", "postgres")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test marked ``both_backends`` (or in a module that is: ``pytestmark =
+    pytest.mark.both_backends``) that uses the ``backend`` fixture, through ``runtime``,
+    ``start_daemon`` or ``storage_settings``, runs on SQLite and on PostgreSQL; one also
+    marked ``sqlite_only`` (it is about SQLite's own files) on SQLite alone."""
+    marked = metafunc.definition.get_closest_marker("both_backends") is not None
+    excused = metafunc.definition.get_closest_marker("sqlite_only") is not None
+    if marked and not excused and "backend" in metafunc.fixturenames:
+        metafunc.parametrize("backend", BACKENDS, indirect=True)
 
 
 @pytest.fixture(scope="session")
@@ -122,7 +131,8 @@ def migrated(pg: TemporaryPostgres, migrated_template: str) -> str:
 
 @pytest.fixture
 def backend(request: pytest.FixtureRequest) -> str:
-    """The storage backend a test runs on: SQLite unless marked ``BOTH_BACKENDS``."""
+    """The storage backend a test runs on: SQLite unless marked ``both_backends``
+    (``MEMVAULT_TEST_BACKEND=postgres`` runs every other test on PostgreSQL)."""
     return str(getattr(request, "param", os.environ.get("MEMVAULT_TEST_BACKEND", "sqlite")))
 
 

@@ -17,6 +17,8 @@ from llm_fakes import FakeOpenAI, llm_settings
 from memvault.errors import NotFoundError
 from telegram_fake import FakeTelegram
 
+pytestmark = pytest.mark.both_backends
+
 STRANGER = 555
 FRIEND = 777
 

@@ -14,7 +14,7 @@ import pytest
 from gateway_support import Live, StartDaemon, ok
 from memvault.gateway.events import ID_BLOCK, EventBus, IdStore
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.both_backends]
 
 
 def remember(api: httpx.Client, text: str) -> str:

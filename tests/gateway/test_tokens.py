@@ -35,7 +35,7 @@ from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
 from support import HashEmbedder
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.both_backends]
 
 READ, REMEMBER, WRITE, ADMIN = Scope.READ, Scope.REMEMBER, Scope.WRITE, Scope.ADMIN
 

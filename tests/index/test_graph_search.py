@@ -3,10 +3,14 @@ related to them, and a query naming no entity ranks exactly as without the graph
 
 from __future__ import annotations
 
+import pytest
+
 from memvault.index.filters import SearchFilters
 from memvault.index.search import Searcher
 from memvault.runtime import Runtime
 from support import HashEmbedder
+
+pytestmark = pytest.mark.both_backends
 
 DISTRACTORS = [
     "The weekly job board lists openings at the bakery",

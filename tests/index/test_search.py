@@ -15,6 +15,8 @@ from memvault.index.graph import backlinks, related, search_by_tag
 from memvault.runtime import Runtime
 from support import HIT_KEYS, TZ, MovableClock
 
+pytestmark = pytest.mark.both_backends
+
 
 @pytest.fixture
 def filled(runtime: Runtime, write: Callable[[str, str], Path], clock: MovableClock) -> Runtime:
@@ -209,6 +211,7 @@ def test_tags_backlinks_related(filled: Runtime) -> None:
         search_by_tag(filled.index, "#")
 
 
+@pytest.mark.sqlite_only  # sqlite-vec's table against the index's copy in memory
 def test_cold_and_warm_vector_search_agree(filled: Runtime) -> None:
     store = filled.index.vectors
     query = filled.embedder.embed(["launch capsule"])[0]

@@ -15,6 +15,8 @@ from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
 from support import TZ, MovableClock
 
+pytestmark = pytest.mark.both_backends
+
 RELEVANT_BY_MEANING = "The owner drinks oolong every morning before work"
 RELEVANT_BY_KEYWORD = "Garage door code is XK-4471"
 DISTRACTORS = [

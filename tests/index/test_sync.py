@@ -12,6 +12,8 @@ from memvault.index.index import MemoryIndex
 from memvault.runtime import Runtime
 from support import HashEmbedder
 
+pytestmark = pytest.mark.both_backends
+
 
 def _count(index: MemoryIndex, table: str) -> int:
     return int(index.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
@@ -277,7 +279,8 @@ def test_embedder_switch_is_detected_and_explained(
     from memvault.index.index import IndexMismatchError
 
     switched = Runtime.open(
-        Settings(vault=vault_path), embedder=HashEmbedder(model="hash-32", dim=32)
+        Settings(vault=vault_path, storage=runtime.settings.storage),
+        embedder=HashEmbedder(model="hash-32", dim=32),
     )
     problem = switched.index.mismatch()
     assert problem is not None

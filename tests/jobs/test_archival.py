@@ -14,6 +14,8 @@ from memvault.runtime import Runtime
 from memvault.vault.memories import Memory
 from support import TZ, HashEmbedder, MovableClock
 
+pytestmark = pytest.mark.both_backends
+
 NOW = datetime(2026, 11, 22, 9, 30, tzinfo=TZ)
 LONG_AGO = NOW - timedelta(days=400)
 

@@ -14,6 +14,8 @@ from memvault.jobs import Job, JobContext, JobEngine, Schedule
 from memvault.memory.state import StateDB
 from support import TZ, MovableClock
 
+pytestmark = pytest.mark.both_backends
+
 
 def at(text: str) -> datetime:
     return datetime.fromisoformat(text).replace(tzinfo=TZ)

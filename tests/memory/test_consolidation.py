@@ -19,6 +19,8 @@ from memvault.runtime import Runtime
 from memvault.vault.store import Vault
 from support import HashEmbedder, MovableClock
 
+pytestmark = pytest.mark.both_backends
+
 FACTS = "Memory/Facts.md"
 PREFS = "Memory/Preferences.md"
 

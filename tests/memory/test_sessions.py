@@ -14,6 +14,8 @@ from memvault.memory.state import SCHEMA_VERSION, StateDB
 from memvault.runtime import Runtime
 from support import TZ, MovableClock
 
+pytestmark = pytest.mark.both_backends
+
 
 @pytest.fixture
 def sessions(runtime: Runtime, clock: MovableClock) -> Sessions:

@@ -340,7 +340,7 @@ def knowledge_graph(
         for r in conn.execute(
             "SELECT l.target, l.resolved, l.subpath, l.relation, l.valid_until FROM links l"
             " WHERE l.note_id = ? AND (l.kind != 'embed' OR l.subpath LIKE '^%')"
-            " AND (l.resolved IS NOT NULL OR l.relation IS NOT NULL)",
+            " AND (l.resolved IS NOT NULL OR l.relation IS NOT NULL) ORDER BY l.line, l.rowid",
             (row["id"],),
         ):
             if r["valid_until"] and not include_ended:
@@ -364,7 +364,7 @@ def knowledge_graph(
         for r in conn.execute(
             "SELECT n.path, l.line, l.relation, l.valid_until, n.kind FROM links l"
             " JOIN notes n ON n.id = l.note_id WHERE l.resolved = ? AND n.path != ?"
-            " AND (l.kind != 'embed' OR l.subpath LIKE '^%')",
+            " AND (l.kind != 'embed' OR l.subpath LIKE '^%') ORDER BY n.path, l.line, l.rowid",
             (path, path),
         ):
             other = str(r["path"])
