@@ -28,7 +28,7 @@ from pgvector import Vector
 from pgvector.psycopg import register_vector
 
 from memvault.index.embedders import Vectors
-from memvault.index.vectors import _FEW, PRIOR_SPREAD, SAMPLE_SIZE
+from memvault.index.vectors import SAMPLE_SIZE, cosine_spread
 from memvault.sqlite import get_meta, set_meta
 from memvault.storage.dialect import PgConnection
 
@@ -192,12 +192,7 @@ class PgVectorStore:
         As :meth:`VectorStore.spread`: median and interquartile range (scaled
         to a standard deviation) over an evenly spaced sample.
         """
-        sample = self._spread_sample()
-        if len(sample) < _FEW:
-            return PRIOR_SPREAD
-        cosines = sample @ np.asarray(query, dtype=np.float32)
-        low, centre, high = np.percentile(cosines, [25, 50, 75])
-        return float(centre), max(float(high - low) / 1.349, 1e-3)
+        return cosine_spread(self._spread_sample(), query)
 
     def _spread_sample(self) -> Vectors:
         """Every ``count // SAMPLE_SIZE``-th vector by id, taken again when the number of

@@ -37,6 +37,16 @@ _FEW = 16
 PRIOR_SPREAD = (0.1, 0.1)
 
 
+def cosine_spread(sample: Vectors, query: npt.NDArray[np.float32]) -> tuple[float, float]:
+    """Median and interquartile range (scaled to a standard deviation) of the query's
+    cosines with a sample of stored vectors; a prior when the sample is too small."""
+    if len(sample) < _FEW:
+        return PRIOR_SPREAD
+    cosines = sample @ np.asarray(query, dtype=np.float32)
+    low, centre, high = np.percentile(cosines, [25, 50, 75])
+    return float(centre), max(float(high - low) / 1.349, 1e-3)
+
+
 class VectorStore:
     """The vectors of one index database."""
 
@@ -190,12 +200,7 @@ class VectorStore:
         an evenly spaced sample, so the few chunks that do match do not widen
         the yardstick they are measured with.
         """
-        sample = self._spread_sample()
-        if len(sample) < _FEW:
-            return PRIOR_SPREAD
-        cosines = sample @ np.asarray(query, dtype=np.float32)
-        low, centre, high = np.percentile(cosines, [25, 50, 75])
-        return float(centre), max(float(high - low) / 1.349, 1e-3)
+        return cosine_spread(self._spread_sample(), query)
 
     def _spread_sample(self) -> Vectors:
         """The sample, taken again when the number of vectors moved by a tenth."""
