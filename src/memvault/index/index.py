@@ -198,7 +198,11 @@ class MemoryIndex:
 
     @property
     def conn(self) -> Connection:
-        """The open database connection (opened, and migrated, on first use)."""
+        """The open database connection (opened, and migrated, on first use; with
+        PostgreSQL, opened again after the server dropped it)."""
+        if self._conn is not None and self.storage is not None and self._conn.closed:
+            with self.lock:
+                self._conn, self._vectors = None, None
         if self._conn is None:
             with self.lock:
                 if self._conn is None:
