@@ -27,20 +27,26 @@ import scale
 BAR = 0.02
 
 
-def run(*, quick: bool, sizes: Sequence[int], quiet: bool = False) -> dict[str, Any]:
+def run(
+    *, quick: bool, sizes: Sequence[int], quality: bool = True, quiet: bool = False
+) -> dict[str, Any]:
     """Every figure on both backends: ``{"sqlite": {...}, "postgres": {...}}``."""
     out: dict[str, Any] = {"machine": scale.machine(), "sizes": list(sizes)}
     for name in backends.BACKENDS:
         with backends.backend(name):
-            if not quiet:
-                print(f"[{name}] LoCoMo...", file=sys.stderr)
-            recall = locomo.run([locomo.DEFAULT_FILE], quiet=True)
-            if not quiet:
-                print(f"[{name}] known-item...", file=sys.stderr)
-            known = knownitem.run(quick=quick, quiet=True)
-            pooled = knownitem.summarize(
-                [row for m in known["corpora"].values() for row in m["rows"]], knownitem.MODES
-            )
+            recall: dict[str, Any] = {"memvault": {}}
+            pooled: dict[str, Any] = {}
+            if quality:
+                if not quiet:
+                    print(f"[{name}] LoCoMo...", file=sys.stderr)
+                recall = locomo.run([locomo.DEFAULT_FILE], quiet=True)
+                if not quiet:
+                    print(f"[{name}] known-item...", file=sys.stderr)
+                known = knownitem.run(quick=quick, quiet=True)
+                pooled = knownitem.summarize(
+                    [row for m in known["corpora"].values() for row in m["rows"]],
+                    knownitem.MODES,
+                )
             timing = []
             for size in sizes:
                 if not quiet:
@@ -120,9 +126,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer known-item queries")
     parser.add_argument("--sizes", nargs="+", type=int, default=[10000, 100000])
+    parser.add_argument("--speed-only", action="store_true", help="no LoCoMo or known-item")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
-    result = run(quick=args.quick, sizes=args.sizes, quiet=args.json)
+    result = run(quick=args.quick, sizes=args.sizes, quality=not args.speed_only, quiet=args.json)
     if args.json:
         print(json.dumps({k: v for k, v in result.items()}, default=str))
     else:

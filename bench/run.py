@@ -2,7 +2,8 @@
 
     python bench/run.py [--quick]
 
-``--quick`` runs the scale benchmark at 1k and 10k items only, the daemon
+``--quick`` runs the scale benchmark at 1k and 10k items only (and on PostgreSQL
+at 10k, speed only), the daemon
 and agent benchmarks on 2,000 items with fewer requests, known-item
 search with fewer queries and docstrings, and the knowledge-graph stages on
 one LoCoMo conversation.
@@ -19,6 +20,7 @@ import daemon
 import graph
 import knownitem
 import locomo
+import pg_compare
 import remember
 import scale
 
@@ -62,6 +64,13 @@ def main() -> int:
     messaged = channels.run(agent_size, 15 if args.quick else 30)
     print("OpenClaw's memory_search through the gateway...", file=sys.stderr)
     gatewayed = openclaw.run(agent_size, 40 if args.quick else 100)
+    print("SQLite against PostgreSQL...", file=sys.stderr)
+    compared = pg_compare.run(
+        quick=args.quick,
+        sizes=[10000] if args.quick else [10000, 100000],
+        quality=not args.quick,
+        quiet=True,
+    )
     stamp = datetime.now().strftime("%Y-%m-%d-%H%M")
     report = "\n".join(
         [
@@ -120,6 +129,13 @@ def main() -> int:
             "## OpenClaw: memory_search at the gateway",
             "",
             openclaw.render(gatewayed),
+            "",
+            "## Storage: SQLite against PostgreSQL + pgvector",
+            "",
+            "The same benchmarks on each backend (bench/pg_compare.py; --quick: speed at 10k",
+            "only). Quality bar: PostgreSQL within 0.02 of SQLite on every figure.",
+            "",
+            pg_compare.render(compared),
             "",
         ]
     )

@@ -22,6 +22,8 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
         ("remember.py", ["--sizes", "10", "--writes", "5"], "sizes"),
         ("scale.py", ["--sizes", "200", "--queries", "5", "--no-model"], "sizes"),
         ("channels.py", ["--size", "100", "--runs", "2"], "one_call_reply"),
+        # Both storage backends (a PostgreSQL started for the run).
+        ("pg_compare.py", ["--speed-only", "--sizes", "200"], "postgres"),
         # The real OpenClaw gateway (a cold start of 10-50 s).
         ("openclaw.py", ["--size", "100", "--runs", "2"], "gateway_search"),
     ],
@@ -39,5 +41,9 @@ def test_a_benchmark_runs_on_a_small_vault(script: str, args: list[str], key: st
     result = json.loads(done.stdout)
     if key == "sizes":
         assert result[key] and all(entry["size"] for entry in result[key])
+    elif key == "postgres":
+        for backend in ("sqlite", "postgres"):
+            [figures] = result[backend]["scale"]
+            assert figures["chunks"] > 0 and figures["search"]["hybrid"]["p50_ms"] > 0
     else:
         assert result[key]["p50_ms"] > 0
