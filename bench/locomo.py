@@ -35,7 +35,7 @@ import numpy as np
 from memvault.clock import Clock
 from memvault.config import Settings
 from memvault.index.embedders import LocalEmbedder
-from memvault.index.query import terms_of
+from memvault.index.query import parse_query, terms_of
 from memvault.runtime import Runtime
 from memvault.vault.memories import Remembered
 
@@ -272,8 +272,12 @@ def bm25_ranking(
     terms = terms_of(question)
     if not terms:
         return []
+    runtime = conversation.runtime
+    if runtime.index.dialect != "sqlite":  # PostgreSQL: the keyword index's own BM25
+        scored = runtime.searcher.keywords.ranked(parse_query(" ".join(terms)), 200)
+        return [turn_of_chunk[i] for i, _, _ in scored if i in turn_of_chunk]
     expr = "text : (" + " OR ".join(f'"{t}"' for t in terms) + ")"
-    rows = conversation.runtime.index.conn.execute(
+    rows = runtime.index.conn.execute(
         "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY bm25(chunks_fts) LIMIT 200",
         (expr,),
     ).fetchall()
