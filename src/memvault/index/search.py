@@ -95,6 +95,15 @@ class Hit:
         }
 
 
+def _is_digest(frontmatter: str) -> bool:
+    """Whether a note's frontmatter (JSON) marks it a digest."""
+    try:
+        fields = json.loads(frontmatter)
+    except ValueError:
+        return False
+    return isinstance(fields, dict) and fields.get("digest") is True
+
+
 def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
     """At most ``limit`` characters, cut at a word boundary."""
     text = text.strip()
@@ -285,7 +294,10 @@ class Searcher:
         self._score(candidates, terms, spread)
         graph = self._graph(candidates, query, pool)
         self._score(candidates, terms, spread)
+        digests = self._digests(candidates, pool)
+        self._score(candidates, terms, spread)
         self._finish(candidates, parsed, graph)
+        self._digests_give_way(candidates, digests)
         ranked = sorted(candidates.values(), key=lambda c: -c.final)
         floor = self.settings.min_score if min_score is None else min_score
         ranked = [c for c in ranked if c.final >= floor]
@@ -320,6 +332,58 @@ class Searcher:
             if c.row["memory_id"]:
                 shown.add(str(c.row["memory_id"]))
         return (chosen + later)[:limit]
+
+    def _digests(self, candidates: dict[int, _Candidate], pool: _Pool) -> dict[int, set[int]]:
+        """The candidates that are digests (insight notes with ``digest: true``: the distill
+        job wrote them without a model, so they hold only their sources' words), each with
+        its sources' chunks, which join the candidates."""
+        notes = {int(c.row["note_id"]) for c in candidates.values() if c.row["kind"] == "insight"}
+        if not notes:
+            return {}
+        marks = ",".join("?" * len(notes))
+        digest_notes = {
+            int(r[0])
+            for r in self.conn.execute(
+                f"SELECT id, frontmatter FROM notes WHERE id IN ({marks})", list(notes)
+            )
+            if _is_digest(str(r[1]))
+        }
+        if not digest_notes:
+            return {}
+        marks = ",".join("?" * len(digest_notes))
+        sources: dict[int, set[int]] = {}
+        for r in self.conn.execute(
+            "SELECT l.note_id, m.chunk_id FROM links l"
+            " JOIN memories m ON m.id = substr(l.subpath, 2)"
+            f" WHERE l.note_id IN ({marks}) AND l.subpath LIKE '^m-%'"
+            " AND m.chunk_id IS NOT NULL",
+            list(digest_notes),
+        ):
+            sources.setdefault(int(r[0]), set()).add(int(r[1]))
+        digests = {
+            chunk_id: sources.get(int(c.row["note_id"]), set())
+            for chunk_id, c in candidates.items()
+            if int(c.row["note_id"]) in digest_notes
+        }
+        wanted = set().union(*digests.values()) - candidates.keys()
+        self._admit(candidates, sorted(wanted), pool)
+        return digests
+
+    @staticmethod
+    def _digests_give_way(candidates: dict[int, _Candidate], digests: dict[int, set[int]]) -> None:
+        """Each digest gives its place, and its score when higher, to its best source.
+
+        A digest's words are its sources' words: what it matches, a source matches, and
+        the source is the answer (credit the source, not the container). A digest none
+        of whose sources can be shown (a filter leaves memories out) stays a result.
+        """
+        for chunk_id, sources in digests.items():
+            shown = [candidates[s] for s in sources if s in candidates]
+            if not shown:
+                continue
+            best = max(shown, key=lambda c: c.final)
+            best.final = max(best.final, candidates[chunk_id].final)
+            del candidates[chunk_id]
 
     def _sources_of(self, note_id: int) -> set[str]:
         """The memory ids a note links by block reference."""
