@@ -169,6 +169,29 @@ def test_an_edited_source_refreshes_its_insight_only(
     assert done.metadata["insights"] == {"written": 0, "refreshed": 1}
 
 
+def test_an_older_digest_quoting_its_sources_is_written_again(
+    runtime: Runtime, clock: MovableClock, vault: Vault
+) -> None:
+    ids = seed(runtime, clock)
+    run(runtime, clock)
+    path, _ = by_sources(vault, [ids[t] for t in COFFEE])
+    file = vault.root / path
+    # As digests were written before: no digest field, the memories quoted after a count.
+    text = file.read_text("utf-8").replace("digest: true\n", "")
+    block = text.split("## Insight\n\n", 1)[1].split("\n\n## Evidence", 1)[0]
+    old = "A digest of 3 related memories, the most central first: " + " ".join(COFFEE)
+    file.write_text(text.replace(block, old), "utf-8")
+    done = run(runtime, clock)
+    assert f"refreshed {path}: a digest now embeds its memories" in done.output
+    note = Note.parse(file.read_text("utf-8"))
+    assert note.get("digest") is True and "A digest of" not in note.body
+    assert links(note.body) == {ids[t] for t in COFFEE}
+    # Written again once: the next run leaves it.
+    before = snapshot(vault.root)
+    run(runtime, clock)
+    assert snapshot(vault.root) == before
+
+
 def test_a_deleted_source_leaves_the_insight(
     runtime: Runtime, clock: MovableClock, vault: Vault
 ) -> None:

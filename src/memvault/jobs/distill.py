@@ -93,6 +93,7 @@ class Insight:
     path: str
     sources: list[str]
     sources_hash: str
+    quoting: bool = False  # an older digest, quoting its sources (see ``quotes_its_sources``)
 
 
 @dataclass(frozen=True)
@@ -116,14 +117,16 @@ def run(ctx: JobContext) -> str:
     for insight in insights:
         current = [memories[i] for i in insight.sources if i in memories]
         current = [m for m in current if not superseded(m)]
-        if sources_hash(current) == insight.sources_hash:
+        changed = sources_hash(current) != insight.sources_hash
+        if not changed and not insight.quoting:
             continue
         try:
             how = write_insight(ctx, settings, insight.path, current)
         except MemvaultError as exc:  # a note broken by hand breaks only itself
             ctx.record(f"could not refresh {insight.path}: {exc.message}")
             continue
-        ctx.record(f"refreshed {insight.path}: its sources changed ({how})")
+        why = "its sources changed" if changed else "a digest now embeds its memories"
+        ctx.record(f"refreshed {insight.path}: {why} ({how})")
         refreshed += 1
 
     candidates = waiting(runtime, settings, list(memories.values()))
@@ -173,9 +176,23 @@ def read_insights(runtime: Runtime, folder: str) -> list[Insight]:
                 path,
                 [str(s).strip().lstrip("^") for s in sources],
                 str(note.get("sources_hash") or ""),
+                quotes_its_sources(note, path),
             )
         )
     return found
+
+
+def quotes_its_sources(note: Note, path: str) -> bool:
+    """Whether ``note`` is a digest written before digests embedded their memories: no
+    ``digest`` field, and a block that quotes them after a count ("A digest of 3 related
+    memories, ..."). Search would find it by its sources' words and by the count's."""
+    if note.get("digest") is not None:
+        return False
+    try:
+        inner = MARKERS.inner(note.body, path)
+    except MemvaultError:  # broken markers: left for a person to mend
+        return False
+    return inner is not None and "A digest of " in inner
 
 
 def superseded(memory: Memory) -> bool:
