@@ -11,7 +11,11 @@
 4. Each chunk then receives a share of its best neighbour's relevance (0.3
    at distance one, 0.15 at two by default), and small boosts for
    importance, recency, and a date the query names.
-5. What scores below the floor (``search.min_score``) is not relevant and
+5. A digest (an insight the distill job wrote without a model: a title and
+   embedded memories, no words of its own) gives its place, and its score
+   when higher, to its best source; an insight with words of its own comes
+   after a source of it shown above it.
+6. What scores below the floor (``search.min_score``) is not relevant and
    is left out; maximal marginal relevance optionally trades a little score
    for variety.
 
@@ -335,8 +339,8 @@ class Searcher:
 
     def _digests(self, candidates: dict[int, _Candidate], pool: _Pool) -> dict[int, set[int]]:
         """The candidates that are digests (insight notes with ``digest: true``: the distill
-        job wrote them without a model, so they hold only their sources' words), each with
-        its sources' chunks, which join the candidates."""
+        job wrote them without a model, a title from their sources' shared words and the
+        sources embedded), each with its sources' chunks, which join the candidates."""
         notes = {int(c.row["note_id"]) for c in candidates.values() if c.row["kind"] == "insight"}
         if not notes:
             return {}
