@@ -12,9 +12,9 @@
    at distance one, 0.15 at two by default), and small boosts for
    importance, recency, and a date the query names.
 5. A digest (an insight the distill job wrote without a model: a title and
-   embedded memories, no words of its own) gives its place, and its score
-   when higher, to its best source; an insight with words of its own comes
-   after a source of it shown above it.
+   embedded memories, no words of its own) gives its place to its sources,
+   which join the candidates on their own evidence; an insight with words
+   of its own comes after a source of it shown above it.
 6. What scores below the floor (``search.min_score``) is not relevant and
    is left out; maximal marginal relevance optionally trades a little score
    for variety.
@@ -375,19 +375,17 @@ class Searcher:
 
     @staticmethod
     def _digests_give_way(candidates: dict[int, _Candidate], digests: dict[int, set[int]]) -> None:
-        """Each digest gives its place, and its score when higher, to its best source.
+        """Each digest whose sources can be shown leaves them its place.
 
-        A digest's words are its sources' words: what it matches, a source matches, and
-        the source is the answer (credit the source, not the container). A digest none
-        of whose sources can be shown (a filter leaves memories out) stays a result.
+        A digest has no words of its own (a title from its sources' shared words, their
+        embeds): what it matches, its sources match, and they are the answer, each on its
+        own evidence. Its score is not passed on: it is the container's (its title, the
+        vector of its links, the recency of a note written today), not a source's. A
+        digest none of whose sources can be shown (a filter leaves memories out) stays.
         """
         for chunk_id, sources in digests.items():
-            shown = [candidates[s] for s in sources if s in candidates]
-            if not shown:
-                continue
-            best = max(shown, key=lambda c: c.final)
-            best.final = max(best.final, candidates[chunk_id].final)
-            del candidates[chunk_id]
+            if any(s in candidates for s in sources):
+                del candidates[chunk_id]
 
     def _sources_of(self, note_id: int) -> set[str]:
         """The memory ids a note links by block reference."""
