@@ -12,13 +12,14 @@ Per conversation, one memvault holds one memory per dialog turn (as in
 
 Only memories count as retrieved evidence (an insight note in the top ten
 takes a slot and counts nothing), so distillation cannot look better than
-it is; the ``quoted`` row also credits an insight with the turns it quotes
-whole (a digest without a model quotes its three most central memories),
-which is what it hands an agent. Reports recall_any@5/@10 overall and for multi-hop questions
-(category 1). The graph without a model is built from names only; a graph a
-model extracted (``[jobs.knowledge_graph]`` with a model) is measured by
-running the same bench with ``MEMVAULT_QA_BASE_URL`` etc. set, see
-``locomo_qa.py``.
+it is; the ``quoted`` row also credits an insight with the turns its snippet
+holds whole (an embedded memory is shown by its text), which is what it
+hands an agent. A digest (no model) has no words of its own: search shows
+its sources in its place, so it seldom takes a slot at all. Reports
+recall_any@5/@10 overall and for multi-hop questions (category 1). The
+graph without a model is built from names only; a graph a model extracted
+(``[jobs.knowledge_graph]`` with a model) is measured by running the same
+bench with ``MEMVAULT_QA_BASE_URL`` etc. set, see ``locomo_qa.py``.
 """
 
 from __future__ import annotations

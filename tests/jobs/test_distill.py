@@ -15,6 +15,7 @@ from job_support import job_engine, run_job
 from llm_fakes import FakeOpenAI
 from memvault.config import Settings
 from memvault.index.embedders import NoEmbedder
+from memvault.index.filters import SearchFilters
 from memvault.jobs import JobEngine, JobRun, distill
 from memvault.runtime import Runtime
 from memvault.tools import job_tools
@@ -97,12 +98,16 @@ def test_clusters_become_digests_linked_to_each_source(
         path, note = by_sources(vault, wanted)
         text = note.render()
         assert note.get("type") == "insight" and "insight" in note.get("tags")
+        assert note.get("digest") is True  # no model: search shows its sources instead
         assert note.get("sources_hash") == distill.sources_hash(
             [runtime.memories.get(i) for i in wanted]
         )
         assert str(note.get("created")) == str(note.get("updated")) == "2026-11-22"
         assert links(text) == set(wanted)
-        assert "A digest of" in text and distill.MARKERS.start in text
+        assert distill.MARKERS.start in text
+        # A digest has no words of its own: its section embeds the most central sources.
+        insight = text.split("## Insight", 1)[1].split("## Evidence", 1)[0]
+        assert links(insight) == set(wanted) and "digest" not in insight.lower()
         for memory_id in wanted:
             assert runtime.memories.get(memory_id).fields["distilled"] == path[:-3]
     for text in LONERS:
@@ -153,12 +158,38 @@ def test_an_edited_source_refreshes_its_insight_only(
     done = run(runtime, clock)
     assert f"refreshed {coffee_path}: its sources changed" in done.output
     refreshed = Note.parse(coffee_file.read_text("utf-8"))
-    assert "beans at the station" in refreshed.body and "beans at the harbour" not in refreshed.body
+    assert refreshed.get("sources_hash") == distill.sources_hash(
+        [runtime.memories.get(ids[t]) for t in COFFEE]
+    )
+    assert links(refreshed.body) == {ids[t] for t in COFFEE}
     assert refreshed.body.rstrip().endswith("My own note: switch to decaf.")
     assert str(refreshed.get("updated")) == "2026-11-23"
     assert str(refreshed.get("created")) == "2026-11-22"
     assert (vault.root / cycling_path).read_bytes() == cycling_before
     assert done.metadata["insights"] == {"written": 0, "refreshed": 1}
+
+
+def test_an_older_digest_quoting_its_sources_is_written_again(
+    runtime: Runtime, clock: MovableClock, vault: Vault
+) -> None:
+    ids = seed(runtime, clock)
+    run(runtime, clock)
+    path, _ = by_sources(vault, [ids[t] for t in COFFEE])
+    file = vault.root / path
+    # As digests were written before: no digest field, the memories quoted after a count.
+    text = file.read_text("utf-8").replace("digest: true\n", "")
+    block = text.split("## Insight\n\n", 1)[1].split("\n\n## Evidence", 1)[0]
+    old = "A digest of 3 related memories, the most central first: " + " ".join(COFFEE)
+    file.write_text(text.replace(block, old), "utf-8")
+    done = run(runtime, clock)
+    assert f"refreshed {path}: a digest now embeds its memories" in done.output
+    note = Note.parse(file.read_text("utf-8"))
+    assert note.get("digest") is True and "A digest of" not in note.body
+    assert links(note.body) == {ids[t] for t in COFFEE}
+    # Written again once: the next run leaves it.
+    before = snapshot(vault.root)
+    run(runtime, clock)
+    assert snapshot(vault.root) == before
 
 
 def test_a_deleted_source_leaves_the_insight(
@@ -172,7 +203,6 @@ def test_a_deleted_source_leaves_the_insight(
     note = Note.parse((vault.root / coffee_path).read_text("utf-8"))
     kept = [ids[t] for t in COFFEE if t != COFFEE[1]]
     assert sorted(note.get("sources")) == sorted(kept) and links(note.body) == set(kept)
-    assert COFFEE[1] not in note.body and all(t in note.body for t in COFFEE if t != COFFEE[1])
 
 
 def test_with_the_model_the_insight_is_its_answer(
@@ -196,6 +226,7 @@ def test_with_the_model_the_insight_is_its_answer(
     assert note.body.startswith("# Coffee rituals\n")
     assert "The owner starts each day with fresh espresso." in note.body
     assert links(note.body) == {ids[t] for t in COFFEE}
+    assert note.get("digest") is False  # words of its own: a result in its own right
     assert by_sources(vault, [ids[t] for t in CYCLING])[0] == "Insights/Riding to work.md"
     assert "by the model" in done.output and done.metadata["model"]["model_calls"] == 2
 
@@ -208,7 +239,7 @@ def test_a_truncated_answer_gives_the_digest_and_says_why(
     fake.reply("# Coffee rit", stop="length")
     done = run(runtime, clock, fake=fake)
     _, note = by_sources(vault, [ids[t] for t in COFFEE])
-    assert "A digest of 3 related memories" in note.body and "Coffee rit" not in note.render()
+    assert note.get("digest") is True and "Coffee rit" not in note.render()
     assert "digest: the model's answer was cut off at its token limit" in done.output
 
 
@@ -236,7 +267,13 @@ def test_distilling_keeps_the_source_findable(
     runtime.index.embed_pending()
     hits = runtime.searcher.search(query, limit=5)
     assert wanted in [hit.id for hit in hits]
-    assert any(hit.path.startswith("Insights/") for hit in runtime.searcher.search(query, limit=10))
+    # The digest holds only its sources' words: they take its place.
+    everything = runtime.searcher.search(query, limit=10)
+    assert not any(hit.path.startswith("Insights/") for hit in everything)
+    insights_only = SearchFilters(kinds=("insight",))
+    # Where its sources cannot be shown, it answers what its title names.
+    titled = runtime.searcher.search("espresso coffee harbour", limit=10, filters=insights_only)
+    assert titled[0].path.startswith("Insights/Espresso")
 
 
 def test_without_an_embedder_it_relates_by_shared_words(

@@ -11,7 +11,11 @@
 4. Each chunk then receives a share of its best neighbour's relevance (0.3
    at distance one, 0.15 at two by default), and small boosts for
    importance, recency, and a date the query names.
-5. What scores below the floor (``search.min_score``) is not relevant and
+5. A digest (an insight the distill job wrote without a model: a title and
+   embedded memories, no words of its own) gives its place to its sources,
+   which join the candidates on their own evidence; an insight with words
+   of its own comes after a source of it shown above it.
+6. What scores below the floor (``search.min_score``) is not relevant and
    is left out; maximal marginal relevance optionally trades a little score
    for variety.
 
@@ -93,6 +97,15 @@ class Hit:
             "tags": list(self.tags),
             "origin": self.origin,
         }
+
+
+def _is_digest(frontmatter: str) -> bool:
+    """Whether a note's frontmatter (JSON) marks it a digest."""
+    try:
+        fields = json.loads(frontmatter)
+    except ValueError:
+        return False
+    return isinstance(fields, dict) and fields.get("digest") is True
 
 
 def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
@@ -285,7 +298,10 @@ class Searcher:
         self._score(candidates, terms, spread)
         graph = self._graph(candidates, query, pool)
         self._score(candidates, terms, spread)
+        digests = self._digests(candidates, pool)
+        self._score(candidates, terms, spread)
         self._finish(candidates, parsed, graph)
+        self._digests_give_way(candidates, digests)
         ranked = sorted(candidates.values(), key=lambda c: -c.final)
         floor = self.settings.min_score if min_score is None else min_score
         ranked = [c for c in ranked if c.final >= floor]
@@ -320,6 +336,56 @@ class Searcher:
             if c.row["memory_id"]:
                 shown.add(str(c.row["memory_id"]))
         return (chosen + later)[:limit]
+
+    def _digests(self, candidates: dict[int, _Candidate], pool: _Pool) -> dict[int, set[int]]:
+        """The candidates that are digests (insight notes with ``digest: true``: the distill
+        job wrote them without a model, a title from their sources' shared words and the
+        sources embedded), each with its sources' chunks, which join the candidates."""
+        notes = {int(c.row["note_id"]) for c in candidates.values() if c.row["kind"] == "insight"}
+        if not notes:
+            return {}
+        marks = ",".join("?" * len(notes))
+        digest_notes = {
+            int(r[0])
+            for r in self.conn.execute(
+                f"SELECT id, frontmatter FROM notes WHERE id IN ({marks})", list(notes)
+            )
+            if _is_digest(str(r[1]))
+        }
+        if not digest_notes:
+            return {}
+        marks = ",".join("?" * len(digest_notes))
+        sources: dict[int, set[int]] = {}
+        for r in self.conn.execute(
+            "SELECT l.note_id, m.chunk_id FROM links l"
+            " JOIN memories m ON m.id = substr(l.subpath, 2)"
+            f" WHERE l.note_id IN ({marks}) AND l.subpath LIKE '^m-%'"
+            " AND m.chunk_id IS NOT NULL",
+            list(digest_notes),
+        ):
+            sources.setdefault(int(r[0]), set()).add(int(r[1]))
+        digests = {
+            chunk_id: sources.get(int(c.row["note_id"]), set())
+            for chunk_id, c in candidates.items()
+            if int(c.row["note_id"]) in digest_notes
+        }
+        wanted = set().union(*digests.values()) - candidates.keys()
+        self._admit(candidates, sorted(wanted), pool)
+        return digests
+
+    @staticmethod
+    def _digests_give_way(candidates: dict[int, _Candidate], digests: dict[int, set[int]]) -> None:
+        """Each digest whose sources can be shown leaves them its place.
+
+        A digest has no words of its own (a title from its sources' shared words, their
+        embeds): what it matches, its sources match, and they are the answer, each on its
+        own evidence. Its score is not passed on: it is the container's (its title, the
+        vector of its links, the recency of a note written today), not a source's. A
+        digest none of whose sources can be shown (a filter leaves memories out) stays.
+        """
+        for chunk_id, sources in digests.items():
+            if any(s in candidates for s in sources):
+                del candidates[chunk_id]
 
     def _sources_of(self, note_id: int) -> set[str]:
         """The memory ids a note links by block reference."""

@@ -20,9 +20,11 @@ The method, stated before the code:
 3. *Write.* Per cluster, the model writes a titled insight of a few
    sentences (the memories go to it as untrusted data, see
    :mod:`memvault.jobs.model_draft`); without a model, or when its answer
-   is cut off, empty or untitled, the insight is a digest: a title from the
-   words the memories share and the most central memories (highest mean
-   similarity to the others). Each source is embedded by block reference
+   is cut off, empty or untitled, the insight is a digest (``digest: true``):
+   a title from the words the memories share and, embedded, the most
+   central memories (highest mean similarity to the others); no words of
+   its own, so search finds its sources, which answer in its place
+   (:mod:`memvault.index.search`). Each source is embedded by block reference
    (``![[Memory/Facts#^m-3f9a1c2b]]``) and marked ``[distilled::
    Insights/<name>]``, so a later run leaves it alone, and the archival
    job, which spares linked memories, keeps it. A cluster whose memories
@@ -69,7 +71,7 @@ MARKERS = Markers("insight")
 DISTILLED = "distilled"  # the inline field that marks a memory distilled, and into which note
 SUPERSEDED = ("superseded", "superseded_by")  # fields of a memory another one replaced
 INSIGHT_TYPE = "insight"
-DIGEST_SHOWN = 3  # the most central memories a digest quotes
+DIGEST_SHOWN = 3  # the most central memories a digest embeds in its Insight section
 # Memories compared in one run at most (the newest); the rest wait for a later run.
 MAX_CANDIDATES = 2000
 MAX_ANSWER_TOKENS = 400
@@ -91,6 +93,7 @@ class Insight:
     path: str
     sources: list[str]
     sources_hash: str
+    quoting: bool = False  # an older digest, quoting its sources (see ``quotes_its_sources``)
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,7 @@ class Written:
     title: str
     text: str
     how: str
+    digest: bool = False  # no text of its own: its sources' words and a title from them
 
 
 def run(ctx: JobContext) -> str:
@@ -113,14 +117,16 @@ def run(ctx: JobContext) -> str:
     for insight in insights:
         current = [memories[i] for i in insight.sources if i in memories]
         current = [m for m in current if not superseded(m)]
-        if sources_hash(current) == insight.sources_hash:
+        changed = sources_hash(current) != insight.sources_hash
+        if not changed and not insight.quoting:
             continue
         try:
             how = write_insight(ctx, settings, insight.path, current)
         except MemvaultError as exc:  # a note broken by hand breaks only itself
             ctx.record(f"could not refresh {insight.path}: {exc.message}")
             continue
-        ctx.record(f"refreshed {insight.path}: its sources changed ({how})")
+        why = "its sources changed" if changed else "a digest now embeds its memories"
+        ctx.record(f"refreshed {insight.path}: {why} ({how})")
         refreshed += 1
 
     candidates = waiting(runtime, settings, list(memories.values()))
@@ -170,9 +176,23 @@ def read_insights(runtime: Runtime, folder: str) -> list[Insight]:
                 path,
                 [str(s).strip().lstrip("^") for s in sources],
                 str(note.get("sources_hash") or ""),
+                quotes_its_sources(note, path),
             )
         )
     return found
+
+
+def quotes_its_sources(note: Note, path: str) -> bool:
+    """Whether ``note`` is a digest written before digests embedded their memories: no
+    ``digest`` field, and a block that quotes them after a count ("A digest of 3 related
+    memories, ..."). Search would find it by its sources' words and by the count's."""
+    if note.get("digest") is not None:
+        return False
+    try:
+        inner = MARKERS.inner(note.body, path)
+    except MemvaultError:  # broken markers: left for a person to mend
+        return False
+    return inner is not None and "A digest of " in inner
 
 
 def superseded(memory: Memory) -> bool:
@@ -423,12 +443,10 @@ def digest(group: list[Memory], problem: str, rare: dict[str, float] | None = No
         title = words[0].capitalize()
     else:
         title = _short(group[0].text, 60)
-    shown = " ".join(_sentence(m.text) for m in group[:DIGEST_SHOWN])
-    more = len(group) - DIGEST_SHOWN
-    tail = f" (and {counted(more, 'more memory', 'more memories')}, below)" if more > 0 else ""
-    about = counted(len(group), "related memory", "related memories")
-    text = f"A digest of {about}, the most central first{tail}: {shown}"
-    return Written(title, text, f"digest: {problem}")
+    # Only embeds: words of its own (a count, "digest", "first") would be found by queries
+    # that have nothing to do with its memories, and skew what search counts as rare.
+    text = "\n".join(f"- {source_link(m)}" for m in group[:DIGEST_SHOWN])
+    return Written(title, text, f"digest: {problem}", digest=True)
 
 
 def put_insight(ctx: JobContext, path: str, written: Written, sources: list[Memory]) -> None:
@@ -441,6 +459,8 @@ def put_insight(ctx: JobContext, path: str, written: Written, sources: list[Memo
     fields: dict[str, Any] = {
         "sources": [m.id for m in sources],
         "sources_hash": sources_hash(sources),
+        # Search shows a digest's sources in its place (memvault.index.search).
+        "digest": written.digest,
         "updated": today,
     }
 
@@ -472,12 +492,6 @@ def source_link(memory: Memory) -> str:
     the memory's text in its place; the note holds only the link, so search does not find
     an insight by every word of its sources (they are found themselves)."""
     return f"![[{memory.path.removesuffix('.md')}#^{memory.id}]]"
-
-
-def _sentence(text: str) -> str:
-    """``text`` as a sentence: capitalised, ending in a full stop unless it has its own."""
-    line = _short(text, 300)
-    return line[:1].upper() + line[1:] + ("" if line[-1:] in ".!?…" else ".")
 
 
 def _short(text: str, limit: int) -> str:
