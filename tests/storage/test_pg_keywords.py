@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from memvault.index.db import TOKENIZER
-from memvault.index.keywords import Fts5Keywords, Keywords, keywords_for
+from memvault.index.keyword_backends import keywords_for
+from memvault.index.keywords import Fts5Keywords, Keywords
 from memvault.index.pg_keywords import PgKeywords, _Query
 from memvault.index.query import parse_query
 from memvault.index.ranking import Vocabulary

@@ -11,7 +11,7 @@ its own SQL; the query's parsing (:mod:`memvault.index.query`) is shared.
 
 :class:`Fts5Keywords` is SQLite's FTS5 table ``chunks_fts``;
 ``memvault.index.pg_keywords.PgKeywords`` the PostgreSQL table of the same
-name. :func:`keywords_for` picks one for a connection.
+name. :func:`memvault.index.keyword_backends.keywords_for` picks one for a connection.
 """
 
 from __future__ import annotations
@@ -72,15 +72,6 @@ class Keywords(Protocol):
     def text_frequency(self, word: str) -> int:
         """How many chunks hold ``word`` in their text."""
         ...
-
-
-def keywords_for(conn: Connection, dialect: str = "sqlite") -> Keywords:
-    """The keyword index on ``conn``: FTS5 (``sqlite``) or PostgreSQL (``postgres``)."""
-    if dialect == "postgres":
-        from memvault.index.pg_keywords import PgKeywords  # psycopg only when asked for
-
-        return PgKeywords(conn)
-    return Fts5Keywords(conn)
 
 
 def fts_phrase(words: Sequence[str]) -> str:

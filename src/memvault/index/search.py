@@ -42,7 +42,8 @@ from memvault.index.chunking import is_conversation
 from memvault.index.expansion import EntityNames, Neighbourhood, neighbourhood
 from memvault.index.filters import SearchFilters
 from memvault.index.index import MemoryIndex
-from memvault.index.keywords import Keywords, keywords_for
+from memvault.index.keyword_backends import keywords_for
+from memvault.index.keywords import Keywords
 from memvault.index.query import ParsedQuery, parse_query
 from memvault.index.ranking import Evidence, Fusion, QueryTerms, Spread, Vocabulary
 

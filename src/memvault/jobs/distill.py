@@ -51,7 +51,7 @@ import numpy.typing as npt
 from memvault.config import DistillJob
 from memvault.errors import MemvaultError
 from memvault.index.db import DatabaseError
-from memvault.index.keywords import keywords_for
+from memvault.index.keyword_backends import keywords_for
 from memvault.index.query import terms_of
 from memvault.jobs.engine import JobContext
 from memvault.jobs.marked_section import Markers
