@@ -263,3 +263,25 @@ def test_a_chunk_waiting_for_its_vector_is_judged_on_keywords(filled: Runtime) -
     memory = filled.memories.remember("Prefers window seats on long flights").memory
     assert filled.index.pending() == 1 and filled.index.semantic
     assert filled.searcher.search("window seats", limit=1)[0].id == memory.id
+
+
+def test_identifiers_addresses_and_versions_are_found_by_their_parts(
+    runtime: Runtime, write: Callable[[str, str], Path]
+) -> None:
+    """Words joined by punctuation are words: FTS5 cuts them apart, and so must
+    PostgreSQL (whose parser would keep ``os.path.join`` or an address as one token)."""
+    write("Notes/Paths.md", "# Paths\n\nJoin them with os.path.join, never by hand.\n")
+    write("Notes/Mail.md", "# Mail\n\nWrite to quokka.keeper@zoo.example about v2.7.1.\n")
+    write("Notes/Case.md", "# Case\n\nThe helper is called parse_quokka_config.\n")
+    runtime.index.sync()
+
+    def first(query: str) -> str:
+        return [h.path for h in runtime.searcher.search(query, mode="keyword")][0]
+
+    assert first("os.path.join") == "Notes/Paths.md"
+    assert first("path join") == "Notes/Paths.md"
+    assert first("quokka keeper") == "Notes/Mail.md"
+    assert first("zoo.example") == "Notes/Mail.md"
+    assert first("v2.7.1") == "Notes/Mail.md"
+    assert first("parse_quokka_config") == "Notes/Case.md"
+    assert first("quokka config") == "Notes/Case.md"

@@ -153,7 +153,7 @@ class PgKeywords:
     def phrased(self, phrases: Sequence[Sequence[str]], limit: int) -> list[int]:
         if not phrases:
             return []
-        each = " && ".join(f"phraseto_tsquery({_CONFIG}, ?)" for _ in phrases)
+        each = " && ".join(f"phraseto_tsquery({_CONFIG}, words(?))" for _ in phrases)
         rows = self.conn.execute(
             f"WITH p AS (SELECT {each} AS query)"
             " SELECT f.rowid FROM chunks_fts f, p WHERE f.own @@ p.query"
@@ -176,7 +176,7 @@ class PgKeywords:
             found: dict[int, list[str]] = {i: [] for i in range(1, len(unseen) + 1)}
             rows = self.conn.execute(
                 "SELECT w.i, u.lexeme FROM unnest(?::text[]) WITH ORDINALITY AS w(text, i)"
-                f" CROSS JOIN LATERAL unnest(to_tsvector({_CONFIG}, w.text)) AS u"
+                f" CROSS JOIN LATERAL unnest(to_tsvector({_CONFIG}, words(w.text))) AS u"
                 " CROSS JOIN LATERAL unnest(u.positions) AS at(position)"
                 " ORDER BY w.i, at.position",
                 [unseen],
@@ -221,16 +221,16 @@ class PgKeywords:
             return set()
         rows = self.conn.execute(
             "SELECT rowid FROM chunks_fts WHERE rowid = ANY(?::bigint[])"
-            f" AND own @@ phraseto_tsquery({_CONFIG}, ?)",
+            f" AND own @@ phraseto_tsquery({_CONFIG}, words(?))",
             [[int(i) for i in among], word],
         )
         return {int(r[0]) for r in rows}
 
     def text_frequency(self, word: str) -> int:
         row = self.conn.execute(
-            f"WITH p AS (SELECT phraseto_tsquery({_CONFIG}, ?) AS query)"
+            f"WITH p AS (SELECT phraseto_tsquery({_CONFIG}, words(?)) AS query)"
             " SELECT count(*) FROM chunks_fts f, p"
-            f" WHERE f.own @@ p.query AND to_tsvector({_CONFIG}, f.text) @@ p.query",
+            f" WHERE f.own @@ p.query AND to_tsvector({_CONFIG}, words(f.text)) @@ p.query",
             [word],
         ).fetchone()
         return int(row[0]) if row is not None else 0

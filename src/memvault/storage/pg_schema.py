@@ -33,6 +33,9 @@ CREATE TEXT SEARCH CONFIGURATION memvault (COPY = pg_catalog.english);
 ALTER TEXT SEARCH CONFIGURATION memvault
     ALTER MAPPING FOR asciiword, asciihword, hword_asciipart, word, hword, hword_part
     WITH english_all;
+CREATE FUNCTION words(text) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$SELECT regexp_replace($1, '[[:punct:]«»“”„‘’‚—–…·]+', ' ', 'g')$$;
 CREATE FUNCTION tsv_tokens(tsvector) RETURNS integer
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS 'SELECT coalesce(sum(cardinality(positions)), 0)::integer FROM unnest($1)';
@@ -129,12 +132,15 @@ CREATE TABLE chunks_fts (
     title text NOT NULL,
     tags text NOT NULL,
     own tsvector GENERATED ALWAYS AS (
-        to_tsvector('{TS_CONFIG}'::regconfig, text || ' ' || title || ' ' || title || ' ' || tags)
+        to_tsvector('{TS_CONFIG}'::regconfig,
+            words(text || ' ' || title || ' ' || title || ' ' || tags))
     ) STORED,
-    ctx tsvector GENERATED ALWAYS AS (to_tsvector('{TS_CONFIG}'::regconfig, context)) STORED,
+    ctx tsvector GENERATED ALWAYS AS (
+        to_tsvector('{TS_CONFIG}'::regconfig, words(context))
+    ) STORED,
     tokens integer GENERATED ALWAYS AS (
         tsv_tokens(to_tsvector('{TS_CONFIG}'::regconfig,
-            text || ' ' || context || ' ' || title || ' ' || tags))
+            words(text || ' ' || context || ' ' || title || ' ' || tags)))
     ) STORED
 );
 CREATE INDEX chunks_fts_own ON chunks_fts USING gin(own);
