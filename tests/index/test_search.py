@@ -276,7 +276,9 @@ def test_identifiers_addresses_and_versions_are_found_by_their_parts(
     runtime.index.sync()
 
     def first(query: str) -> str:
-        return [h.path for h in runtime.searcher.search(query, mode="keyword")][0]
+        hits = runtime.searcher.search(query, mode="keyword")
+        assert hits, f"nothing found for {query!r}"
+        return hits[0].path
 
     assert first("os.path.join") == "Notes/Paths.md"
     assert first("path join") == "Notes/Paths.md"
@@ -285,3 +287,6 @@ def test_identifiers_addresses_and_versions_are_found_by_their_parts(
     assert first("v2.7.1") == "Notes/Mail.md"
     assert first("parse_quokka_config") == "Notes/Case.md"
     assert first("quokka config") == "Notes/Case.md"
+    write("Notes/Quote.md", "# Quote\n\nShe said \u00abwombat\u00bb\u2014then left\u2026\n")
+    runtime.index.sync()
+    assert first("wombat then") == "Notes/Quote.md"
