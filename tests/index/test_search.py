@@ -268,8 +268,9 @@ def test_a_chunk_waiting_for_its_vector_is_judged_on_keywords(filled: Runtime) -
 def test_identifiers_addresses_and_versions_are_found_by_their_parts(
     runtime: Runtime, write: Callable[[str, str], Path]
 ) -> None:
-    """Words joined by punctuation are words: FTS5 cuts them apart, and so must
-    PostgreSQL (whose parser would keep ``os.path.join`` or an address as one token)."""
+    """Words joined by punctuation are words, and accents are not needed: FTS5 cuts them
+    apart and drops diacritics, and so must PostgreSQL (whose parser would keep
+    ``os.path.join`` or an address as one token)."""
     write("Notes/Paths.md", "# Paths\n\nJoin them with os.path.join, never by hand.\n")
     write("Notes/Mail.md", "# Mail\n\nWrite to quokka.keeper@zoo.example about v2.7.1.\n")
     write("Notes/Case.md", "# Case\n\nThe helper is called parse_quokka_config.\n")
@@ -290,3 +291,10 @@ def test_identifiers_addresses_and_versions_are_found_by_their_parts(
     write("Notes/Quote.md", "# Quote\n\nShe said \u00abwombat\u00bb\u2014then left\u2026\n")
     runtime.index.sync()
     assert first("wombat then") == "Notes/Quote.md"
+    write(
+        "Notes/Dessert.md",
+        "# Dessert\n\nThe cr\u00e8me br\u00fbl\u00e9e at Caf\u00e9 Z\u00fcrich.\n",
+    )
+    runtime.index.sync()
+    assert first("creme brulee") == "Notes/Dessert.md"  # accents are not needed to find it
+    assert first("z\u00fcrich") == "Notes/Dessert.md"

@@ -20,11 +20,10 @@ The score is computed here rather than in SQL: at 10k chunks (a median of
 1,300 matches a query) Python takes 7.9 ms a query at the median, the same sum
 in SQL 8.8 to 10.7 ms (bench/pg_keywords.py; bench/results/2026-11-24-pg-keywords.md).
 
-Where PostgreSQL's parser and Snowball stemmer read text as FTS5's
-``porter unicode61`` does (plain words), the numbers agree; they differ for
-what one splits and the other keeps whole (``foo-bar``, ``3.14``, an
-e-mail), for accents (FTS5 removes them) and where Porter and Snowball stem
-a word differently.
+Text is cut into words at punctuation and stemmed by the same Porter stemmer as
+FTS5's ``porter unicode61``, so the numbers agree; they differ for accents (FTS5
+removes them, PostgreSQL built without ``unaccent`` keeps them) and for Unicode
+punctuation beyond the common marks ``words()`` lists.
 """
 
 from __future__ import annotations
