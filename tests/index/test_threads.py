@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 import pytest
 
@@ -56,3 +57,26 @@ def test_writers_and_a_watcher_share_one_index(
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 160
     assert runtime.index.sync().touched == 0  # nothing was missed
+
+
+def test_closing_waits_for_a_write_in_flight(runtime: Runtime) -> None:
+    """A daemon shutting down closes the index while an agent run may still be writing:
+    the close waits for the write (closing SQLite under a running statement crashed the
+    process)."""
+    index = runtime.index
+    index.sync()
+    inside, finished = threading.Event(), []
+
+    def write() -> None:
+        with index.lock:
+            inside.set()
+            time.sleep(0.3)  # the close is called meanwhile
+            finished.append(index.conn.execute("SELECT count(*) FROM notes").fetchone()[0])
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    assert inside.wait(10)
+    index.close()  # returns only after the write
+    writer.join(10)
+    assert finished and finished[0] >= 1
+    assert index._conn is None

@@ -241,12 +241,15 @@ class MemoryIndex:
         return self.storage is None and in_memory(self.conn)
 
     def close(self) -> None:
-        """Close the database connection."""
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-            self._vectors = None
-            self._links = None
+        """Close the database connection, once no thread is inside the index (a write
+        still running at shutdown finishes first: closing SQLite under a running
+        statement crashes the process)."""
+        with self.lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+                self._vectors = None
+                self._links = None
 
     # -- what is indexed -----------------------------------------------------------
 
