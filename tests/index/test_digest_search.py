@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from memvault.index import db as dbmod
 from memvault.index.filters import SearchFilters
 from memvault.runtime import Runtime
+
+pytestmark = pytest.mark.both_backends
 
 DISTRACTORS = [
     "The glazed tiles for the bathroom arrived on Monday",
@@ -78,3 +81,127 @@ def test_an_insight_with_words_of_its_own_stays_a_result(
     insight(runtime, digest=digest)
     hits = runtime.searcher.search("Mel kiln pottery", limit=10)
     assert "Insights/Mel, kiln and pottery.md" in [h.path for h in hits]
+
+
+SAILING = "Zephyr held all afternoon"
+
+
+def others(runtime: Runtime, count: int) -> list[str]:
+    """``count`` memories on something else, for digests to embed; their ids."""
+    return [
+        runtime.memories.remember(f"Shopping list {d}: flour and eggs", "fact").memory.id
+        for d in range(count)
+    ]
+
+
+def digests(runtime: Runtime, title: str, sources: list[str]) -> None:
+    """A digest titled ``title`` for each of ``sources``, embedding it."""
+    for d, source in enumerate(sources):
+        write(
+            runtime,
+            f"Insights/Digest {d}.md",
+            f"---\ntype: insight\ndigest: true\n---\n# {title}\n\n- ![[Memory/Facts#^{source}]]\n",
+        )
+    runtime.index.sync()
+    runtime.index.embed_pending()
+
+
+@pytest.mark.parametrize("mode", ["vector", "hybrid"])
+def test_digests_take_no_candidate_slot(runtime: Runtime, mode: str) -> None:
+    """Twelve memories answer, and six digests of other memories are nearer the query than
+    most of them: the candidates still hold ten memories besides the digests, so
+    distilling costs the search none of what it found before."""
+    runtime.searcher.settings.candidates = 10
+    things = ["boiler", "tiles", "invoice", "garden", "piano", "dentist", "train", "roof"]
+    for i, thing in enumerate(things * 5):  # a vault at large, for meaning's yardstick
+        runtime.memories.remember(f"The {thing} needs looking at before week {i}", "fact")
+    answers = {
+        runtime.memories.remember(
+            f"On day {i} of the regatta the zephyr held all afternoon and we sailed on", "fact"
+        ).memory.id
+        for i in range(12)
+    }
+    digests(runtime, SAILING, others(runtime, 6))
+    qvec, _ = runtime.index.embed_query(SAILING)
+    assert qvec is not None
+    digest_chunks = {
+        int(r[0])
+        for r in runtime.index.conn.execute(
+            "SELECT c.id FROM chunks c JOIN notes n ON n.id = c.note_id"
+            " WHERE n.path LIKE 'Insights/%'"
+        )
+    }
+    nearest = [chunk_id for chunk_id, _ in runtime.index.vectors.search(qvec, 10)]
+    assert len(digest_chunks & set(nearest)) >= 3  # they would take slots
+    hits = runtime.searcher.search(SAILING, limit=10, mode=mode)
+    assert len(hits) == 10
+    assert {h.id for h in hits} <= answers
+
+
+def test_a_digest_leaves_keyword_scores_alone(runtime: Runtime) -> None:
+    """A digest's words are its sources' (a title from them, their embeds): counted in the
+    keyword index they would count twice and move every other note's keyword score."""
+    for i in range(5):
+        runtime.memories.remember(f"On day {i} the zephyr held, said Ann", "fact")
+    runtime.memories.remember("Ann bought a new sail", "fact")
+    runtime.memories.remember("A zephyr at dawn", "fact")
+    for text in DISTRACTORS:
+        runtime.memories.remember(text, "fact")
+    sources = others(runtime, 4)
+    runtime.index.sync()
+
+    def scores() -> dict[str | None, float]:
+        hits = runtime.searcher.search("Ann zephyr sail", limit=20, mode="keyword")
+        return {h.id: h.text_score for h in hits}
+
+    before = scores()
+    digests(runtime, "Zephyr, sail and Ann", sources)
+    assert scores() == before
+    # Found by meaning, a digest still answers where its sources cannot be shown.
+    alone = runtime.searcher.search(
+        "Zephyr, sail and Ann", filters=SearchFilters(kinds=("insight",))
+    )
+    assert alone and alone[0].path.startswith("Insights/Digest ")
+
+
+def keyword_found(runtime: Runtime, query: str) -> list[str]:
+    """The insight notes a keyword search finds for ``query``."""
+    hits = runtime.searcher.search(query, mode="keyword", filters=SearchFilters(kinds=("insight",)))
+    return [h.path for h in hits]
+
+
+def test_a_digest_a_person_makes_their_own_joins_the_keyword_index(runtime: Runtime) -> None:
+    """The note is the same, its flag changed: ``digest: false`` makes its words its own."""
+    digests(runtime, "Zephyr, sail and Ann", others(runtime, 1))
+    path = runtime.vault.root / "Insights/Digest 0.md"
+    assert keyword_found(runtime, "zephyr") == []
+    path.write_text(path.read_text().replace("digest: true", "digest: false"))
+    runtime.index.sync()
+    assert keyword_found(runtime, "zephyr") == ["Insights/Digest 0.md"]
+    path.write_text(path.read_text().replace("digest: false", "digest: true"))
+    runtime.index.sync()
+    assert keyword_found(runtime, "zephyr") == []
+
+
+@pytest.mark.sqlite_only
+def test_an_index_from_before_keeps_no_digest_in_its_keywords(runtime: Runtime) -> None:
+    """Schema 3 kept a digest's words: the next sync after the upgrade takes them out,
+    keeping the chunk (and its vector)."""
+    digests(runtime, "Zephyr, sail and Ann", others(runtime, 1))
+    conn = runtime.index.conn
+    (chunk_id,) = conn.execute(
+        "SELECT c.id FROM chunks c JOIN notes n ON n.id = c.note_id WHERE n.kind = 'insight'"
+    ).fetchone()
+    conn.execute(  # as schema 3 stored it
+        "INSERT INTO chunks_fts(rowid, text, context, title, tags) VALUES (?, ?, '', ?, '')",
+        (chunk_id, "Zephyr, sail and Ann", "Zephyr, sail and Ann"),
+    )
+    conn.execute("PRAGMA user_version = 3")
+    assert keyword_found(runtime, "zephyr") == ["Insights/Digest 0.md"]
+    dbmod.migrate(conn)
+    runtime.index.sync()
+    assert keyword_found(runtime, "zephyr") == []
+    kept = conn.execute(
+        "SELECT c.id FROM chunks c JOIN notes n ON n.id = c.note_id WHERE n.kind = 'insight'"
+    ).fetchone()
+    assert kept[0] == chunk_id

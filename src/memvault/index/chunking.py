@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +39,8 @@ KIND_FOLDERS: dict[str, str] = {
     "Skills": "skill",
     "Entities": "entity",
 }
+# An embedded memory: ``![[Memory/Facts#^m-3fa2c1]]`` (the block id is the memory's id).
+MEMORY_EMBED = re.compile(r"!\[\[[^\[\]|#]*#\^(m-[0-9a-f]+)(?:\|[^\[\]]*)?\]\]")
 # Kinds whose frontmatter fields describe the thing itself and are worth searching.
 _FIELD_KINDS = frozenset({"task", "contact", "project", "insight", "skill", "entity"})
 _SKIP_FIELDS = frozenset({"tags", "aliases", "cssclasses", "cssclass", "publish", "position"})
@@ -53,6 +56,23 @@ def kind_of(path: str) -> str:
     """The kind of note a vault path holds, from its top-level folder."""
     top = path.split("/", 1)[0] if "/" in path else ""
     return KIND_FOLDERS.get(top, "note")
+
+
+def is_digest(kind: str, frontmatter: Mapping[str, Any] | str | None) -> bool:
+    """Whether a note is a digest: an insight the distill job wrote without a model
+    (``digest: true``), a title from its sources' words and their embeds, no words of
+    its own. Search shows its sources in its place (:mod:`memvault.index.search`).
+
+    ``frontmatter`` is the note's, parsed or as the index stores it (JSON).
+    """
+    if kind != "insight" or frontmatter is None:
+        return False
+    if isinstance(frontmatter, str):
+        try:
+            frontmatter = json.loads(frontmatter)
+        except ValueError:
+            return False
+    return isinstance(frontmatter, Mapping) and frontmatter.get("digest") is True
 
 
 @dataclass

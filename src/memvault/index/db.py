@@ -145,6 +145,11 @@ _MIGRATIONS: dict[int, str] = {
     " CREATE INDEX notes_indexed ON notes(indexed_at);"
     " CREATE INDEX chunks_lines ON chunks(note_id, start_line);"
     " UPDATE notes SET hash = '', mtime_ns = 0",
+    # A digest's chunks leave the keyword index (its words are its sources': see
+    # MemoryIndex._store_chunks) and mean what their embedded memories say (see
+    # MemoryIndex._embeddable): insights are read and embedded again.
+    4: "UPDATE notes SET hash = '', mtime_ns = 0 WHERE kind = 'insight';"
+    " UPDATE chunks SET embedded = 0 WHERE kind = 'insight'",
 }
 SCHEMA_VERSION = max(_MIGRATIONS)
 

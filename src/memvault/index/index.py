@@ -34,7 +34,15 @@ from memvault.clock import Clock
 from memvault.config import IndexSettings, SearchSettings
 from memvault.errors import InvalidInputError, MemvaultError, NotFoundError, UnsafePathError
 from memvault.index import db as dbmod
-from memvault.index.chunking import ChunkDraft, kind_of, memory_chunks, note_chunks, note_created
+from memvault.index.chunking import (
+    MEMORY_EMBED,
+    ChunkDraft,
+    is_digest,
+    kind_of,
+    memory_chunks,
+    note_chunks,
+    note_created,
+)
 from memvault.index.db import Connection
 from memvault.index.embedders import Embedder, EmbeddingError, normalize_rows
 from memvault.index.vectors import VectorStore
@@ -512,16 +520,25 @@ class MemoryIndex:
                     " mtime_ns=?, ctime_ns=?, size=?, hash=?, created=?, indexed_at=? WHERE id=?",
                     (*values, note_id),
                 )
-            self._store_chunks(note_id, title, drafts)
+            self._store_chunks(note_id, title, drafts, not is_digest(kind, note.frontmatter))
             self._store_links(note_id, path, note)
         return row is not None and row["aliases"] != alias_json
 
-    def _store_chunks(self, note_id: int, title: str, drafts: Sequence[ChunkDraft]) -> None:
-        """Write a note's chunks, keeping rows (and vectors) whose content did not change."""
+    def _store_chunks(
+        self, note_id: int, title: str, drafts: Sequence[ChunkDraft], keyworded: bool = True
+    ) -> None:
+        """Write a note's chunks, keeping rows (and vectors) whose content did not change.
+
+        Not ``keyworded`` (a digest: its words are its sources', a title from them and
+        their embeds), its chunks stay out of the keyword index: counted there, its words
+        would count twice and move every other note's keyword score (search finds a
+        digest by meaning and shows its sources in its place).
+        """
         old: dict[str, list[Any]] = defaultdict(list)
         for row in self.conn.execute(
-            "SELECT c.id, c.hash, f.title AS ftitle, f.tags AS ftags FROM chunks c "
-            "JOIN chunks_fts f ON f.rowid = c.id WHERE c.note_id = ? ORDER BY c.ordinal",
+            "SELECT c.id, c.hash, f.rowid AS frowid, f.title AS ftitle, f.tags AS ftags"
+            " FROM chunks c LEFT JOIN chunks_fts f ON f.rowid = c.id"
+            " WHERE c.note_id = ? ORDER BY c.ordinal",
             (note_id,),
         ):
             old[str(row["hash"])].append(row)
@@ -538,19 +555,25 @@ class MemoryIndex:
                     " WHERE id=?",
                     (*_chunk_meta(draft), chunk_id),
                 )
-                if reuse["ftitle"] != chunk_title or reuse["ftags"] != tags_text:
+                stale_fts = (reuse["frowid"] is None) == keyworded or (
+                    keyworded and (reuse["ftitle"], reuse["ftags"]) != (chunk_title, tags_text)
+                )
+                if stale_fts:
                     self.conn.execute("DELETE FROM chunks_fts WHERE rowid = ?", (chunk_id,))
-                    self._insert_fts(chunk_id, draft, chunk_title, tags_text)
+                    if keyworded:
+                        self._insert_fts(chunk_id, draft, chunk_title, tags_text)
                     self.conn.execute("DELETE FROM chunk_tags WHERE chunk_id = ?", (chunk_id,))
                     self._insert_tags(chunk_id, draft.tags)
             else:
-                chunk_id = self._insert_chunk(note_id, draft, chunk_title, tags_text)
+                chunk_id = self._insert_chunk(note_id, draft, chunk_title, tags_text, keyworded)
             if draft.memory_id:
                 self._insert_memory(note_id, chunk_id, draft)
         stale = [int(r["id"]) for rows in old.values() for r in rows]
         self._delete_chunks(stale)
 
-    def _insert_chunk(self, note_id: int, draft: ChunkDraft, title: str, tags_text: str) -> int:
+    def _insert_chunk(
+        self, note_id: int, draft: ChunkDraft, title: str, tags_text: str, keyworded: bool = True
+    ) -> int:
         chunk_id = int(
             self.conn.execute(
                 "INSERT INTO chunks(ordinal, kind, start_line, end_line, heading, grp, memory_id,"
@@ -559,7 +582,8 @@ class MemoryIndex:
                 (*_chunk_meta(draft), note_id, draft.text, draft.context, draft.hash),
             ).lastrowid
         )
-        self._insert_fts(chunk_id, draft, title, tags_text)
+        if keyworded:
+            self._insert_fts(chunk_id, draft, title, tags_text)
         self._insert_tags(chunk_id, draft.tags)
         return chunk_id
 
@@ -869,13 +893,16 @@ class MemoryIndex:
         while done < total:
             with self.lock:
                 rows = self.conn.execute(
-                    "SELECT id, text, context, hash FROM chunks WHERE embedded = 0"
-                    " ORDER BY id LIMIT ?",
+                    "SELECT c.id, c.text, c.context, c.hash, c.kind,"
+                    " CASE WHEN c.kind = 'insight' THEN n.frontmatter END AS frontmatter"
+                    " FROM chunks c JOIN notes n ON n.id = c.note_id WHERE c.embedded = 0"
+                    " ORDER BY c.id LIMIT ?",
                     (min(batch, total - done),),
                 ).fetchall()
+                texts = self._embeddable(rows)
             if not rows:
                 break
-            vectors = self._embed_rows(rows)
+            vectors = self._embed_rows(rows, texts)
             with self.lock:
                 self._store_vectors(rows, vectors)
             done += len(rows)
@@ -903,9 +930,31 @@ class MemoryIndex:
                 "UPDATE chunks SET embedded = 1 WHERE id = ?", [(i,) for i in ids]
             )
 
-    def _embed_rows(self, rows: Sequence[Any]) -> np.ndarray[Any, np.dtype[np.float32]]:
-        """One vector per chunk: its own text, plus its context when it has one."""
-        own = self.embedder.embed([str(r["text"]) for r in rows])
+    def _embeddable(self, rows: Sequence[Any]) -> list[str]:
+        """Each chunk's text as its vector should mean it: a digest's (see ``is_digest``)
+        with its embedded memories shown by their text, as Obsidian shows them, so that it
+        means what its sources say (a link's random id means nothing)."""
+        texts = [str(r["text"]) for r in rows]
+        digests = [i for i, r in enumerate(rows) if is_digest(str(r["kind"]), r["frontmatter"])]
+        wanted = {m.group(1) for i in digests for m in MEMORY_EMBED.finditer(texts[i])}
+        if not wanted:
+            return texts
+        said = {
+            str(r[0]): " ".join(str(r[1]).split())
+            for r in self.conn.execute(
+                f"SELECT id, text FROM memories WHERE id IN ({','.join('?' * len(wanted))})",
+                sorted(wanted),
+            )
+        }
+        for i in digests:
+            texts[i] = MEMORY_EMBED.sub(lambda m: said.get(m.group(1), m.group(0)), texts[i])
+        return texts
+
+    def _embed_rows(
+        self, rows: Sequence[Any], texts: Sequence[str]
+    ) -> np.ndarray[Any, np.dtype[np.float32]]:
+        """One vector per chunk: its text (``texts``), plus its context when it has one."""
+        own = self.embedder.embed(list(texts))
         with_context = [i for i, r in enumerate(rows) if r["context"]]
         if with_context:
             context = self.embedder.embed([str(rows[i]["context"]) for i in with_context])

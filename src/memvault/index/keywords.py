@@ -65,6 +65,10 @@ class Keywords(Protocol):
         """How many chunks hold each token, in any column (kept until the index changes)."""
         ...
 
+    def documents(self) -> int:
+        """How many chunks the keyword index holds (BM25's N; kept until the index changes)."""
+        ...
+
     def holders(self, word: str, among: Collection[int]) -> set[int]:
         """Which of ``among`` hold ``word`` in their own words (text, title, tags)."""
         ...
@@ -92,6 +96,7 @@ class Fts5Keywords:
         self.tokenizer = tokenizer
         self._prepared = False
         self._df: dict[str, int] = {}
+        self._documents: int | None = None
         self._df_version: tuple[int, int] | None = None
         self._scratch = 0  # changes made tokenising queries (not the index's)
 
@@ -176,9 +181,7 @@ class Fts5Keywords:
 
     def document_frequencies(self, stems: Collection[str]) -> dict[str, int]:
         self._prepare()
-        # Word counts are kept only while nothing was written, here or by another process.
-        if self._version() != self._df_version or len(self._df) > COUNTS_KEPT:
-            self._df.clear()
+        self._check_version()
         for stem in stems:
             if stem not in self._df:
                 row = self.conn.execute(
@@ -187,6 +190,21 @@ class Fts5Keywords:
                 self._df[stem] = int(row[0]) if row else 0
         self._df_version = self._version()
         return {stem: self._df[stem] for stem in stems}
+
+    def documents(self) -> int:
+        self._check_version()
+        if self._documents is None:
+            # FTS5 keeps one row per document in its docsize table: counted without the text.
+            row = self.conn.execute("SELECT count(*) FROM chunks_fts_docsize").fetchone()
+            self._documents = int(row[0])
+        self._df_version = self._version()
+        return self._documents
+
+    def _check_version(self) -> None:
+        """Forget the counts when anything was written since, here or by another process."""
+        if self._version() != self._df_version or len(self._df) > COUNTS_KEPT:
+            self._df.clear()
+            self._documents = None
 
     def _version(self) -> tuple[int, int]:
         """Changes made on this connection (but tokenising), and SQLite's count of other

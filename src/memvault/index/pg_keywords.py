@@ -109,7 +109,7 @@ class PgKeywords:
         if not times:
             return None
         counts = self.document_frequencies(times)
-        total, avgdl = self._corpus or (0, 0.0)
+        total, avgdl = self._counted()
         return _Query(
             {lex: n * bm25_idf(total, counts[lex]) for lex, n in times.items()},
             max(avgdl, 1e-9),
@@ -195,7 +195,11 @@ class PgKeywords:
             self._corpus = None
             self._version = version
 
-    def document_frequencies(self, stems: Collection[str]) -> dict[str, int]:
+    def documents(self) -> int:
+        return self._counted()[0]
+
+    def _counted(self) -> tuple[int, float]:
+        """BM25's N and average document length (kept until the index changes)."""
         self._check_version()
         if self._corpus is None:
             row = self.conn.execute(
@@ -203,6 +207,10 @@ class PgKeywords:
             ).fetchone()
             assert row is not None
             self._corpus = (int(row[0]), float(row[1]))
+        return self._corpus
+
+    def document_frequencies(self, stems: Collection[str]) -> dict[str, int]:
+        self._counted()
         missing = [s for s in dict.fromkeys(stems) if s not in self._df]
         if missing:
             rows = self.conn.execute(

@@ -90,7 +90,7 @@ class Vocabulary:
     def terms(self, words: Iterable[str]) -> QueryTerms:
         """Each query word with its stem and its idf, as FTS5's BM25 computes it."""
         keywords = self.keywords
-        total = int(keywords.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+        total = keywords.documents()
         first: dict[str, str] = {}  # stem -> the first word that has it
         for word in words:
             stems = keywords.tokens(word)

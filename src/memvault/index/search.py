@@ -29,16 +29,15 @@ from __future__ import annotations
 import json
 import logging
 import math
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from memvault.errors import InvalidInputError
-from memvault.index.chunking import is_conversation
+from memvault.index.chunking import MEMORY_EMBED, is_conversation, is_digest
 from memvault.index.expansion import EntityNames, Neighbourhood, neighbourhood
 from memvault.index.filters import SearchFilters
 from memvault.index.index import MemoryIndex
@@ -48,11 +47,10 @@ from memvault.index.query import ParsedQuery, parse_query
 from memvault.index.ranking import Evidence, Fusion, QueryTerms, Spread, Vocabulary
 
 log = logging.getLogger(__name__)
+T = TypeVar("T", bound=tuple[Any, ...])  # a ranked item: a chunk id first
 
 SNIPPET_CHARS = 700
 _EXPAND_TOP = 30
-# An embedded memory: ``![[Memory/Facts#^m-3fa2c1]]`` (the block id is the memory's id).
-_MEMORY_EMBED = re.compile(r"!\[\[[^\[\]|#]*#\^(m-[0-9a-f]+)(?:\|[^\[\]]*)?\]\]")
 _KEYWORD_DEPTH = 4  # keyword matches scored per candidate slot
 
 
@@ -100,15 +98,6 @@ class Hit:
         }
 
 
-def _is_digest(frontmatter: str) -> bool:
-    """Whether a note's frontmatter (JSON) marks it a digest."""
-    try:
-        fields = json.loads(frontmatter)
-    except ValueError:
-        return False
-    return isinstance(fields, dict) and fields.get("digest") is True
-
-
 def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
     """At most ``limit`` characters, cut at a word boundary."""
     text = text.strip()
@@ -132,6 +121,7 @@ class _Candidate:
     meaning: float | None = None
     base: float = 0.0
     final: float = 0.0
+    digest: bool = False  # an insight the distill job wrote without a model
 
 
 @dataclass
@@ -273,7 +263,7 @@ class Searcher:
         )
         text_scores = {chunk_id: (own, ctx) for chunk_id, own, ctx in keyword}
         candidates: dict[int, _Candidate] = {}
-        for chunk_id, own, ctx in keyword[:n]:
+        for chunk_id, own, ctx in self._besides_digests(lambda m: keyword[:m], n):
             candidates[chunk_id] = _Candidate(row=None, own=own, ctx=ctx)
         phrased = self._phrased(parsed, n, where, params) if use_keywords else set()
         for chunk_id in phrased:
@@ -281,7 +271,10 @@ class Searcher:
         spread: Spread | None = None
         if qvec is not None:
             spread = Spread(*self.index.vectors.spread(qvec))
-            for chunk_id, cosine in self._nearest(qvec, n, where, params, checked.restrictive):
+            nearest = self._besides_digests(
+                lambda m: self._nearest(qvec, m, where, params, checked.restrictive), n
+            )
+            for chunk_id, cosine in nearest:
                 candidates.setdefault(chunk_id, _Candidate(row=None)).cosine = cosine
         if not candidates:
             return []
@@ -342,17 +335,7 @@ class Searcher:
         """The candidates that are digests (insight notes with ``digest: true``: the distill
         job wrote them without a model, a title from their sources' shared words and the
         sources embedded), each with its sources' chunks, which join the candidates."""
-        notes = {int(c.row["note_id"]) for c in candidates.values() if c.row["kind"] == "insight"}
-        if not notes:
-            return {}
-        marks = ",".join("?" * len(notes))
-        digest_notes = {
-            int(r[0])
-            for r in self.conn.execute(
-                f"SELECT id, frontmatter FROM notes WHERE id IN ({marks})", list(notes)
-            )
-            if _is_digest(str(r[1]))
-        }
+        digest_notes = {int(c.row["note_id"]) for c in candidates.values() if c.digest}
         if not digest_notes:
             return {}
         marks = ",".join("?" * len(digest_notes))
@@ -401,7 +384,7 @@ class Searcher:
         """The texts with each embedded memory (``![[Memory/Facts#^m-1]]``: an entity's
         mentions, an insight's evidence) shown as Obsidian shows it, by its text: a model
         reading the result gets the memory, not a link it cannot follow."""
-        wanted = {m.group(1) for text in texts.values() for m in _MEMORY_EMBED.finditer(text)}
+        wanted = {m.group(1) for text in texts.values() for m in MEMORY_EMBED.finditer(text)}
         if not wanted:
             return texts
         found = {
@@ -412,7 +395,7 @@ class Searcher:
             )
         }
         return {
-            chunk_id: _MEMORY_EMBED.sub(lambda m: found.get(m.group(1), m.group(0)), text)
+            chunk_id: MEMORY_EMBED.sub(lambda m: found.get(m.group(1), m.group(0)), text)
             for chunk_id, text in texts.items()
         }
 
@@ -426,6 +409,52 @@ class Searcher:
         return {int(r[0]): str(r[1]) for r in rows}
 
     # -- candidates --------------------------------------------------------------
+
+    def _besides_digests(self, fetch: Callable[[int], Sequence[T]], n: int) -> list[T]:
+        """The first of ``fetch(m)`` (ranked items, each a chunk id first) up to ``n`` that
+        are not digests, and the digests among them.
+
+        A digest stands for its sources (see ``_digests``): it must not take a candidate's
+        slot, or distilling would cost a search the memories it would have found.
+        """
+        want = n
+        while True:
+            got = fetch(want)
+            digests = self._digest_ids([item[0] for item in got])
+            if len(got) - len(digests) >= n or len(got) < want:
+                break
+            want = n + len(digests)
+        kept: list[T] = []
+        others = 0
+        for item in got:
+            if others >= n:
+                break
+            kept.append(item)
+            others += item[0] not in digests
+        return kept
+
+    def _digest_ids(self, ids: Sequence[int]) -> set[int]:
+        """Which of the chunks ``ids`` belong to digests."""
+        found: set[int] = set()
+        for start in range(0, len(ids), 500):
+            batch = list(ids[start : start + 500])
+            found.update(
+                int(r[0])
+                for r in self.conn.execute(
+                    "SELECT c.id, c.kind, n.frontmatter FROM chunks c"
+                    " JOIN notes n ON n.id = c.note_id"
+                    f" WHERE c.kind = 'insight' AND c.id IN ({','.join('?' * len(batch))})",
+                    batch,
+                )
+                if is_digest(str(r[1]), r[2])
+            )
+        return found
+
+    @staticmethod
+    def _best(candidates: dict[int, _Candidate]) -> list[_Candidate]:
+        """The best candidates whose neighbours join: not digests, whose sources join."""
+        ranked = sorted((c for c in candidates.values() if not c.digest), key=lambda c: -c.base)
+        return ranked[:_EXPAND_TOP]
 
     def _keyword(
         self,
@@ -463,7 +492,10 @@ class Searcher:
             phrases = [parsed.words]
         else:
             return set()
-        ids = self.keywords.phrased(phrases, n)
+        found = self._besides_digests(
+            lambda m: [(chunk_id,) for chunk_id in self.keywords.phrased(phrases, m)], n
+        )
+        ids = [chunk_id for (chunk_id,) in found]
         return self._passing(ids, where, params) if ids else set()
 
     def _nearest(
@@ -520,7 +552,9 @@ class Searcher:
         """
         missing_rows = [i for i, c in candidates.items() if c.row is None]
         for row in self._rows(missing_rows):
-            candidates[int(row["id"])].row = row
+            candidate = candidates[int(row["id"])]
+            candidate.row = row
+            candidate.digest = is_digest(str(row["kind"]), row["frontmatter"])
         for chunk_id in [i for i, c in candidates.items() if c.row is None]:
             del candidates[chunk_id]  # deleted meanwhile
         unscored = [i for i in phrased if i in candidates and i not in text_scores]
@@ -544,7 +578,8 @@ class Searcher:
                     "SELECT c.id, c.note_id, c.ordinal, c.kind, c.start_line, c.end_line,"
                     " c.heading, c.grp, c.memory_id, c.category, c.importance, c.created,"
                     " c.archived, n.path, n.title, m.tags AS memory_tags, m.source AS origin,"
-                    " n.tags AS note_tags"
+                    " n.tags AS note_tags,"
+                    " CASE WHEN c.kind = 'insight' THEN n.frontmatter END AS frontmatter"
                     " FROM chunks c JOIN notes n ON n.id = c.note_id"
                     " LEFT JOIN memories m ON m.id = c.memory_id"
                     f" WHERE c.id IN ({','.join('?' * len(batch))})",
@@ -572,7 +607,7 @@ class Searcher:
         window = len(self.settings.neighbour_boost)
         if window == 0:
             return
-        best = sorted(candidates.values(), key=lambda c: -c.base)[:_EXPAND_TOP]
+        best = self._best(candidates)
         top = [c for c in best if c.row["memory_id"] and is_conversation(c.row["grp"])]
         wanted: dict[tuple[int, int], str] = {}
         for c in top:
@@ -606,7 +641,7 @@ class Searcher:
         focus = self._entity_names.named_in(self.conn, query)
         if focus is None:
             return None
-        best = sorted(candidates.values(), key=lambda c: -c.base)[:_EXPAND_TOP]
+        best = self._best(candidates)
         graph = neighbourhood(
             self.conn,
             [int(c.row["id"]) for c in best],

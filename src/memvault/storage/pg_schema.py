@@ -377,6 +377,14 @@ CREATE INDEX IF NOT EXISTS memvault_events_stored_at ON memvault_events (stored_
 
 # The tables of each schema, in an order that copying them one by one respects their
 # foreign keys (``memvault storage migrate``).
+# A digest's chunks leave the keyword index (its words are its sources': see
+# MemoryIndex._store_chunks) and mean what their embedded memories say (see
+# MemoryIndex._embeddable): insights are read and embedded again.
+DIGESTS_SQL = f"""
+UPDATE {INDEX_SCHEMA}.notes SET hash = '', mtime_ns = 0 WHERE kind = 'insight';
+UPDATE {INDEX_SCHEMA}.chunks SET embedded = 0 WHERE kind = 'insight';
+"""
+
 INDEX_TABLES = ("meta", "notes", "chunks", "chunk_tags", "links", "memories", "chunks_fts")
 STATE_TABLES = (
     "meta",

@@ -41,6 +41,7 @@ from memvault.config import StorageSettings
 from memvault.errors import ConfigError, MemvaultError, StorageError
 from memvault.storage.dialect import PgConnection
 from memvault.storage.pg_schema import (
+    DIGESTS_SQL,
     EVENTS_SQL,
     INDEX_SCHEMA,
     INDEX_SQL,
@@ -74,6 +75,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "index", INDEX_SQL),
     Migration(3, "state", STATE_SQL),
     Migration(4, "events", EVENTS_SQL),
+    Migration(5, "digests", DIGESTS_SQL),
 )
 
 
