@@ -205,3 +205,14 @@ def test_an_index_from_before_keeps_no_digest_in_its_keywords(runtime: Runtime) 
         "SELECT c.id FROM chunks c JOIN notes n ON n.id = c.note_id WHERE n.kind = 'insight'"
     ).fetchone()
     assert kept[0] == chunk_id
+
+
+def test_a_digest_means_what_its_memories_say(runtime: Runtime) -> None:
+    """Embedded with its memories' text (as Obsidian shows them), not its links' ids: a
+    digest none of whose words are in its title is found by what its memory says."""
+    for text in DISTRACTORS:
+        runtime.memories.remember(text, "fact")
+    digests(runtime, "Weekly notes", others(runtime, 1))
+    hits = runtime.searcher.search("flour and eggs", filters=SearchFilters(kinds=("insight",)))
+    assert [h.path for h in hits] == ["Insights/Digest 0.md"]
+    assert "Shopping list 0: flour and eggs" in hits[0].snippet
