@@ -23,7 +23,7 @@ import re
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
@@ -141,6 +141,7 @@ class IndexStatus:
 
 P = ParamSpec("P")
 R = TypeVar("R")
+K = TypeVar("K")
 
 
 def locked(
@@ -155,6 +156,25 @@ def locked(
     wrapper.__name__ = method.__name__
     wrapper.__doc__ = method.__doc__
     return wrapper
+
+
+def show_embeds(conn: Connection, texts: Mapping[K, str]) -> dict[K, str]:
+    """``texts`` with each embedded memory (``![[Memory/Facts#^m-1]]``: an entity's
+    mentions, an insight's evidence) shown as Obsidian shows it, by its text."""
+    wanted = {m.group(1) for text in texts.values() for m in MEMORY_EMBED.finditer(text)}
+    if not wanted:
+        return dict(texts)
+    said = {
+        str(r[0]): " ".join(str(r[1]).split())
+        for r in conn.execute(
+            f"SELECT id, text FROM memories WHERE id IN ({','.join('?' * len(wanted))})",
+            sorted(wanted),
+        )
+    }
+    return {
+        key: MEMORY_EMBED.sub(lambda m: said.get(m.group(1), m.group(0)), text)
+        for key, text in texts.items()
+    }
 
 
 def _json(value: Any) -> str:
@@ -935,19 +955,11 @@ class MemoryIndex:
         with its embedded memories shown by their text, as Obsidian shows them, so that it
         means what its sources say (a link's random id means nothing)."""
         texts = [str(r["text"]) for r in rows]
-        digests = [i for i, r in enumerate(rows) if is_digest(str(r["kind"]), r["frontmatter"])]
-        wanted = {m.group(1) for i in digests for m in MEMORY_EMBED.finditer(texts[i])}
-        if not wanted:
-            return texts
-        said = {
-            str(r[0]): " ".join(str(r[1]).split())
-            for r in self.conn.execute(
-                f"SELECT id, text FROM memories WHERE id IN ({','.join('?' * len(wanted))})",
-                sorted(wanted),
-            )
+        digests = {
+            i: texts[i] for i, r in enumerate(rows) if is_digest(str(r["kind"]), r["frontmatter"])
         }
-        for i in digests:
-            texts[i] = MEMORY_EMBED.sub(lambda m: said.get(m.group(1), m.group(0)), texts[i])
+        for i, shown in show_embeds(self.conn, digests).items():
+            texts[i] = shown
         return texts
 
     def _embed_rows(

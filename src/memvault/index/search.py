@@ -37,10 +37,10 @@ from typing import Any, TypeVar
 import numpy as np
 
 from memvault.errors import InvalidInputError
-from memvault.index.chunking import MEMORY_EMBED, is_conversation, is_digest
+from memvault.index.chunking import is_conversation, is_digest
 from memvault.index.expansion import EntityNames, Neighbourhood, neighbourhood
 from memvault.index.filters import SearchFilters
-from memvault.index.index import MemoryIndex
+from memvault.index.index import MemoryIndex, show_embeds
 from memvault.index.keyword_backends import keywords_for
 from memvault.index.keywords import Keywords
 from memvault.index.query import ParsedQuery, parse_query
@@ -303,7 +303,7 @@ class Searcher:
         if lam is not None and qvec is not None:
             ranked = self._mmr(ranked, lam, limit)
         chosen = self._summaries_last(ranked, limit)
-        texts = self._with_embeds(self._texts([int(c.row["id"]) for c in chosen]))
+        texts = show_embeds(self.conn, self._texts([int(c.row["id"]) for c in chosen]))
         return [self._hit(c, texts.get(int(c.row["id"]), "")) for c in chosen]
 
     def _summaries_last(self, ranked: list[_Candidate], limit: int) -> list[_Candidate]:
@@ -380,25 +380,6 @@ class Searcher:
             )
         }
 
-    def _with_embeds(self, texts: dict[int, str]) -> dict[int, str]:
-        """The texts with each embedded memory (``![[Memory/Facts#^m-1]]``: an entity's
-        mentions, an insight's evidence) shown as Obsidian shows it, by its text: a model
-        reading the result gets the memory, not a link it cannot follow."""
-        wanted = {m.group(1) for text in texts.values() for m in MEMORY_EMBED.finditer(text)}
-        if not wanted:
-            return texts
-        found = {
-            str(r[0]): " ".join(str(r[1]).split())
-            for r in self.conn.execute(
-                f"SELECT id, text FROM memories WHERE id IN ({','.join('?' * len(wanted))})",
-                list(wanted),
-            )
-        }
-        return {
-            chunk_id: MEMORY_EMBED.sub(lambda m: found.get(m.group(1), m.group(0)), text)
-            for chunk_id, text in texts.items()
-        }
-
     def _texts(self, ids: Sequence[int]) -> dict[int, str]:
         """The text of the chunks shown (only those: texts are the bulk of a row)."""
         if not ids:
@@ -435,20 +416,22 @@ class Searcher:
 
     def _digest_ids(self, ids: Sequence[int]) -> set[int]:
         """Which of the chunks ``ids`` belong to digests."""
-        found: set[int] = set()
+        rows = self._by_ids(
+            "SELECT c.id, c.kind, n.frontmatter FROM chunks c JOIN notes n ON n.id = c.note_id"
+            " WHERE c.kind = 'insight' AND c.id IN ({ids})",
+            ids,
+        )
+        return {int(r[0]) for r in rows if is_digest(str(r[1]), r[2])}
+
+    def _by_ids(self, sql: str, ids: Sequence[int], params: Sequence[Any] = ()) -> list[Any]:
+        """The rows of ``sql`` for the chunks ``ids``, asked 500 at a time: ``{ids}`` in
+        ``sql`` stands for their placeholders, followed by ``params``'."""
+        out: list[Any] = []
         for start in range(0, len(ids), 500):
             batch = list(ids[start : start + 500])
-            found.update(
-                int(r[0])
-                for r in self.conn.execute(
-                    "SELECT c.id, c.kind, n.frontmatter FROM chunks c"
-                    " JOIN notes n ON n.id = c.note_id"
-                    f" WHERE c.kind = 'insight' AND c.id IN ({','.join('?' * len(batch))})",
-                    batch,
-                )
-                if is_digest(str(r[1]), r[2])
-            )
-        return found
+            marks = ",".join("?" * len(batch))
+            out.extend(self.conn.execute(sql.replace("{ids}", marks), [*batch, *params]).fetchall())
+        return out
 
     @staticmethod
     def _best(candidates: dict[int, _Candidate]) -> list[_Candidate]:
@@ -522,19 +505,10 @@ class Searcher:
 
     def _passing(self, ids: Sequence[int], where: str, params: list[Any]) -> set[int]:
         """Which of ``ids`` pass the filters."""
-        found: set[int] = set()
-        for start in range(0, len(ids), 500):
-            batch = list(ids[start : start + 500])
-            # NOT INDEXED: look the ids up by rowid, not scan a filter's index (kind, ...).
-            found.update(
-                int(r[0])
-                for r in self.conn.execute(
-                    "SELECT c.id FROM chunks c NOT INDEXED JOIN notes n ON n.id = c.note_id"
-                    f" WHERE c.id IN ({','.join('?' * len(batch))}) AND {where}",
-                    [*batch, *params],
-                )
-            )
-        return found
+        # NOT INDEXED: look the ids up by rowid, not scan a filter's index (kind, ...).
+        sql = "SELECT c.id FROM chunks c NOT INDEXED JOIN notes n ON n.id = c.note_id"
+        rows = self._by_ids(sql + " WHERE c.id IN ({ids}) AND " + where, ids, params)
+        return {int(r[0]) for r in rows}
 
     def _complete(
         self,
@@ -570,23 +544,16 @@ class Searcher:
                 candidates[chunk_id].cosine = float(vector @ qvec)
 
     def _rows(self, ids: Sequence[int]) -> list[Any]:
-        out: list[Any] = []
-        for start in range(0, len(ids), 500):
-            batch = list(ids[start : start + 500])
-            out.extend(
-                self.conn.execute(
-                    "SELECT c.id, c.note_id, c.ordinal, c.kind, c.start_line, c.end_line,"
-                    " c.heading, c.grp, c.memory_id, c.category, c.importance, c.created,"
-                    " c.archived, n.path, n.title, m.tags AS memory_tags, m.source AS origin,"
-                    " n.tags AS note_tags,"
-                    " CASE WHEN c.kind = 'insight' THEN n.frontmatter END AS frontmatter"
-                    " FROM chunks c JOIN notes n ON n.id = c.note_id"
-                    " LEFT JOIN memories m ON m.id = c.memory_id"
-                    f" WHERE c.id IN ({','.join('?' * len(batch))})",
-                    batch,
-                ).fetchall()
-            )
-        return out
+        return self._by_ids(
+            "SELECT c.id, c.note_id, c.ordinal, c.kind, c.start_line, c.end_line,"
+            " c.heading, c.grp, c.memory_id, c.category, c.importance, c.created,"
+            " c.archived, n.path, n.title, m.tags AS memory_tags, m.source AS origin,"
+            " n.tags AS note_tags,"
+            " CASE WHEN c.kind = 'insight' THEN n.frontmatter END AS frontmatter"
+            " FROM chunks c JOIN notes n ON n.id = c.note_id"
+            " LEFT JOIN memories m ON m.id = c.memory_id WHERE c.id IN ({ids})",
+            ids,
+        )
 
     def _admit(self, candidates: dict[int, _Candidate], ids: Sequence[int], pool: _Pool) -> None:
         """Make the chunks ``ids`` that pass the filters candidates, scored like the others."""
