@@ -9,6 +9,7 @@ import pytest
 from memvault.index import db as dbmod
 from memvault.index.filters import SearchFilters
 from memvault.runtime import Runtime
+from support import HashEmbedder
 
 pytestmark = pytest.mark.both_backends
 
@@ -216,3 +217,35 @@ def test_a_digest_means_what_its_memories_say(runtime: Runtime) -> None:
     hits = runtime.searcher.search("flour and eggs", filters=SearchFilters(kinds=("insight",)))
     assert [h.path for h in hits] == ["Insights/Digest 0.md"]
     assert "Shopping list 0: flour and eggs" in hits[0].snippet
+
+
+def test_a_refreshed_digest_means_what_its_memories_say_now(runtime: Runtime) -> None:
+    """The distill job rewrites a digest whose sources changed (its embeds stay the same
+    text): the digest is embedded again with the memories' new text."""
+    for text in DISTRACTORS:
+        runtime.memories.remember(text, "fact")
+    (source,) = others(runtime, 1)
+    digests(runtime, "Weekly notes", [source])
+    runtime.memories.update_text(source, "Shopping list 0: saffron and vanilla pods")
+    path = runtime.vault.root / "Insights/Digest 0.md"
+    path.write_text(path.read_text().replace("digest: true", "digest: true\nsources_hash: 2"))
+    runtime.index.sync()
+    runtime.index.embed_pending()
+    hits = runtime.searcher.search("saffron vanilla", filters=SearchFilters(kinds=("insight",)))
+    assert [h.path for h in hits] == ["Insights/Digest 0.md"]
+
+
+def test_a_digest_is_embedded_as_it_reads_without_its_fields(runtime: Runtime) -> None:
+    """Its vector is its text with the memory shown, nothing of its fields (ids, a hash,
+    dates) or its link's id: the same digest of the same memory means the same anywhere."""
+    (source,) = others(runtime, 1)
+    digests(runtime, "Weekly notes", [source])
+    conn = runtime.index.conn
+    (chunk_id, context) = conn.execute(
+        "SELECT c.id, c.context FROM chunks c JOIN notes n ON n.id = c.note_id"
+        " WHERE n.kind = 'insight'"
+    ).fetchone()
+    assert "digest: True" in context  # the fields are there, for a reader of the row
+    expected = HashEmbedder().embed(["# Weekly notes\n\n- Shopping list 0: flour and eggs"])[0]
+    stored = runtime.index.vectors.get([int(chunk_id)])[int(chunk_id)]
+    assert float(stored @ expected) == pytest.approx(1.0, abs=1e-5)

@@ -922,7 +922,7 @@ class MemoryIndex:
                 texts = self._embeddable(rows)
             if not rows:
                 break
-            vectors = self._embed_rows(rows, texts)
+            vectors = self._embed_rows(texts)
             with self.lock:
                 self._store_vectors(rows, vectors)
             done += len(rows)
@@ -950,26 +950,31 @@ class MemoryIndex:
                 "UPDATE chunks SET embedded = 1 WHERE id = ?", [(i,) for i in ids]
             )
 
-    def _embeddable(self, rows: Sequence[Any]) -> list[str]:
-        """Each chunk's text as its vector should mean it: a digest's (see ``is_digest``)
-        with its embedded memories shown by their text, as Obsidian shows them, so that it
-        means what its sources say (a link's random id means nothing)."""
-        texts = [str(r["text"]) for r in rows]
+    def _embeddable(self, rows: Sequence[Any]) -> list[tuple[str, str]]:
+        """Each chunk's text and context as its vector should mean them.
+
+        A digest (see ``is_digest``) is its text with its embedded memories shown by their
+        text, as Obsidian shows them, and no context: it means what its sources say, not
+        its links' or its fields' ids, hashes and dates.
+        """
+        texts = [(str(r["text"]), str(r["context"] or "")) for r in rows]
         digests = {
-            i: texts[i] for i, r in enumerate(rows) if is_digest(str(r["kind"]), r["frontmatter"])
+            i: texts[i][0]
+            for i, r in enumerate(rows)
+            if is_digest(str(r["kind"]), r["frontmatter"])
         }
         for i, shown in show_embeds(self.conn, digests).items():
-            texts[i] = shown
+            texts[i] = (shown, "")
         return texts
 
     def _embed_rows(
-        self, rows: Sequence[Any], texts: Sequence[str]
+        self, texts: Sequence[tuple[str, str]]
     ) -> np.ndarray[Any, np.dtype[np.float32]]:
-        """One vector per chunk: its text (``texts``), plus its context when it has one."""
-        own = self.embedder.embed(list(texts))
-        with_context = [i for i, r in enumerate(rows) if r["context"]]
+        """One vector per chunk: its text, plus its context when it has one."""
+        own = self.embedder.embed([text for text, _ in texts])
+        with_context = [i for i, (_, context) in enumerate(texts) if context]
         if with_context:
-            context = self.embedder.embed([str(rows[i]["context"]) for i in with_context])
+            context = self.embedder.embed([texts[i][1] for i in with_context])
             own = own.copy()
             own[with_context] = own[with_context] + context
         return normalize_rows(own)
