@@ -69,8 +69,9 @@ class Keywords(Protocol):
         """How many chunks the keyword index holds (BM25's N; kept until the index changes)."""
         ...
 
-    def holders(self, word: str, among: Collection[int]) -> set[int]:
-        """Which of ``among`` hold ``word`` in their own words (text, title, tags)."""
+    def holders(self, words: Sequence[str], among: Collection[int]) -> list[set[int]]:
+        """For each of ``words``, which of ``among`` hold it in their own words (text,
+        title, tags)."""
         ...
 
     def text_frequency(self, word: str) -> int:
@@ -212,7 +213,10 @@ class Fts5Keywords:
         changes = int(self.conn.total_changes) - self._scratch
         return changes, int(self.conn.execute("PRAGMA data_version").fetchone()[0])
 
-    def holders(self, word: str, among: Collection[int]) -> set[int]:
+    def holders(self, words: Sequence[str], among: Collection[int]) -> list[set[int]]:
+        return [self._holders(word, among) for word in words]
+
+    def _holders(self, word: str, among: Collection[int]) -> set[int]:
         rows = self.conn.execute(
             "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?",
             (f"{{text title tags}} : {fts_phrase([word])}",),

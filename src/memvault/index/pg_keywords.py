@@ -223,15 +223,20 @@ class PgKeywords:
                 self._df[str(stem)] = int(count)
         return {stem: self._df[stem] for stem in stems}
 
-    def holders(self, word: str, among: Collection[int]) -> set[int]:
-        if not among:
-            return set()
+    def holders(self, words: Sequence[str], among: Collection[int]) -> list[set[int]]:
+        found: list[set[int]] = [set() for _ in words]
+        if not among or not words:
+            return found
+        # Every word in one round trip.
         rows = self.conn.execute(
-            "SELECT rowid FROM chunks_fts WHERE rowid = ANY(?::bigint[])"
-            f" AND own @@ phraseto_tsquery({_CONFIG}, words(?))",
-            [[int(i) for i in among], word],
+            "SELECT w.i, f.rowid FROM unnest(?::text[]) WITH ORDINALITY AS w(word, i)"
+            " JOIN chunks_fts f ON f.rowid = ANY(?::bigint[])"
+            f" AND f.own @@ phraseto_tsquery({_CONFIG}, words(w.word))",
+            [list(words), [int(i) for i in among]],
         )
-        return {int(r[0]) for r in rows}
+        for i, chunk_id in rows:
+            found[int(i) - 1].add(int(chunk_id))
+        return found
 
     def text_frequency(self, word: str) -> int:
         row = self.conn.execute(

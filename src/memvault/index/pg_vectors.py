@@ -51,6 +51,7 @@ class PgVectorStore:
         self._lock = threading.RLock()
         self._sample: Vectors | None = None
         self._sample_of = 0
+        self._sample_version: str | None = None  # ``vector_version`` when last counted
         self._registered = False
         self.keep_warm = False  # nothing to keep: the server holds the vectors
 
@@ -94,6 +95,7 @@ class PgVectorStore:
         self._bump()
         with self._lock:
             self._sample = None
+            self._sample_version = None
 
     def count(self) -> int:
         """How many vectors are stored."""
@@ -143,6 +145,7 @@ class PgVectorStore:
         rows = self.conn.raw.execute(
             f"SELECT rowid, embedding FROM {TABLE} WHERE rowid = ANY(%s::bigint[])",
             ([int(i) for i in ids],),
+            binary=True,  # read as bytes, not parsed from text
         ).fetchall()
         return {int(r[0]): _array(r[1]) for r in rows}
 
@@ -196,9 +199,14 @@ class PgVectorStore:
 
     def _spread_sample(self) -> Vectors:
         """Every ``count // SAMPLE_SIZE``-th vector by id, taken again when the number of
-        vectors moved by a tenth."""
+        vectors moved by a tenth (counted only after a write: counting takes longer than
+        the search it serves)."""
         with self._lock:
+            version = get_meta(self.conn, "vector_version")
+            if self._sample is not None and version == self._sample_version:
+                return self._sample
             count = self.count()
+            self._sample_version = version
             if self._sample is not None and abs(count - self._sample_of) <= count // 10:
                 return self._sample
             step = max(1, count // SAMPLE_SIZE)
@@ -209,6 +217,7 @@ class PgVectorStore:
                     f" (ORDER BY rowid) - 1 AS n FROM {TABLE}) s"
                     " WHERE s.n %% %s = 0 ORDER BY s.n LIMIT %s",
                     (step, SAMPLE_SIZE),
+                    binary=True,
                 ).fetchall()
                 if count
                 else []

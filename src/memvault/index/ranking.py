@@ -122,8 +122,9 @@ class Vocabulary:
             return None
         scale = sum(t.idf for t in listed)  # each idf is above zero
         held: dict[int, float] = dict.fromkeys(wanted, 0.0)
-        for term in listed:
-            for chunk_id in self.keywords.holders(term.word, wanted):
+        holding = self.keywords.holders([t.word for t in listed], wanted)
+        for term, holders in zip(listed, holding, strict=True):
+            for chunk_id in holders:
                 held[chunk_id] += term.idf / scale
         return held
 

@@ -263,7 +263,8 @@ class Searcher:
         )
         text_scores = {chunk_id: (own, ctx) for chunk_id, own, ctx in keyword}
         candidates: dict[int, _Candidate] = {}
-        for chunk_id, own, ctx in self._besides_digests(lambda m: keyword[:m], n):
+        # Digests are not in the keyword index (see ``MemoryIndex._store_chunks``).
+        for chunk_id, own, ctx in keyword[:n]:
             candidates[chunk_id] = _Candidate(row=None, own=own, ctx=ctx)
         phrased = self._phrased(parsed, n, where, params) if use_keywords else set()
         for chunk_id in phrased:
@@ -475,10 +476,7 @@ class Searcher:
             phrases = [parsed.words]
         else:
             return set()
-        found = self._besides_digests(
-            lambda m: [(chunk_id,) for chunk_id in self.keywords.phrased(phrases, m)], n
-        )
-        ids = [chunk_id for (chunk_id,) in found]
+        ids = self.keywords.phrased(phrases, n)  # never a digest: not in the keyword index
         return self._passing(ids, where, params) if ids else set()
 
     def _nearest(
