@@ -92,6 +92,30 @@ def test_spread_is_measured_on_the_same_sample(stores: tuple[VectorStore, PgVect
     assert pg.spread(query) == pytest.approx(lite.spread(query), abs=1e-5)
 
 
+def test_the_spread_follows_writes_from_any_connection(
+    stores: tuple[VectorStore, PgVectorStore], database: str
+) -> None:
+    """The sample is kept while nothing is written (no count per search), and taken again
+    once another connection added more than a tenth: both stores agree after each step."""
+    lite, pg = stores
+    query = unit(np.random.default_rng(3), 1)[0]
+    before = pg.spread(query)
+    assert pg.spread(query) == before
+    more = unit(np.random.default_rng(8), COUNT) * -1.0  # the other side of every topic
+    ids = list(range(COUNT + 1, 2 * COUNT + 1))
+    other = index_connection(migrate_index(database))
+    try:
+        with transaction(other):
+            PgVectorStore(other).put(ids, more)
+    finally:
+        other.close()
+    with transaction(lite.conn):
+        lite.put(ids, more)
+    after = pg.spread(query)
+    assert after != pytest.approx(before, abs=1e-3)
+    assert after == pytest.approx(lite.spread(query), abs=1e-5)
+
+
 def test_get_put_delete_count_and_dimension(
     stores: tuple[VectorStore, PgVectorStore], pg_conn: PgConnection
 ) -> None:
