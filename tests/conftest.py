@@ -132,7 +132,10 @@ def migrated(pg: TemporaryPostgres, migrated_template: str) -> str:
 @pytest.fixture
 def backend(request: pytest.FixtureRequest) -> str:
     """The storage backend a test runs on: SQLite unless marked ``both_backends``
-    (``MEMVAULT_TEST_BACKEND=postgres`` runs every other test on PostgreSQL)."""
+    (``MEMVAULT_TEST_BACKEND=postgres`` runs every other test on PostgreSQL, but for one
+    marked ``sqlite_only``: it is about SQLite's own files)."""
+    if request.node.get_closest_marker("sqlite_only") is not None:
+        return "sqlite"
     return str(getattr(request, "param", os.environ.get("MEMVAULT_TEST_BACKEND", "sqlite")))
 
 

@@ -185,6 +185,7 @@ def test_a_relation_typed_in_obsidian_appears_and_an_ended_one_is_marked(runtime
     assert ("Entities/Acme.md", "works_at") not in {(e.target, e.relation) for e in current.edges}
 
 
+@pytest.mark.sqlite_only  # PRAGMA user_version
 def test_an_index_from_before_relations_reads_every_note_again(
     runtime: Runtime,
 ) -> None:
