@@ -919,9 +919,9 @@ class MemoryIndex:
                     " ORDER BY c.id LIMIT ?",
                     (min(batch, total - done),),
                 ).fetchall()
+                if not rows:
+                    break
                 texts = self._embeddable(rows)
-            if not rows:
-                break
             vectors = self._embed_rows(texts)
             with self.lock:
                 self._store_vectors(rows, vectors)

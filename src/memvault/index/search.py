@@ -32,7 +32,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
@@ -47,7 +47,6 @@ from memvault.index.query import ParsedQuery, parse_query
 from memvault.index.ranking import Evidence, Fusion, QueryTerms, Spread, Vocabulary
 
 log = logging.getLogger(__name__)
-T = TypeVar("T", bound=tuple[Any, ...])  # a ranked item: a chunk id first
 
 SNIPPET_CHARS = 700
 _EXPAND_TOP = 30
@@ -392,8 +391,10 @@ class Searcher:
 
     # -- candidates --------------------------------------------------------------
 
-    def _besides_digests(self, fetch: Callable[[int], Sequence[T]], n: int) -> list[T]:
-        """The first of ``fetch(m)`` (ranked items, each a chunk id first) up to ``n`` that
+    def _besides_digests(
+        self, nearest: Callable[[int], list[tuple[int, float]]], n: int
+    ) -> list[tuple[int, float]]:
+        """The first of ``nearest(m)`` (``(chunk id, cosine)``, best first) up to ``n`` that
         are not digests, and the digests among them.
 
         A digest stands for its sources (see ``_digests``): it must not take a candidate's
@@ -401,12 +402,12 @@ class Searcher:
         """
         want = n
         while True:
-            got = fetch(want)
+            got = nearest(want)
             digests = self._digest_ids([item[0] for item in got])
             if len(got) - len(digests) >= n or len(got) < want:
                 break
             want = n + len(digests)
-        kept: list[T] = []
+        kept: list[tuple[int, float]] = []
         others = 0
         for item in got:
             if others >= n:
@@ -426,7 +427,7 @@ class Searcher:
 
     def _by_ids(self, sql: str, ids: Sequence[int], params: Sequence[Any] = ()) -> list[Any]:
         """The rows of ``sql`` for the chunks ``ids``, asked 500 at a time: ``{ids}`` in
-        ``sql`` stands for their placeholders, followed by ``params``'."""
+        ``sql`` stands for their placeholders, and ``params`` follow them."""
         out: list[Any] = []
         for start in range(0, len(ids), 500):
             batch = list(ids[start : start + 500])

@@ -375,8 +375,6 @@ CREATE TABLE IF NOT EXISTS memvault_events (
 CREATE INDEX IF NOT EXISTS memvault_events_stored_at ON memvault_events (stored_at)
 """
 
-# The tables of each schema, in an order that copying them one by one respects their
-# foreign keys (``memvault storage migrate``).
 # A digest's chunks leave the keyword index (its words are its sources': see
 # MemoryIndex._store_chunks) and mean what their embedded memories say (see
 # MemoryIndex._embeddable): insights are read and embedded again.
@@ -385,6 +383,8 @@ UPDATE {INDEX_SCHEMA}.notes SET hash = '', mtime_ns = 0 WHERE kind = 'insight';
 UPDATE {INDEX_SCHEMA}.chunks SET embedded = 0 WHERE kind = 'insight';
 """
 
+# The tables of each schema, in an order that copying them one by one respects their
+# foreign keys (``memvault storage migrate``).
 INDEX_TABLES = ("meta", "notes", "chunks", "chunk_tags", "links", "memories", "chunks_fts")
 STATE_TABLES = (
     "meta",
