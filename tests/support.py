@@ -168,3 +168,24 @@ class LoopbackServer:
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(5)
+
+
+def schema_problems(schema: dict[str, Any], where: str = "") -> list[str]:
+    """What a model or an MCP client would find wrong in a tool's input schema: a
+    ``required`` name that is no declared property, a property without a type or a
+    description (in nested objects and array items too). Empty when all is well."""
+    problems: list[str] = []
+    properties = schema.get("properties", {})
+    for name in schema.get("required", []):
+        if name not in properties:
+            problems.append(f"{where or 'the input'} requires {name!r}, which it does not declare")
+    for name, prop in properties.items():
+        shown = f"{where}.{name}" if where else name
+        if "type" not in prop:
+            problems.append(f"{shown} has no type")
+        if not str(prop.get("description", "")).strip():
+            problems.append(f"{shown} has no description")
+        for nested, place in ((prop, shown), (prop.get("items"), f"{shown}[]")):
+            if isinstance(nested, dict) and "properties" in nested:
+                problems += schema_problems(nested, place)
+    return problems

@@ -22,6 +22,7 @@ from cli_support import snapshot
 from mcp import Client, MCPError, StdioServerParameters
 from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
+from support import schema_problems
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -61,6 +62,9 @@ async def exercise(client: Client, vault: Path) -> None:
     write = tools["vault_write"].annotations
     assert write is not None and write.destructive_hint and not write.read_only_hint
     assert set(tools["memory_get"].input_schema["properties"]) == {"path", "from", "lines"}
+    for tool in tools.values():  # what a client sees: typed, described, no stray required
+        assert schema_problems(tool.input_schema) == [], tool.name
+    assert tools["task_create"].input_schema["properties"]["title"]["type"] == "string"
 
     stored = await client.call_tool(
         "remember", {"fact": "The owner's boat is called Halcyon", "category": "fact"}

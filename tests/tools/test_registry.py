@@ -23,7 +23,7 @@ from memvault.tools.policy import (
     TerminalApprover,
     Tier,
 )
-from support import RecordingApprover
+from support import RecordingApprover, schema_problems
 
 REGISTRY = default_registry()
 EXPECTED_TOOLS = {
@@ -73,6 +73,43 @@ def test_exports_are_valid_json_schema_and_sdk_shapes(tool: Any) -> None:
     assert entry["inputSchema"] == schema
     assert entry["annotations"]["readOnlyHint"] == tool.annotations.read_only
     assert entry["annotations"]["destructiveHint"] == tool.annotations.destructive
+
+
+def exported_schemas(fmt: str) -> dict[str, dict[str, Any]]:
+    """Each tool's input schema as the export in ``fmt`` gives it to a model or client."""
+    if fmt == "openai":
+        return {e["function"]["name"]: e["function"]["parameters"] for e in export(REGISTRY, fmt)}
+    key = {"anthropic": "input_schema", "mcp": "inputSchema"}[fmt]
+    return {e["name"]: e[key] for e in export(REGISTRY, fmt)}
+
+
+@pytest.mark.parametrize("fmt", ["anthropic", "openai", "mcp"])
+def test_every_exported_schema_declares_what_it_requires(fmt: str) -> None:
+    """Every tool in every format: valid JSON Schema, each required name a declared
+    property, each property typed and described (a property named ``title`` included)."""
+    schemas = exported_schemas(fmt)
+    assert set(schemas) == EXPECTED_TOOLS
+    for name, schema in schemas.items():
+        jsonschema.Draft202012Validator.check_schema(schema)
+        assert schema_problems(schema) == [], f"{fmt} {name}"
+    for name in ("task_create", "task_update", "task_complete"):
+        title = schemas[name]["properties"]["title"]
+        assert "title" in schemas[name]["required"] and title["type"] == "string", name
+        assert title["description"], name
+
+
+def test_schema_problems_are_found() -> None:
+    """The check above can fail: what the old cleaner made of a property named title."""
+    broken = {
+        "type": "object",
+        "properties": {"due": {"type": "string"}, "tags": {"description": "Tags."}},
+        "required": ["title"],
+    }
+    assert schema_problems(broken) == [
+        "the input requires 'title', which it does not declare",
+        "due has no description",
+        "tags has no type",
+    ]
 
 
 def test_schemas_accept_what_they_advertise() -> None:

@@ -177,26 +177,40 @@ class ToolResult:
         return {"ok": False, "error": {"code": self.code, "message": self.error}}
 
 
+# Keywords whose value maps names a person chose (property names ...) to schemas: a name
+# there is never a keyword, so a property called ``title`` stays a property.
+_NAMED_SCHEMAS = ("properties", "patternProperties", "dependentSchemas")
+
+
 def clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """Inline ``$defs`` references and drop ``title`` keys: plain JSON Schema for any client."""
+    """Inline ``$defs`` references and drop the ``title`` keyword: plain JSON Schema for any
+    client."""
     defs = schema.get("$defs", {})
 
     def walk(node: Any) -> Any:
-        if isinstance(node, dict):
-            if "$ref" in node and node["$ref"].startswith("#/$defs/"):
-                return walk(defs[node["$ref"].split("/")[-1]])
-            options = node.get("anyOf")
-            if isinstance(options, list) and {"type": "null"} in options and len(options) == 2:
-                # An optional parameter: say what it takes; leaving it out is the null.
-                kept = next(o for o in options if o != {"type": "null"})
-                rest = {k: v for k, v in node.items() if k != "anyOf"}
-                if rest.get("default") is None:
-                    rest.pop("default", None)
-                return walk({**kept, **rest})
-            return {k: walk(v) for k, v in node.items() if k not in ("title", "$defs")}
         if isinstance(node, list):
             return [walk(item) for item in node]
-        return node
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node and node["$ref"].startswith("#/$defs/"):
+            return walk(defs[node["$ref"].split("/")[-1]])
+        options = node.get("anyOf")
+        if isinstance(options, list) and {"type": "null"} in options and len(options) == 2:
+            # An optional parameter: say what it takes; leaving it out is the null.
+            kept = next(o for o in options if o != {"type": "null"})
+            rest = {k: v for k, v in node.items() if k != "anyOf"}
+            if rest.get("default") is None:
+                rest.pop("default", None)
+            return walk({**kept, **rest})
+        cleaned = {}
+        for key, value in node.items():
+            if key in ("title", "$defs"):
+                continue
+            if key in _NAMED_SCHEMAS and isinstance(value, dict):
+                cleaned[key] = {name: walk(sub) for name, sub in value.items()}
+            else:
+                cleaned[key] = walk(value)
+        return cleaned
 
     cleaned: dict[str, Any] = walk(schema)
     cleaned.setdefault("properties", {})
