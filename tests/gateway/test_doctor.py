@@ -5,13 +5,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import psycopg
+import pytest
+from psycopg.conninfo import conninfo_to_dict
+
 from cli_support import invoke
-from memvault.config import Settings
+from memvault.config import Settings, StorageSettings
 from memvault.gateway.doctor import diagnose
 from memvault.index.local_model import ModelFile
 from memvault.runtime import Runtime
 from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
+from pg_server import TemporaryPostgres
 from support import HashEmbedder, MovableClock
 
 
@@ -92,3 +97,104 @@ def test_the_local_model_with_its_onnx_file_is_ready(
     assert found["details"]["path"] == str(prepared_model.path)
     on_torch = local_model_check(tmp_path / "other", clock, runtime="torch")
     assert on_torch["status"] == "ok" and on_torch["details"] == {"runtime": "torch"}
+
+
+# -- PostgreSQL: pgvector present, its version, and an HNSW index that builds ----------
+
+# An event trigger that kills the server process running CREATE INDEX with SIGSEGV, as a
+# pgvector compiled for another processor kills it with SIGILL (COPY TO PROGRAM's shell
+# is a child of the backend: $PPID).
+CRASH_ON_CREATE_INDEX = (
+    "CREATE FUNCTION crash_on_create_index() RETURNS event_trigger LANGUAGE plpgsql AS $$"
+    " BEGIN COPY (SELECT 1) TO PROGRAM 'kill -SEGV $PPID'; END $$",
+    "CREATE EVENT TRIGGER crash_on_create_index ON ddl_command_start"
+    " WHEN TAG IN ('CREATE INDEX') EXECUTE FUNCTION crash_on_create_index()",
+)
+
+
+def postgres_runtime(root: Path, clock: MovableClock, dsn: str) -> Runtime:
+    """A runtime on a fresh vault whose index and state live in the database ``dsn``."""
+    init_vault(Vault(root))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MEMVAULT_PG_DSN", dsn)
+        runtime = Runtime.open(
+            Settings(vault=root, storage=StorageSettings(backend="postgres")),
+            clock=clock,
+            embedder=HashEmbedder(),
+        )
+        assert runtime.storage is not None  # connected while the variable is set
+    return runtime
+
+
+def test_postgres_storage_names_pgvector_and_builds_an_hnsw_index(
+    tmp_path: Path, clock: MovableClock, migrated: str
+) -> None:
+    runtime = postgres_runtime(tmp_path / "vault", clock, migrated)
+    try:
+        found = checks(diagnose(runtime).to_dict())["storage"]
+    finally:
+        runtime.close()
+    with psycopg.connect(migrated) as conn:
+        version = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+        pgvector = version.fetchone()[0]  # type: ignore[index]
+        server = conn.execute("SHOW server_version").fetchone()[0].split()[0]  # type: ignore[index]
+    port = conninfo_to_dict(migrated)["port"]
+    assert found["status"] == "ok", found
+    assert found["message"] == (
+        f"PostgreSQL {server} at 127.0.0.1:{port} with pgvector {pgvector}: an HNSW index "
+        "builds and answers."
+    )
+    assert found["details"]["pgvector"] == pgvector
+    with psycopg.connect(migrated) as conn:  # the check left nothing behind
+        assert conn.execute("SELECT to_regclass('memvault_vector_probe')").fetchone() == (None,)
+
+
+def test_sqlite_storage_has_no_storage_check(runtime: Runtime) -> None:
+    assert "storage" not in checks(diagnose(runtime).to_dict())
+
+
+def test_a_pgvector_that_crashes_the_server_is_one_sentence(
+    tmp_path: Path, clock: MovableClock, pg: TemporaryPostgres
+) -> None:
+    # A server of its own: the session's server must not see a crash it did not cause.
+    with TemporaryPostgres(pg.bindir) as own:
+        own.start()
+        dsn = own.create_database("memories")
+        runtime = postgres_runtime(tmp_path / "vault", clock, dsn)
+        try:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                for statement in CRASH_ON_CREATE_INDEX:
+                    conn.execute(statement.encode())
+            report = diagnose(runtime)
+        finally:
+            runtime.close()
+        found = checks(report.to_dict())["storage"]
+        assert report.failed and found["status"] == "error"
+        assert found["message"] == (
+            f"PostgreSQL at 127.0.0.1:{own.port} ended the server process building a "
+            f"pgvector {own.vectors.pgvector} HNSW index; a pgvector compiled for another "  # type: ignore[union-attr]
+            "processor does this (the server's log says 'terminated by signal 4: Illegal "
+            "instruction'): rebuild pgvector on the server's machine (make OPTFLAGS=\"\") or "
+            "install its distribution's package."
+        )
+        assert "terminated by signal 11: Segmentation fault" in own.crashes()[0]
+
+
+def test_a_pgvector_without_hnsw_is_one_sentence(
+    tmp_path: Path, clock: MovableClock, migrated: str
+) -> None:
+    runtime = postgres_runtime(tmp_path / "vault", clock, migrated)
+    try:
+        with psycopg.connect(migrated, autocommit=True) as conn:
+            # What pgvector 0.4 would report (its catalogue row, as an upgrade leaves it).
+            conn.execute("UPDATE pg_extension SET extversion = '0.4.4' WHERE extname = 'vector'")
+        found = checks(diagnose(runtime).to_dict())["storage"]
+    finally:
+        runtime.close()
+    name = conninfo_to_dict(migrated)["dbname"]
+    assert found["status"] == "error"
+    assert found["message"] == (
+        f'pgvector 0.4.4 in database "{name}" at 127.0.0.1:{conninfo_to_dict(migrated)["port"]}'
+        " has no HNSW index; memvault needs pgvector 0.5.0 or newer (ALTER EXTENSION vector "
+        "UPDATE after upgrading it on the server)."
+    )

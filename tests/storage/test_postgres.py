@@ -389,20 +389,19 @@ def test_a_malformed_dsn_is_one_sentence() -> None:
     )
 
 
-def test_a_server_without_pgvector_is_one_sentence(database: str, tmp_path: Path) -> None:
-    # PostgreSQL 18 looks for extensions where extension_control_path says: here, nowhere.
-    empty = tmp_path / "no-extensions"
-    empty.mkdir()
-    dsn = f"{database}?options=-c%20extension_control_path%3D{empty}"
-    with pytest.raises(StorageError) as caught:
-        PostgresStorage.open(SETTINGS, environ=env(dsn))
-    name = database.rsplit("/", 1)[1]
-    assert str(caught.value) == (
-        f'The PostgreSQL server of database "{name}" at 127.0.0.1:{port_of(database)} has no'
-        " pgvector; install it there (Debian: postgresql-NN-pgvector, or see "
-        "github.com/pgvector/pgvector)."
-    )
-    assert history(database) == []
+def test_a_server_without_pgvector_is_one_sentence(pg: TemporaryPostgres) -> None:
+    # A server of the same PostgreSQL whose install has no pgvector at all.
+    with TemporaryPostgres(pg.bindir, without=("vector",)) as bare:
+        bare.start(check=False)
+        database = bare.create_database("memories")
+        with pytest.raises(StorageError) as caught:
+            PostgresStorage.open(SETTINGS, environ=env(database))
+        assert str(caught.value) == (
+            f'The PostgreSQL server of database "memories" at 127.0.0.1:{bare.port} has no'
+            " pgvector; install it there (Debian: postgresql-NN-pgvector, or see "
+            "github.com/pgvector/pgvector)."
+        )
+        assert history(database) == []
 
 
 def test_a_user_who_may_not_create_pgvector_is_one_sentence(

@@ -380,12 +380,35 @@ def _jobs(runtime: Runtime) -> Check:
     return Check("jobs", "ok", f"Jobs on: {shown}; none failing.", on)
 
 
+def _storage(runtime: Runtime) -> Check | None:
+    """On PostgreSQL: the server reached, pgvector there, and an HNSW index that builds
+    (a pgvector compiled for another processor crashes exactly there)."""
+    storage = runtime.storage
+    if storage is None:
+        return None  # SQLite: the index checks cover it
+    found = storage.check_vectors()
+    details = {
+        "database": storage.describe(),
+        "server": found.server,
+        "pgvector": found.pgvector,
+    }
+    return Check(
+        "storage",
+        "ok",
+        f"PostgreSQL {found.server} at {storage.target} with pgvector {found.pgvector}: an "
+        "HNSW index builds and answers.",
+        details,
+    )
+
+
 def diagnose(runtime: Runtime, daemon: DaemonFacts | None = None) -> Report:
     """Run every check that applies (the daemon's own only inside the daemon)."""
     report = Report()
     vault = _vault_writable(runtime)
     report.checks.append(vault)
-    steps: list[tuple[str, Callable[[], Check | None]]] = []
+    steps: list[tuple[str, Callable[[], Check | None]]] = [
+        ("storage", lambda: _storage(runtime)),
+    ]
     if vault.status != "error":
         steps += [
             ("index_healthy", lambda: _index_healthy(runtime)),

@@ -183,6 +183,8 @@ def _reason(text: str) -> str:
     """libpq's own reason, from its first line: "Connection refused", "timeout expired"."""
     first = text.strip().splitlines()[0] if text.strip() else "no answer"
     reason = first.rsplit("failed: ", 1)[-1].strip().rstrip(".")
+    if reason[1:2].isupper():  # a word in capitals ("FATAL: ..."), not a sentence's start
+        return reason
     return reason[:1].lower() + reason[1:]
 
 
@@ -404,6 +406,12 @@ class PostgresStorage:
             raise connection_error(exc, self.target) from None
         return PgConnection(raw)
 
+    def check_vectors(self) -> VectorSupport:
+        """Build and ask an HNSW index on a temporary table (see :func:`check_vectors`),
+        on a connection of its own, so a backend that dies takes no pooled one along."""
+        with connect(self._dsn, self.target, timeout=self._connect_timeout) as conn:
+            return check_vectors(conn, self.target)
+
     def describe(self) -> str:
         """Where the data lives, for status lines (never the password)."""
         return f"postgresql://{self.target}/{self.target.dbname}"
@@ -436,3 +444,75 @@ def _require_pgvector(conn: Connection, target: Target) -> None:
             f'Database "{target.dbname}" at {target} has no pgvector extension (was it '
             "dropped?); have a superuser run CREATE EXTENSION vector there."
         )
+
+
+# pgvector's HNSW index, which memvault's vectors use, arrived in pgvector 0.5.0.
+HNSW_SINCE = (0, 5, 0)
+# A small HNSW index on a temporary table, as memvault's index builds and asks one; the
+# transaction is rolled back, so nothing is left behind.
+_VECTOR_PROBE = (
+    "SET LOCAL statement_timeout = '30s'",
+    "CREATE TEMP TABLE memvault_vector_probe (v vector(3)) ON COMMIT DROP",
+    "INSERT INTO memvault_vector_probe"
+    " SELECT ARRAY[i, i % 7, 1]::real[]::vector FROM generate_series(1, 64) AS i",
+    "CREATE INDEX ON memvault_vector_probe USING hnsw (v vector_cosine_ops)",
+    "SET LOCAL enable_seqscan = off",
+    "SELECT count(*) FROM (SELECT v FROM memvault_vector_probe"
+    " ORDER BY v <=> '[1,0,0]' LIMIT 5) AS nearest",
+)
+
+
+@dataclass(frozen=True)
+class VectorSupport:
+    """What :func:`check_vectors` found: the server's and pgvector's versions."""
+
+    server: str
+    pgvector: str
+
+
+def check_vectors(conn: Connection, target: Target) -> VectorSupport:
+    """The versions, once pgvector built an HNSW index and answered from it; otherwise a
+    :class:`~memvault.errors.StorageError` that says what is wrong.
+
+    A pgvector compiled for another processor (``-march=native`` on its builder) kills
+    the server process that builds the index (``SIGILL``): the connection drops, and
+    the sentence says so, since the server's log is out of a client's reach.
+    """
+    row = conn.execute(
+        "SELECT split_part(current_setting('server_version'), ' ', 1),"
+        " (SELECT extversion FROM pg_extension WHERE extname = 'vector')"
+    ).fetchone()
+    server, version = (str(row[0]), row[1]) if row else ("", None)
+    where = f'database "{target.dbname}" at {target}'
+    if version is None:
+        raise StorageError(
+            f'Database "{target.dbname}" at {target} has no pgvector extension; have a '
+            "superuser run CREATE EXTENSION vector there."
+        )
+    if _version_tuple(version) < HNSW_SINCE:
+        raise StorageError(
+            f"pgvector {version} in {where} has no HNSW index; memvault needs pgvector 0.5.0 "
+            "or newer (ALTER EXTENSION vector UPDATE after upgrading it on the server)."
+        )
+    try:
+        with conn.transaction(force_rollback=True):
+            for statement in _VECTOR_PROBE:
+                conn.execute(statement.encode())
+    except psycopg.Error as exc:
+        if isinstance(exc, psycopg.OperationalError) and (_connection_lost(exc) or conn.closed):
+            raise StorageError(
+                f"PostgreSQL at {target} ended the server process building a pgvector "
+                f"{version} HNSW index; a pgvector compiled for another processor does this "
+                "(the server's log says 'terminated by signal 4: Illegal instruction'): "
+                'rebuild pgvector on the server\'s machine (make OPTFLAGS="") or install its '
+                "distribution's package."
+            ) from None
+        message = (exc.diag.message_primary or str(exc)).strip().rstrip(".")
+        raise StorageError(
+            f"pgvector {version} in {where} could not build an HNSW index: {message}."
+        ) from None
+    return VectorSupport(server=server, pgvector=version)
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
