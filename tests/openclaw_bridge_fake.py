@@ -38,7 +38,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from memvault.config import OpenClawBridgeSettings
 from openclaw_support import NODE, OPENCLAW_MJS, fresh_home, home_env, require_openclaw
+from waiting import WAIT
+
+# ``channels.openclaw.timeout`` for the tests: a call may run the real CLI, whose cold Node
+# start took 11-17 s on a loaded 2-core machine. WAIT or the product's default, whichever is
+# larger, and at most the 600 s the setting allows.
+CLI_TIMEOUT = min(max(WAIT, OpenClawBridgeSettings.model_fields["timeout"].default), 600.0)
 
 BOT_ID = "990000000000000001"
 BOT_NAME = "memvault-bot"
@@ -91,19 +98,22 @@ def fail(message):
 
 def main(argv):
     verb = " ".join(argv[:2])
-    if verb not in ("message read", "message send"):
-        real(argv)
+    answered = verb in ("message read", "message send")  # the rest is the real CLI's
     with open(STATE + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         with open(STATE) as file:
             state = json.load(file)
-        state["calls"].append(argv)
         faults = state["faults"].get(verb) or []
         fault = faults.pop(0) if faults else None
-        answer = None if fault else act(state, verb, options(argv[2:]), argv)
+        answer = None
+        if answered:
+            state["calls"].append(argv)
+            answer = None if fault else act(state, verb, options(argv[2:]), argv)
         with open(STATE + ".new", "w") as file:
             json.dump(state, file)
         os.replace(STATE + ".new", STATE)
+    if not answered and fault is None:
+        real(argv)
     if fault == "timeout":
         time.sleep(60)
     if fault == "real":
@@ -247,8 +257,9 @@ class FakeOpenClaw:
             state["conversations"].setdefault(f"{channel} {target}", []).extend(messages)
 
     def fail(self, verb: str, fault: str, times: int = 1) -> None:
-        """The next ``times`` calls of ``verb`` (``message read``, ``message send``) fail:
-        ``timeout`` (no answer), ``real`` (the real CLI answers), or exit 1 saying ``fault``."""
+        """The next ``times`` calls of ``verb`` (``message read``, ``message send``, or one
+        the real CLI answers, such as ``channels status``) fail: ``timeout`` (no answer),
+        ``real`` (the real CLI answers), or exit 1 saying ``fault``."""
         with self._state() as state:
             state["faults"].setdefault(verb, []).extend([fault] * times)
 

@@ -1,11 +1,14 @@
-"""Whether a process still runs, told apart from a later one that reuses its id.
+"""Whether a process still runs, told apart from a later one that reuses its id; and
+ending a process with everything it started.
 
 Standard library only: the CLI asks before it imports anything heavy.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 from pathlib import Path
 
 
@@ -41,3 +44,32 @@ def process_start(pid: int) -> int | None:
         return int(fields[19]) if fields is not None else None  # field 22 of proc(5)
     except (IndexError, ValueError):
         return None
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process ``pid`` started and they started in turn, as /proc lists them now
+    (empty without /proc: macOS). A child that made a session of its own (``setsid``,
+    Node's ``detached``) is listed too: it left the process group, not the family."""
+    found: list[int] = []
+    parents = [pid]
+    while parents:
+        parent = parents.pop()
+        for children in Path(f"/proc/{parent}/task").glob("*/children"):
+            try:
+                kids = [int(kid) for kid in children.read_text().split()]
+            except (OSError, ValueError):
+                continue  # the thread or the process ended meanwhile
+            found.extend(kids)
+            parents.extend(kids)
+    return found
+
+
+def kill_tree(pid: int, sig: int = signal.SIGKILL) -> None:
+    """Send ``sig`` to ``pid``'s process group and to every descendant, those in other
+    groups or sessions included (listed first: once the parent dies they move to init)."""
+    family = descendants(pid)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+    for member in [pid, *family]:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(member, sig)

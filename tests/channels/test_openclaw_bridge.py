@@ -32,12 +32,21 @@ from memvault.runtime import Runtime
 from memvault.tools import ToolContext
 from memvault.tools.policy import AllowAll, ApprovalRequest, Policy, Tier
 from memvault.tools.registry import ToolResult
-from openclaw_bridge_fake import BOT_ID, NO_CREDENTIALS, UNREACHABLE, FakeOpenClaw, real_home
+from openclaw_bridge_fake import (
+    BOT_ID,
+    CLI_TIMEOUT,
+    NO_CREDENTIALS,
+    UNREACHABLE,
+    FakeOpenClaw,
+    real_home,
+)
 from support import HashEmbedder, LoopbackHandler, LoopbackServer, MovableClock
+from waiting import WAIT
+
+pytestmark = pytest.mark.slow  # the real OpenClaw CLI: seconds a call
 
 ROOM = ("discord", "channel:100")
 OWNER = "discord:user:42"
-WAIT = 20.0
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +66,7 @@ def settings_for(fake: FakeOpenClaw, **overrides: Any) -> OpenClawBridgeSettings
         "command": str(fake.command),
         "listeners": [{"channel": ROOM[0], "target": ROOM[1]}],
         "poll_seconds": 1,
-        "timeout": 10,
+        "timeout": CLI_TIMEOUT,
     }
     return OpenClawBridgeSettings(**{**values, **overrides})
 
@@ -72,8 +81,9 @@ def run(
     asyncio.run(scenario(bridge))
 
 
-async def receive(bridge: OpenClawBridge, count: int, *, seconds: float = 2.5) -> list[Inbound]:
-    """What the bridge hands over while it polls for ``seconds`` (or until ``count``)."""
+async def receive(bridge: OpenClawBridge, count: int, *, seconds: float = WAIT) -> list[Inbound]:
+    """What the bridge hands over until ``count`` arrived, or while it polls for ``seconds``
+    (a short window where nothing should arrive)."""
     got: list[Inbound] = []
 
     async def handler(message: Inbound) -> None:
@@ -109,8 +119,12 @@ def test_a_message_is_handed_over_and_only_then_its_listener_moves_on(
 
         got: list[Inbound] = []
         task = asyncio.create_task(bridge.start(handler))
-        while not got:
+        deadline = asyncio.get_running_loop().time() + WAIT
+        while not got and not task.done():
+            assert asyncio.get_running_loop().time() < deadline, "nothing was handed over"
             await asyncio.sleep(0.05)
+        if task.done():
+            task.result()  # raise what stopped it
         task.cancel()
         (message,) = got
         assert message == Inbound(
@@ -125,7 +139,8 @@ def test_a_message_is_handed_over_and_only_then_its_listener_moves_on(
             sent_at=message.sent_at,
             platform_message_id=first,
         )
-        assert abs((datetime.now(UTC) - message.sent_at).total_seconds()) < 60
+        # Said moments ago: a slow read takes seconds, a misread zone hours.
+        assert abs((datetime.now(UTC) - message.sent_at).total_seconds()) < 600
         assert moves_when_handled == [[]]  # not moved before the handler returned
         assert state.values == {"last_seen.discord:channel:100": first}
 
@@ -368,23 +383,35 @@ def test_a_failing_call_is_a_channel_error_to_retry(fake: FakeOpenClaw) -> None:
     fake.fail("message read", UNREACHABLE)
     fake.fail("message send", UNREACHABLE)
     fake.fail("message read", "timeout")
+    state = MemoryState()
 
-    async def scenario(bridge: OpenClawBridge) -> None:
+    async def refused(bridge: OpenClawBridge) -> None:
         with pytest.raises(ChannelError, match=r"ECONNREFUSED.*openclaw gateway run") as failed:
             await receive(bridge, 1)
         assert type(failed.value) is ChannelError and "exit 1" in failed.value.message
         with pytest.raises(ChannelError, match="Gateway not reachable") as failed:
             await bridge.send(Outbound("discord:channel:100", "hi"))
         assert type(failed.value) is ChannelError
+
+    run(fake, refused, state)
+
+    async def silent(bridge: OpenClawBridge) -> None:
         started = asyncio.get_running_loop().time()
         with pytest.raises(ChannelError, match=r"did not answer .* in 1 s") as failed:
-            await receive(bridge, 1, seconds=5)
+            await receive(bridge, 1)
         assert type(failed.value) is ChannelError
-        assert asyncio.get_running_loop().time() - started < 4
+        # The stand-in stays silent for 60 s: the bridge's timeout ended the call.
+        assert asyncio.get_running_loop().time() - started < 30
+
+    # A second's timeout is this call's point (the stand-in never answers it), so the
+    # bridge makes no other call with it.
+    run(fake, silent, state, timeout=1)
+
+    async def answers(bridge: OpenClawBridge) -> None:
         # Then the same listener answers: nothing was lost on the way.
         assert [m.text for m in await receive(bridge, 1)] == ["still here"]
 
-    run(fake, scenario, timeout=1)
+    run(fake, answers, state)
     assert fake.sent == []
 
 
@@ -406,7 +433,7 @@ def test_a_listener_on_a_channel_openclaw_lacks_stops_the_channel(fake: FakeOpen
 
     async def scenario(bridge: OpenClawBridge) -> None:
         with pytest.raises(ChannelFatalError, match="Channel is unavailable: discord"):
-            await receive(bridge, 1, seconds=WAIT)
+            await receive(bridge, 1)
 
     run(fake, scenario)
 

@@ -15,11 +15,13 @@ from typing import Any
 
 import pytest
 
-from channel_support import wait_for
 from gateway_support import Live, StartDaemon
 from llm_fakes import FakeOpenAI, llm_settings
-from openclaw_bridge_fake import UNREACHABLE, FakeOpenClaw, real_home
+from openclaw_bridge_fake import CLI_TIMEOUT, UNREACHABLE, FakeOpenClaw, real_home
 from support import LoopbackHandler, LoopbackServer, MovableClock
+from waiting import WAIT, wait_for
+
+pytestmark = pytest.mark.slow  # the real OpenClaw CLI: seconds a call
 
 ROOM = ("discord", "channel:100")
 CHAT = "discord:channel:100"
@@ -49,7 +51,7 @@ def channels(fake: FakeOpenClaw, llm: FakeOpenAI | None = None, **openclaw: Any)
         "command": str(fake.command),
         "listeners": [{"channel": ROOM[0], "target": ROOM[1]}],
         "poll_seconds": 1,
-        "timeout": 10,
+        "timeout": CLI_TIMEOUT,
         **openclaw,
     }
     out: dict[str, Any] = {"channels": {"openclaw": section}}
@@ -74,7 +76,7 @@ def test_an_owner_message_gets_one_reply_in_the_same_conversation(
     live = start_daemon(settings=channels(fake, llm))
     asked = fake.say(*ROOM, "When is the cert renewed?", author="42", name="Ada")
 
-    wait_for(lambda: fake.sent, "the reply", timeout=30)
+    wait_for(lambda: fake.sent, "the reply")
     (reply,) = fake.sent
     assert (reply["channel"], reply["target"], reply["reply_to"]) == (
         "discord",
@@ -127,13 +129,15 @@ def test_a_failed_read_and_a_failed_send_are_retried(
     fake.fail("message read", "timeout")
     fake.fail("message send", UNREACHABLE)
     asked = fake.say(*ROOM, "/tasks", author="42", name="Ada")
-    live = start_daemon(settings=channels(fake, timeout=1))
+    # Short, for the read that never answers; yet every other call must fit in it: the
+    # stand-in's (a Python start) and the real `openclaw --version` (a fraction of a second).
+    live = start_daemon(settings=channels(fake, timeout=10))
     status = live.daemon.hub.statuses["openclaw"]
-    wait_for(lambda: status.restarts >= 2, "two restarts", timeout=30)
+    wait_for(lambda: status.restarts >= 2, "two restarts")
     hub = live.daemon.hub
     row = wait_for(lambda: [r for r in hub.store.outbox() if r.last_error], "the failed send")[0]
     assert "Gateway not reachable" in str(row.last_error) and row.status == "pending"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + WAIT
     while not fake.sent:  # time passes for the outbox: the retry goes out
         assert time.monotonic() < deadline, "the reply was never retried"
         clock.set(clock.now() + timedelta(minutes=5))
@@ -176,7 +180,7 @@ def test_a_gateway_without_credentials_stops_the_channel_and_doctor_says_why(
     listeners = [{"channel": "telegram", "target": "123456789"}]
     live = start_daemon(settings=channels(fake, listeners=listeners))
     status = live.daemon.hub.statuses["openclaw"]
-    wait_for(lambda: status.state == "failed", "the failure", timeout=60)
+    wait_for(lambda: status.state == "failed", "the failure")
     checks = {c.name: c for c in live.daemon.doctor().checks}
     check = checks["channel_openclaw"]
     assert check.status == "error"
@@ -214,3 +218,36 @@ def test_a_file_is_saved_into_the_vault(start_daemon: StartDaemon, fake: FakeOpe
     assert saved[0].name.endswith("-1-plan.pdf") and ":" not in saved[0].name
     journal = "\n".join(live.daemon.runtime.journal.sections()["Commands Received"])
     assert "the plan" in journal and "![[Attachments/openclaw/" in journal
+
+
+def test_a_platform_call_outlasting_the_hub_is_one_sentence(
+    start_daemon: StartDaemon, fake: FakeOpenClaw, home: Path
+) -> None:
+    """A conversation's context asks OpenClaw for its channels (two calls at once); one
+    that does not answer within the hub's bound is a 503 with a sentence (not a 500),
+    and both calls end, with the worker the real CLI starts in a session of its own."""
+    live = start_daemon(settings=channels(fake, listeners=[]))
+    live.daemon.hub.call_timeout = 2.0  # the bridge itself would wait CLI_TIMEOUT
+    fake.fail("channels status", "timeout")
+    with live.client() as api:
+        answer = api.get("/v1/context", params={"adapter": "openclaw", "conversation": CHAT})
+    assert answer.status_code == HTTPStatus.SERVICE_UNAVAILABLE, answer.text
+    error = answer.json()["error"]
+    assert (error["code"], error["message"]) == (
+        "channel_failed",
+        "openclaw did not answer within 2 s; try again.",
+    )
+    wait_for(lambda: not running_in(home), "every process of the abandoned calls to end")
+
+
+def running_in(home: Path) -> list[int]:
+    """The processes whose HOME is ``home`` (the stand-in and the real CLI it runs)."""
+    marker = f"HOME={home}\0".encode()
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if marker in environ.read_bytes():
+                found.append(int(environ.parent.name))
+        except OSError:  # ended meanwhile, or not ours to read
+            continue
+    return found

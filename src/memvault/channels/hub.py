@@ -66,6 +66,10 @@ RESTART_DELAYS = (1.0, 2.0, 5.0, 15.0, 60.0)
 _HEALTHY_RUN = 120.0
 _SEND_BACKOFF_CAP = 300.0
 _IDLE_WORKER = 60.0
+# Adapter work asked from outside the hub's loop (a chat's context, its conversations):
+# above the adapters' own per-call bounds (the OpenClaw bridge's two concurrent CLI calls
+# take 5 to 17 s each on a loaded 2-core machine; its timeout is 60 s by default).
+CALL_TIMEOUT = 300.0
 # An adapter that cannot receive (another poller) can still send.
 _SENDING_STATES = ("running", "conflict")
 
@@ -245,6 +249,8 @@ class Hub:
             queue=self.queue,
             policy_for=self._policy_for,
         )
+        # Seconds a call from outside the hub's loop may take (see _run_once).
+        self.call_timeout = CALL_TIMEOUT
         self.statuses: dict[str, AdapterStatus] = {}
         self.adapters: dict[str, Adapter] = {}
         for name, config in self.settings.sections().items():
@@ -711,11 +717,24 @@ class Hub:
         self._run_once(self._deliver([r for r in rows if r.status == "pending"], now_only=True))
         return [row for row in map(self.store.queued, ids) if row is not None]
 
-    def _run_once(self, work: Coroutine[Any, Any, T]) -> T:
-        """Run adapter work from a thread outside the hub's loop (or with none running)."""
+    def _run_once(self, work: Coroutine[Any, Any, T], channel: str = "") -> T:
+        """Run adapter work from a thread outside the hub's loop (or with none running).
+
+        The adapter bounds each of its own calls (the OpenClaw bridge: its ``timeout``
+        per CLI call, 60 s by default); the hub only ends work that outlasts
+        ``call_timeout``, with a sentence, cancelling it.
+        """
         loop = self._loop
         if loop is not None and self.running:
-            return asyncio.run_coroutine_threadsafe(work, loop).result(timeout=30)
+            future = asyncio.run_coroutine_threadsafe(work, loop)
+            try:
+                return future.result(timeout=self.call_timeout)
+            except TimeoutError:
+                future.cancel()
+                raise ChannelError(
+                    f"{channel or 'The channel'} did not answer within "
+                    f"{self.call_timeout:g} s; try again."
+                ) from None
 
         async def once() -> T:
             try:
@@ -732,7 +751,7 @@ class Hub:
         from memvault's own log."""
         adapter = self.adapter(channel)
         try:
-            items = self._run_once(adapter.conversations(limit))
+            items = self._run_once(adapter.conversations(limit), channel)
             source = "platform"
         except NotSupportedError:
             items = self.store.chats(channel, limit)
@@ -772,7 +791,7 @@ class Hub:
         adapter = self.adapter(channel)
         chat = self.resolve_chat(channel, conversation or "owner")
         try:
-            platform: dict[str, Any] | None = self._run_once(adapter.context(chat))
+            platform: dict[str, Any] | None = self._run_once(adapter.context(chat), channel)
         except NotSupportedError:
             platform = None
         contact = self.runtime.contacts.find_by_identity(channel, chat)

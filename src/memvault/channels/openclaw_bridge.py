@@ -38,9 +38,7 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import re
-import signal
 from collections import deque
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -66,6 +64,7 @@ from memvault.channels.base import (
 from memvault.config import OpenClawBridgeSettings
 from memvault.errors import NotFoundError
 from memvault.openclaw_cli import MIN_VERSION, find_command, parse_version, shown
+from memvault.processes import kill_tree
 
 log = logging.getLogger(__name__)
 
@@ -389,14 +388,16 @@ class OpenClawBridge(Adapter):
             out, err = await asyncio.wait_for(process.communicate(), self.settings.timeout)
         except TimeoutError:
             _kill(process)
-            await process.wait()
+            await process.communicate()  # reaped, its pipes closed
             raise ChannelError(
                 f"openclaw did not answer about {what} in {self.settings.timeout:g} s."
             ) from None
         except asyncio.CancelledError:
             _kill(process)
             with contextlib.suppress(asyncio.CancelledError):
-                await process.wait()  # reaped before the loop closes
+                # Reaped and its pipes read to their end before the loop closes (a pipe
+                # left open is closed later, on a closed loop, with an error).
+                await process.communicate()
             raise
         code = process.returncode if process.returncode is not None else -1
         return code, out.decode(errors="replace"), err.decode(errors="replace")
@@ -632,6 +633,7 @@ def _sent_ids(answer: dict[str, Any]) -> tuple[str, ...]:
 
 
 def _kill(process: asyncio.subprocess.Process) -> None:
-    """End a call and whatever it started (Node under a shell wrapper)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
+    """End a call and whatever it started: Node under a shell wrapper, and the worker the
+    real CLI starts in a session of its own (it would go on, holding the call's pipes,
+    and a send it was making could still go out after memvault gave up on it)."""
+    kill_tree(process.pid)
