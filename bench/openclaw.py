@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -38,6 +39,7 @@ from openclaw_support import Gateway, fresh_home, home_env, write_command
 FULL = 10_000
 QUICK = 2_000
 TARGET_MS = 100
+PLUGIN_TIMEOUT_MS = 60_000
 
 
 def _timed(call: Any, queries: list[str]) -> list[float]:
@@ -119,9 +121,22 @@ def run(size: int, runs: int) -> dict[str, Any]:
 
 
 def _set_port(command: Path, home: Path, port: int) -> None:
-    from openclaw_support import run as openclaw
-
-    openclaw(command, home, "config", "set", "gateway.port", str(port), "--strict-json")
+    """The gateway's port, and a plugin timeout a loaded machine cannot reach: this measures
+    latency, and the 1.5 s default would turn a slow search into a failed run."""
+    patch = {
+        "gateway": {"port": port},
+        "plugins": {"entries": {"memvault": {"config": {"timeoutMs": PLUGIN_TIMEOUT_MS}}}},
+    }
+    done = subprocess.run(
+        [str(command), "config", "patch", "--stdin"],
+        input=json.dumps(patch),
+        env=home_env(home),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"openclaw config patch failed: {done.stderr.strip()}")
 
 
 def render(result: dict[str, Any]) -> str:

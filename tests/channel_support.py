@@ -1,15 +1,30 @@
 """What the channel tests share: the owner's id, the Telegram section pointed at the fake,
-waiting for something to happen, and what the fake delivered."""
+how long the owner may take to answer an approval, and what the fake delivered.
+
+``wait_for`` is :func:`waiting.wait_for`, re-exported for the tests that import it here.
+"""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
+from memvault.config import ChannelsSettings
 from telegram_fake import FakeTelegram
+from waiting import WAIT, wait_for
+
+__all__ = [
+    "APPROVAL_TIMEOUT",
+    "OWNER",
+    "MemoryState",
+    "delivered",
+    "telegram_config",
+    "wait_for",
+]
 
 OWNER = 4242
+# The owner's answer to an approval is an event like any other: the product's own default
+# (or WAIT, if a run raised it past that), so a slow round trip never expires it.
+APPROVAL_TIMEOUT = max(WAIT, ChannelsSettings.model_fields["approval_timeout"].default)
 
 
 def telegram_config(tg: FakeTelegram, **extra: Any) -> dict[str, Any]:
@@ -22,17 +37,6 @@ def telegram_config(tg: FakeTelegram, **extra: Any) -> dict[str, Any]:
         "poll_timeout": 1,
         **extra,
     }
-
-
-def wait_for(check: Callable[[], Any], what: str, timeout: float = 30) -> Any:
-    """``check()``'s first truthy value, polled until ``timeout`` seconds pass."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def delivered(tg: FakeTelegram, chat: int) -> list[str]:

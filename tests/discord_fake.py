@@ -55,6 +55,8 @@ from typing import Any, TypeVar
 
 from aiohttp import WSMsgType, web
 
+from waiting import WAIT, wait_for
+
 FAKE_TOKEN = "MTAxMDEw.fake-discord.token"
 BOT_ID = 1_010_101_010_101_010_101
 APP_ID = 1_010_101_010_101_010_100
@@ -108,7 +110,7 @@ class _Socket:
     async def close(self, code: int, reason: bytes) -> None:
         """A close frame; a client that does not answer it has its connection cut."""
         try:
-            await asyncio.wait_for(self.ws.close(code=code, message=reason), 2.0)
+            await asyncio.wait_for(self.ws.close(code=code, message=reason), WAIT)
         except (TimeoutError, ConnectionError):
             self.cut()
 
@@ -196,7 +198,7 @@ class FakeDiscord:
     ) -> None:
         self._run(self._shutdown())
         self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(5)
+        self._thread.join(WAIT)
         self._loop.close()
 
     @property
@@ -327,21 +329,13 @@ class FakeDiscord:
         """Gateway sessions with a connection right now."""
         return sum(1 for s in list(self._sessions.values()) if s.socket is not None)
 
-    def wait_identified(self, count: int = 1, timeout: float = 20.0) -> None:
+    def wait_identified(self, count: int = 1, timeout: float = WAIT) -> None:
         """Wait until ``count`` IDENTIFY payloads arrived in total."""
-        self._wait(lambda: len(self.identifies) >= count, f"{count} IDENTIFY", timeout)
+        wait_for(lambda: len(self.identifies) >= count, f"{count} IDENTIFY", timeout)
 
-    def wait_listening(self, timeout: float = 20.0) -> None:
+    def wait_listening(self, timeout: float = WAIT) -> None:
         """Wait until a Gateway session is connected and ready for events."""
-        self._wait(lambda: self.live_sessions() > 0, "a connected Gateway session", timeout)
-
-    @staticmethod
-    def _wait(check: Callable[[], bool], what: str, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while not check():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}")
-            time.sleep(0.02)
+        wait_for(lambda: self.live_sessions() > 0, "a connected Gateway session", timeout)
 
     # -- the server ------------------------------------------------------------------------
 
@@ -349,7 +343,7 @@ class FakeDiscord:
         async def wrapped() -> T:
             return await work
 
-        return asyncio.run_coroutine_threadsafe(wrapped(), self._loop).result(20)
+        return asyncio.run_coroutine_threadsafe(wrapped(), self._loop).result(WAIT)
 
     @staticmethod
     async def _async(function: Callable[[], T]) -> T:

@@ -39,6 +39,8 @@ from typing import Any
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 
+from waiting import WAIT
+
 PASSWORD = "correct horse battery staple"
 NOBODY = 65534  # the mail's owner when Dovecot runs as root (it refuses root for mail)
 
@@ -161,10 +163,12 @@ service imap-login {{
             stderr=subprocess.DEVNULL,
             start_new_session=True,  # its own process group: stop() ends its children too
         )
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + WAIT
         while True:
             try:
-                with imaplib.IMAP4("127.0.0.1", self.port, timeout=2):
+                # A slow greeting is waited for; a refused connection is tried again.
+                left = max(deadline - time.monotonic(), 0.1)
+                with imaplib.IMAP4("127.0.0.1", self.port, timeout=left):
                     return self
             except OSError:
                 if self.process.poll() is not None or time.monotonic() > deadline:
@@ -223,7 +227,7 @@ service imap-login {{
 
     def client(self, address: str, password: str = PASSWORD) -> imaplib.IMAP4:
         """A logged-in imaplib connection (the test's own, not the adapter's)."""
-        client = imaplib.IMAP4("127.0.0.1", self.port, timeout=10)
+        client = imaplib.IMAP4("127.0.0.1", self.port, timeout=WAIT)
         client.login(address, password)
         return client
 
@@ -367,7 +371,7 @@ class SmtpServer:
         elif security == "tls":
             options.update(ssl_context=context)
         self.controller = Controller(
-            self.handler, hostname="127.0.0.1", port=self.port, ready_timeout=10, **options
+            self.handler, hostname="127.0.0.1", port=self.port, ready_timeout=WAIT, **options
         )
 
     def _authenticate(

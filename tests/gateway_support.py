@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from memvault.gateway.app import create_app
 from memvault.gateway.daemon import Daemon
 from memvault.gateway.server import DaemonServer, bind
 from memvault.runtime import Runtime
+from waiting import WAIT, wait_for
 
 
 @dataclass
@@ -39,11 +39,11 @@ class Live:
             token = self.daemon.token
         if token is not None:
             sent["Authorization"] = f"Bearer {token}"
-        return httpx.Client(base_url=self.url, headers=sent, timeout=30)
+        return httpx.Client(base_url=self.url, headers=sent, timeout=WAIT)
 
     def stop(self) -> None:
         self.server.handle_exit(15, None)
-        self.thread.join(30)
+        self.thread.join(WAIT)
         assert not self.thread.is_alive(), "the daemon did not stop"
 
 
@@ -62,10 +62,8 @@ def serve(runtime: Runtime, *, background: bool = True, replica: bool = False) -
         target=server.run, kwargs={"sockets": [sock]}, name="test-daemon", daemon=True
     )
     thread.start()
-    deadline = time.monotonic() + 20
-    while not server.announced.is_set():
-        assert thread.is_alive() and time.monotonic() < deadline, "the daemon did not start"
-        time.sleep(0.01)
+    wait_for(lambda: server.announced.is_set() or not thread.is_alive(), "the daemon to start")
+    assert thread.is_alive(), "the daemon did not start"
     return Live(daemon, server, thread, f"http://127.0.0.1:{port}")
 
 

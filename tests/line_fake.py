@@ -44,6 +44,7 @@ from typing import Any
 import httpx2 as httpx
 
 from support import LoopbackHandler, LoopbackServer
+from waiting import WAIT
 
 FAKE_SECRET = "8a2b1f0c9d3e4f5a6b7c8d9e0f1a2b3c"
 FAKE_TOKEN = "fake-line-channel-access-token/" + "x" * 120
@@ -213,7 +214,7 @@ class FakeLine:
         *events: dict[str, Any],
         signature: str | None = "sign",
         body: bytes | None = None,
-        timeout: float = 30,
+        timeout: float = WAIT,
     ) -> httpx.Response:
         """POST a webhook to ``url`` as LINE does; ``signature=None`` leaves the header out."""
         data = self.body(*events) if body is None else body
@@ -266,7 +267,7 @@ class FakeLine:
                 for text in s["texts"]
             ]
 
-    def wait_sent(self, count: int, timeout: float = 20) -> list[dict[str, Any]]:
+    def wait_sent(self, count: int, timeout: float = WAIT) -> list[dict[str, Any]]:
         """The send attempts, once there are at least ``count`` of them."""
         deadline = time.monotonic() + timeout
         with self._cond:

@@ -50,6 +50,7 @@ from typing import Any, Literal
 
 from memvault.config import LLMSettings
 from support import LoopbackHandler, LoopbackServer
+from waiting import WAIT
 
 FAKE_KEY_ENV = "FAKE_LLM_API_KEY"
 """The variable :func:`llm_settings` points ``api_key_env`` at (set to ``FAKE_KEY`` if unset)."""
@@ -605,7 +606,7 @@ def llm_settings(fake: FakeLLMServer, **overrides: Any) -> LLMSettings:
         "model": "fake-model",
         "base_url": fake.url,
         "api_key_env": FAKE_KEY_ENV,
-        "timeout": 10.0,
+        "timeout": WAIT,  # a loaded machine answers late; a test that wants a timeout sets its own
         "retry_base_seconds": 0.01,
         "retry_cap_seconds": 5.0,
     }

@@ -1,5 +1,9 @@
 """The real OpenClaw for tests: Node 24 and ``openclaw@2026.9.6`` as ``make openclaw``
-installs them under ``.venv/openclaw``, run with a temporary HOME, loopback only."""
+installs them under ``.venv/openclaw``, run with a temporary HOME, loopback only.
+
+Its commands are slow on a loaded machine (5-17 s each were measured on 2 cores beside
+another job, a gateway's cold start 15-55 s): every bound here is a multiple of
+``waiting.WAIT``, and only ends a wait that would never succeed."""
 
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ import pytest
 from daemon_process import daemon_env
 from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
+from waiting import WAIT
 
 REPO = Path(__file__).resolve().parents[1]
 NPM_DIR = REPO / ".venv" / "openclaw" / "node_modules"
@@ -55,12 +60,16 @@ def home_env(home: Path, **extra: str) -> dict[str, str]:
         TMPDIR=str(tmp),
         PATH=f"{NODE.parent}{os.pathsep}{env.get('PATH', '')}",
         NO_COLOR="1",
+        # Each call as one Node process: the CLI's respawn wrapper (a second Node start,
+        # 1.3 s a call here) only bridges signals. The channel bridge's tests keep it
+        # (FakeOpenClaw): ending a call's whole process tree is part of what they test.
+        OPENCLAW_NO_RESPAWN="1",
         **extra,
     )
     return env
 
 
-def run(command: Path, home: Path, *args: str, timeout: float = 180) -> str:
+def run(command: Path, home: Path, *args: str, timeout: float = 1.5 * WAIT) -> str:
     """Run ``openclaw ARGS`` for ``home``; its stdout (a failure fails the test)."""
     done = subprocess.run(
         [str(command), *args],
@@ -207,7 +216,7 @@ class Gateway:
         """The environment a CLI call to this gateway needs."""
         return home_env(self.home, OPENCLAW_GATEWAY_TOKEN=self.token)
 
-    def invoke(self, tool: str, args: dict[str, Any], timeout: float = 30) -> httpx.Response:
+    def invoke(self, tool: str, args: dict[str, Any], timeout: float = WAIT) -> httpx.Response:
         return httpx.post(
             f"{self.url}/tools/invoke",
             json={"tool": tool, "args": args},
@@ -215,20 +224,21 @@ class Gateway:
             timeout=timeout,
         )
 
-    def wait_ready(self, timeout: float = 240) -> None:
+    def wait_ready(self, timeout: float = 2 * WAIT) -> None:
         """Until ``/tools/invoke`` answers (cold starts take 15-55 s)."""
         deadline = time.monotonic() + timeout
         while True:
             if self.process.poll() is not None:
                 pytest.fail(f"the gateway exited {self.process.returncode}: {self.tail()}")
+            left = max(deadline - time.monotonic(), 1.0)
             try:
-                if self.invoke("memory_get", {"path": "x.md"}, timeout=10).status_code == 200:
+                if self.invoke("memory_get", {"path": "x.md"}, timeout=left).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline:
                 pytest.fail(f"the gateway did not answer in {timeout:.0f} s: {self.tail()}")
-            time.sleep(1)
+            time.sleep(0.2)  # not listening, or not ready yet
 
     def tail(self) -> str:
         self.log.flush()
@@ -238,10 +248,10 @@ class Gateway:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
-                self.process.wait(timeout=30)
+                self.process.wait(timeout=WAIT)
             except subprocess.TimeoutExpired:
                 self.process.kill()
-                self.process.wait(timeout=10)
+                self.process.wait(timeout=WAIT)
         self.log.close()
 
 
@@ -265,7 +275,7 @@ class Home:
             env=home_env(self.root, **_memvault_env()),
             capture_output=True,
             text=True,
-            timeout=300,
+            timeout=4 * WAIT,  # an install runs several openclaw commands
             check=False,
         )
         assert done.returncode == code, f"exit {done.returncode}: {done.stdout}{done.stderr}"

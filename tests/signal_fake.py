@@ -52,6 +52,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from support import LoopbackHandler, LoopbackServer
+from waiting import WAIT
 
 ACCOUNT = "+15550000001"
 VERSION = "0.13.22"
@@ -286,13 +287,13 @@ class FakeSignalCli:
         with self._cond:
             return [str(s["message"]) for s in self.sent if s["chat"] == chat and not s["error"]]
 
-    def wait_sent(self, count: int, timeout: float = 20) -> list[dict[str, Any]]:
+    def wait_sent(self, count: int, timeout: float = WAIT) -> list[dict[str, Any]]:
         """The send attempts, once there are at least ``count`` of them."""
         self._wait(lambda: len(self.sent) >= count, timeout, f"{count} send attempts")
         with self._cond:
             return list(self.sent)
 
-    def wait_listeners(self, count: int, timeout: float = 20) -> None:
+    def wait_listeners(self, count: int, timeout: float = WAIT) -> None:
         """Return once exactly ``count`` receive handlers are registered."""
         self._wait(lambda: len(self._listeners) == count, timeout, f"{count} listeners")
 

@@ -59,6 +59,8 @@ from urllib.parse import parse_qsl
 
 from aiohttp import WSMsgType, web
 
+from waiting import WAIT
+
 BOT_TOKEN = "xoxb-fake-bot-token"
 APP_TOKEN = "xapp-1-fake-app-token"
 TEAM_ID = "T0FAKE"
@@ -424,7 +426,7 @@ class FakeSlack:
                 }
                 loop.call_soon_threadsafe(socket.outbox.put_nowait, json.dumps(message))
             else:
-                asyncio.run_coroutine_threadsafe(socket.ws.close(), loop).result(10)
+                asyncio.run_coroutine_threadsafe(socket.ws.close(), loop).result(WAIT)
 
     def redeliver(self) -> None:
         """Send every envelope not acknowledged again (Slack's retry after a timeout)."""
@@ -466,13 +468,13 @@ class FakeSlack:
         with self._cond:
             return [s for s in self.sent if s["channel"] == target and not s["error"]]
 
-    def wait_sent(self, count: int, timeout: float = 20) -> list[dict[str, Any]]:
+    def wait_sent(self, count: int, timeout: float = WAIT) -> list[dict[str, Any]]:
         """The chat.postMessage attempts, once there are at least ``count``."""
         self.wait(lambda: len(self.sent) >= count, f"{count} chat.postMessage attempts", timeout)
         with self._cond:
             return list(self.sent)
 
-    def wait_connected(self, count: int = 1, timeout: float = 20) -> None:
+    def wait_connected(self, count: int = 1, timeout: float = WAIT) -> None:
         """Return once ``count`` sockets were opened and one is open."""
         self.wait(
             lambda: self.sockets_opened >= count and self._current() is not None,
@@ -480,7 +482,7 @@ class FakeSlack:
             timeout,
         )
 
-    def wait_acknowledged(self, timeout: float = 20) -> None:
+    def wait_acknowledged(self, timeout: float = WAIT) -> None:
         """Return once every envelope delivered so far is acknowledged."""
         self.wait(
             lambda: all(e.acked for e in self._envelopes if e.attempts),
@@ -488,7 +490,7 @@ class FakeSlack:
             timeout,
         )
 
-    def wait(self, ready: Callable[[], bool], what: str, timeout: float = 20) -> None:
+    def wait(self, ready: Callable[[], bool], what: str, timeout: float = WAIT) -> None:
         """Return once ``ready()`` (checked under the fake's lock) is true."""
         deadline = time.monotonic() + timeout
         with self._cond:
@@ -513,7 +515,7 @@ class FakeSlack:
             target=self._loop.run_forever, name="FakeSlack", daemon=True
         )
         self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._serve(), self._loop).result(10)
+        asyncio.run_coroutine_threadsafe(self._serve(), self._loop).result(WAIT)
         return self
 
     def __exit__(
@@ -523,10 +525,10 @@ class FakeSlack:
         tb: TracebackType | None,
     ) -> None:
         loop = self._running_loop()
-        asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(10)
+        asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(WAIT)
         loop.call_soon_threadsafe(loop.stop)
         if self._thread is not None:
-            self._thread.join(10)
+            self._thread.join(WAIT)
         loop.close()
         self._loop = None
 

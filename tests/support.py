@@ -19,6 +19,7 @@ import numpy.typing as npt
 from memvault.clock import Clock
 from memvault.index.embedders import BaseEmbedder
 from memvault.tools.policy import ApprovalRequest
+from waiting import WAIT
 
 # What `memvault init` creates (DESIGN.md, "The vault"), spelled out independently of the code.
 LAYOUT_FOLDERS = (
@@ -167,7 +168,7 @@ class LoopbackServer:
         """Stop serving and release the port."""
         self.server.shutdown()
         self.server.server_close()
-        self.thread.join(5)
+        self.thread.join(WAIT)
 
 
 def schema_problems(schema: dict[str, Any], where: str = "") -> list[str]:

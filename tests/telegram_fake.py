@@ -40,6 +40,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from support import LoopbackHandler, LoopbackServer
+from waiting import WAIT
 
 FAKE_TOKEN = "123456:fake-telegram-token"
 BOT_ID = 123456
@@ -231,17 +232,17 @@ class FakeTelegram:
         with self._cond:
             return [update["update_id"] for update in self._updates]
 
-    def wait_sent(self, count: int, timeout: float = 20) -> list[dict[str, Any]]:
+    def wait_sent(self, count: int, timeout: float = WAIT) -> list[dict[str, Any]]:
         """The send attempts, once there are at least ``count`` of them."""
         self._wait(lambda: len(self.sent) >= count, timeout, f"{count} send attempts")
         with self._cond:
             return list(self.sent)
 
-    def wait_polling(self, timeout: float = 20) -> None:
+    def wait_polling(self, timeout: float = WAIT) -> None:
         """Return once a getUpdates call is waiting for updates."""
         self._wait(lambda: self._polling > 0, timeout, "waiting getUpdates")
 
-    def wait_confirmed(self, offset: int, timeout: float = 20) -> None:
+    def wait_confirmed(self, offset: int, timeout: float = WAIT) -> None:
         """Return once the bot confirmed every update below ``offset``."""
         done = lambda: (self.confirmed_offset or 0) >= offset  # noqa: E731
         self._wait(done, timeout, f"confirmation of offset {offset}")

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from test_bench_qa import BENCH, locomo_file
+from waiting import WAIT
 
 
 def test_the_graph_bench_runs_every_stage(tmp_path: Path) -> None:
@@ -17,7 +18,7 @@ def test_the_graph_bench_runs_every_stage(tmp_path: Path) -> None:
         cwd=BENCH,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=2.5 * WAIT,  # a hang guard: a few seconds on a quiet machine
     )
     assert done.returncode == 0, done.stderr[-3000:]
     rows = [line for line in done.stdout.splitlines() if line.startswith("| ")][1:]

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from llm_fakes import FakeOpenAI
+from waiting import WAIT
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
@@ -99,7 +100,7 @@ def run_bench(data: Path, env: dict[str, str], *args: str) -> subprocess.Complet
         env={**clean, **env},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=WAIT,
         check=False,
     )
 

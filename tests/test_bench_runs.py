@@ -13,6 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from waiting import WAIT
+
+pytestmark = pytest.mark.slow  # whole benchmark processes, the real OpenClaw among them
+
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 
 
@@ -34,7 +38,7 @@ def test_a_benchmark_runs_on_a_small_vault(script: str, args: list[str], key: st
         cwd=BENCH,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=5 * WAIT,  # a hang guard: the OpenClaw run took 2 minutes on a loaded machine
         check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]

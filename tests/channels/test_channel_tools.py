@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from channel_support import OWNER, delivered, telegram_config, wait_for
+from channel_support import OWNER, delivered, telegram_config
 from memvault.channels import owner
 from memvault.channels.hub import Hub
 from memvault.channels.tools import full_registry
@@ -21,6 +21,7 @@ from memvault.tools.policy import AllowAll, ApprovalRequest, Policy, Tier
 from memvault.tools.registry import ToolResult
 from support import HashEmbedder, MovableClock
 from telegram_fake import FakeTelegram
+from waiting import WAIT, wait_for
 
 STRANGER = 555
 CHANNEL_TOOLS = {
@@ -77,7 +78,7 @@ def receive(runtime: Runtime, tg: FakeTelegram, chat: int, text: str) -> None:
         tg.push_message(chat, text, first_name="Bob")
         wait_for(lambda: hub.store.sender("telegram", str(chat)), "the sender to be seen")
     finally:
-        hub.stop()
+        hub.stop(WAIT)
 
 
 def test_the_full_registry_adds_the_channel_tools_with_their_tiers() -> None:
@@ -219,4 +220,4 @@ def test_reads_see_what_arrived_and_what_was_sent_on_a_running_hub(
         assert status["state"] == "running" and status["outbox"] == {"sent": 2}
         assert status["identity"] == "@memvault_test_bot"
     finally:
-        hub.stop()
+        hub.stop(WAIT)

@@ -25,6 +25,7 @@ from memvault.channels.base import (
 )
 from memvault.channels.discord import CURSORS, DiscordAdapter
 from memvault.config import DiscordSettings
+from waiting import WAIT, wait_for
 
 OWNER = 310_000_000_000_000_001
 FRIEND = 310_000_000_000_000_002
@@ -33,7 +34,6 @@ OTHER_GUILD = 320_000_000_000_000_002
 ROOM = 330_000_000_000_000_001  # a channel of GUILD
 LOBBY = 330_000_000_000_000_002  # another channel of GUILD
 ELSEWHERE = 330_000_000_000_000_003  # a channel of OTHER_GUILD
-WAIT = 20.0  # seconds to wait for something that should happen at once
 SEND = "POST " + MESSAGES
 
 
@@ -321,9 +321,14 @@ def test_what_arrived_while_offline_is_fetched_once_on_connect(fake: FakeDiscord
         receiver = Receiver(adapter)
         await listening(fake)
         fake.push_dm(OWNER, "before the restart")
-        fake.push_guild(ROOM, FRIEND, "chatter in the room")
+        chatter = fake.push_guild(ROOM, FRIEND, "chatter in the room")
         await receiver.wait(1)
-        await asyncio.sleep(0.3)  # the chatter moves the room's cursor too
+
+        def room_cursor() -> bool:  # the chatter moves the room's cursor too
+            saved = json.loads(state.values.get(CURSORS, "{}"))
+            return saved.get(str(ROOM), {}).get("after") == str(chatter)
+
+        await asyncio.to_thread(wait_for, room_cursor, "the room's cursor")
         await receiver.stop()
 
     run(fake, first_run, state=state, guilds=[str(GUILD)])

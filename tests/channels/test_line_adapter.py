@@ -26,11 +26,11 @@ from memvault.channels.base import (
 )
 from memvault.channels.line import LineAdapter, WebhookBodyError, WebhookSignatureError
 from memvault.config import LineSettings
+from waiting import WAIT
 
 OWNER = user_id(1)
 FRIEND = user_id(2)
 GROUP = group_id(9)
-WAIT = 20.0
 
 
 @pytest.fixture

@@ -25,11 +25,11 @@ from memvault.channels.base import (
 from memvault.channels.signal import SignalAdapter, signal_text
 from memvault.config import SignalSettings
 from signal_fake import FakeSignalCli, uuid_of
+from waiting import WAIT
 
 OWNER = "+4915112345678"
 FRIEND = "+4917600000001"
 GROUP = "Pmpi+EfPWmsxiomLe9Nx2XF9HOE483p6iKiFj65iMwI="
-WAIT = 20.0  # seconds to wait for something that should happen at once
 TRANSPORTS = ["http", "socket"]
 
 

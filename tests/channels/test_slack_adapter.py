@@ -27,10 +27,10 @@ from memvault.channels.base import (
 from memvault.channels.slack import SlackAdapter, plain_text, to_mrkdwn
 from memvault.config import SlackSettings
 from slack_fake import ALL_SCOPES, APP_TOKEN, BOT_ID, BOT_TOKEN, BOT_USER, FakeSlack
+from waiting import WAIT
 
 OWNER = "U0OWNER"
 GENERAL = "C0GENERAL"
-WAIT = 20.0  # seconds to wait for something that should happen at once
 
 
 @pytest.fixture

@@ -23,12 +23,12 @@ from memvault.channels.base import (
 from memvault.channels.telegram import TelegramAdapter
 from memvault.config import TelegramSettings
 from telegram_fake import FAKE_TOKEN, FakeTelegram
+from waiting import WAIT
 
 # PTB warns, while building its own RetryAfter, that the attribute's type will change.
 pytestmark = pytest.mark.filterwarnings("ignore:.*retry_after.*:DeprecationWarning")
 
 OWNER = 42
-WAIT = 20.0  # seconds to wait for something that should happen at once
 
 
 class MemoryCursor:
@@ -269,21 +269,26 @@ def test_the_offset_moves_only_after_the_handler_returned(fake: FakeTelegram) ->
 def test_a_long_poll_returns_as_soon_as_a_message_arrives(fake: FakeTelegram) -> None:
     async def scenario(adapter: TelegramAdapter) -> None:
         received: list[Inbound] = []
+        polls_when_handed: list[int] = []
         arrived = asyncio.Event()
 
         async def handler(inbound: Inbound) -> None:
             received.append(inbound)
+            polls_when_handed.append(fake.requests.count("getUpdates"))
             arrived.set()
 
         task = asyncio.create_task(adapter.start(handler))
         await asyncio.to_thread(fake.wait_polling)
+        waiting_poll = fake.requests.count("getUpdates")
         fake.push_message(OWNER, "wake up")
-        # The poll waits up to 45 s; the message must come well before the test gives up.
         await asyncio.wait_for(arrived.wait(), WAIT)
         task.cancel()
         await asyncio.wait([task], timeout=WAIT)
         assert task.cancelled()
         assert [m.text for m in received] == ["wake up"]
+        # The poll that was waiting brought it, not the next one 45 s later: however slow
+        # the machine, an answer at the poll's end would come with a later getUpdates.
+        assert polls_when_handed == [waiting_poll]
 
     run(fake, scenario, poll_timeout=45)
 

@@ -35,6 +35,7 @@ from cli_support import (
     snapshot,
 )
 from support import LAYOUT_FOLDERS, LAYOUT_NOTES
+from waiting import WAIT
 
 MEMORY_KEYS = {
     "id",
@@ -1337,7 +1338,7 @@ def run_memvault(
         capture_output=True,
         text=True,
         env=env,
-        timeout=60,
+        timeout=WAIT,
         check=False,
     )
     assert "Traceback" not in completed.stdout + completed.stderr
@@ -1413,7 +1414,7 @@ def test_entry_point_error_about_bracketed_input_has_no_traceback(tmp_path: Path
         [sys.executable, "-m", "memvault", "--vault", str(root), "get", "[/x]"],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=WAIT,
         check=False,
         env={k: v for k, v in os.environ.items() if not k.startswith("MEMVAULT_")},
     )

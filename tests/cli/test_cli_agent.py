@@ -19,6 +19,7 @@ import struct
 import subprocess
 import sys
 import termios
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -38,10 +39,9 @@ from llm_fakes import (
 from memvault.agent.sessions import SUMMARY_PROMPT
 from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
+from waiting import WAIT, wait_for
 
-pytestmark = pytest.mark.timeout(120)
-
-WAIT = 30.0  # seconds a pseudo-terminal test waits for expected output: generous, never slept
+pytestmark = pytest.mark.timeout(3 * WAIT)  # a hang guard: every wait has its own bound
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 # The child makes the pseudo-terminal its controlling terminal (so Ctrl-C becomes SIGINT,
 # as in a shell), then becomes the command.
@@ -80,12 +80,23 @@ def llm_env(fake: FakeLLMServer, **extra: str) -> dict[str, str]:
         "MEMVAULT_LLM__BASE_URL": str(settings.base_url),
         "MEMVAULT_LLM__API_KEY_ENV": FAKE_KEY_ENV,
         "MEMVAULT_LLM__RETRY_BASE_SECONDS": str(settings.retry_base_seconds),
-        "MEMVAULT_LLM__TIMEOUT": "20",
+        "MEMVAULT_LLM__TIMEOUT": str(WAIT),
         "MEMVAULT_AGENT__SUMMARY": "extractive",
         FAKE_KEY_ENV: FAKE_KEY,
     }
     env.update({f"MEMVAULT_{key.upper()}": value for key, value in extra.items()})
     return env
+
+
+def held(text: str, until: threading.Event) -> Callable[[dict[str, Any]], str]:
+    """A reply (for ``reply_with``) the model sends only once ``until`` is set: a model that
+    is still thinking for as long as the test needs it to."""
+
+    def answer(_request: dict[str, Any]) -> str:
+        until.wait(WAIT)
+        return text
+
+    return answer
 
 
 def memory_texts(vault: Path) -> list[str]:
@@ -184,7 +195,8 @@ def test_ask_with_an_empty_command(vault: Path, fake: FakeOpenAI) -> None:
 def test_ask_streams_before_the_run_ends(vault: Path, fake: FakeOpenAI) -> None:
     """The answer reaches a pipe as the model writes it, not when the process exits."""
     fake.reply("Looking that up.", tool_calls=[("memory_search", {"query": "boat"})])
-    fake.reply("Nothing about boats yet.", delay=2)
+    first_words_seen = threading.Event()
+    fake.reply_with(held("Nothing about boats yet.", first_words_seen))
     process = subprocess.Popen(
         [*_memvault(), "ask", "What do you know about boats?"],
         env=process_env(vault, fake),
@@ -195,6 +207,7 @@ def test_ask_streams_before_the_run_ends(vault: Path, fake: FakeOpenAI) -> None:
         assert process.stdout is not None
         first = _read_until(process.stdout.fileno(), b"Looking that up.")
         assert process.poll() is None, "the first words arrived while the run went on"
+        first_words_seen.set()
         out, err = process.communicate(timeout=WAIT)
     finally:
         if process.poll() is None:
@@ -425,15 +438,15 @@ def test_chat_ctrl_c_cancels_the_answer_then_quits_at_the_prompt(
     vault: Path, fake: FakeOpenAI, terminals: list[Terminal]
 ) -> None:
     term = chat(terminals, vault, fake)
-    fake.reply("This answer comes too late.", delay=5)
+    # The answer is held until the chat has ended: a prompt that waited for it never comes.
+    answer_may_come = threading.Event()
+    fake.reply_with(held("This answer comes too late.", answer_may_come))
     term.send("Take your time\r")
     term.expect("agent > ")
-    _wait_for(lambda: len(fake.requests) == 1)  # the model is thinking
+    wait_for(lambda: len(fake.requests) == 1, "the model to be asked")  # it is thinking
     term.wait_blocked()
-    started = time.monotonic()
     term.send("\x03")
     shown = term.expect("you > ")
-    assert time.monotonic() - started < 4, "cancelled at once, not after the answer"
     assert "Cancelled." in shown and "(cancelled" in shown
     assert "too late" not in shown
 
@@ -443,6 +456,7 @@ def test_chat_ctrl_c_cancels_the_answer_then_quits_at_the_prompt(
     term.wait_blocked()
     term.send("\x03")
     assert term.wait() == 0
+    answer_may_come.set()
     assert "Session cli ended: " in term.transcript
     assert "Interrupted" not in term.transcript and "Traceback" not in term.transcript
     assert term.transcript.endswith("\n"), "the shell's prompt starts on a new line"
@@ -455,9 +469,10 @@ def test_chat_ctrl_c_before_the_answer_starts_cancels_only_that_command(
     term = chat(terminals, vault, fake, agent__summary="llm", agent__session_idle_minutes="0.00001")
     fake.reply("Hello!")
     assert "agent > Hello!" in term.line("Hi there")
-    fake.reply("The owner said hello.", delay=5)  # summarising the idle session is slow
+    summary_may_come = threading.Event()  # summarising the idle session is slow
+    fake.reply_with(held("The owner said hello.", summary_may_come))
     term.send("Tell me more\r")
-    _wait_for(lambda: len(fake.requests) == 2)
+    wait_for(lambda: len(fake.requests) == 2, "the idle session's summary to be asked for")
     assert fake.requests[1]["messages"][0]["content"] == SUMMARY_PROMPT
     term.wait_blocked()
     term.send("\x03")
@@ -465,6 +480,7 @@ def test_chat_ctrl_c_before_the_answer_starts_cancels_only_that_command(
     fake.reply("The owner said hello.")
     term.send("/quit\r")
     assert term.wait() == 0
+    summary_may_come.set()
     assert "Session cli ended: The owner said hello." in term.transcript
     assert "Interrupted" not in term.transcript and "Traceback" not in term.transcript
 
@@ -557,11 +573,3 @@ def test_ask_json_asks_at_the_terminal_and_keeps_stdout_clean(
     assert run["status"] == "done" and run["answer"] == "Stored."
     assert run["tool_calls"] == [{"name": "remember", "ok": True, "code": None}]
     assert "The mooring is in Kiel" in memory_texts(vault)
-
-
-def _wait_for(condition: Callable[[], bool], timeout: float = WAIT) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail("the condition never held")
-        time.sleep(0.01)

@@ -3,7 +3,8 @@
 Every command here runs as its own process, through a small wrapper around
 ``memvault.cli.app:main`` that writes, at exit, which model libraries the
 process imported. Every daemon a test caused is stopped at the end, however
-the test went.
+the test went. The model comes from the run's cache (``$MEMVAULT_MODEL_CACHE``), as
+everywhere in the suite: exported once, never into the user's own cache.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,9 +26,12 @@ import pytest
 
 from cli_support import ok, ok_json
 from memvault.gateway.client import DaemonInfo, DaemonLock, read_info
+from memvault.locations import MODEL_CACHE_ENV
+from waiting import WAIT, wait_for
 
 pytestmark = [
-    pytest.mark.timeout(180),
+    # A hang guard, well above what a test may spend: the first also indexes with the model.
+    pytest.mark.timeout(5 * WAIT),
     pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="finds daemons in /proc"),
 ]
 
@@ -62,6 +65,13 @@ class Ran:
         return json.loads(self.stdout)
 
 
+def _environment() -> dict[str, str]:
+    """This process's environment without MEMVAULT_* settings, the run's model cache kept."""
+    return {
+        k: v for k, v in os.environ.items() if not k.startswith("MEMVAULT_") or k == MODEL_CACHE_ENV
+    }
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -78,7 +88,7 @@ class Shell:
         self.runs = 0
 
     def env(self, probe: Path, extra: dict[str, str] | None) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MEMVAULT_")}
+        env = _environment()
         env.update(
             MEMVAULT_VAULT=str(self.vault),
             MEMVAULT_EMBEDDER__PROVIDER="local",
@@ -105,7 +115,7 @@ class Shell:
 
     @staticmethod
     def finish(process: subprocess.Popen[str], probe: Path) -> Ran:
-        stdout, stderr = process.communicate(timeout=120)
+        stdout, stderr = process.communicate(timeout=WAIT)
         libraries = json.loads(probe.read_text()) if probe.exists() else ["(no report)"]
         return Ran(process.returncode, stdout, stderr, libraries)
 
@@ -129,15 +139,13 @@ def serving(vault: Path) -> list[int]:
 
 
 def stop_daemons(vault: Path) -> None:
-    """Stop every daemon serving ``vault``: SIGTERM, then SIGKILL after a while."""
-    for sig, wait in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 5.0)):
+    """Stop every daemon serving ``vault``: SIGTERM, then SIGKILL if one is still there."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in serving(vault):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
-        deadline = time.monotonic() + wait
-        while serving(vault) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if not serving(vault):
+        with contextlib.suppress(AssertionError):
+            wait_for(lambda: not serving(vault), "the vault's daemons to end")
             return
 
 
@@ -148,14 +156,14 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     ok(None, "init", root)
     oolong = ok_json(root, "remember", "The owner drinks oolong every morning")["id"]
     ok(root, "remember", "The car is parked in the garage on level 3")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMVAULT_")}
+    env = _environment()
     env["MEMVAULT_EMBEDDER__PROVIDER"] = "local"
     subprocess.run(
         [sys.executable, "-m", "memvault", "--vault", str(root), "index"],
         env=env,
         check=True,
         capture_output=True,
-        timeout=300,
+        timeout=3 * WAIT,  # the first use of the local model in a run exports it
     )
     return root, oolong
 

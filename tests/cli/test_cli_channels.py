@@ -4,29 +4,26 @@ real daemon on loopback (status and send go through it)."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import tomli_w
-import uvicorn
 
-from channel_support import OWNER, delivered, telegram_config, wait_for
+import gateway_support
+from channel_support import OWNER, delivered, telegram_config
 from cli_support import EXIT_CONFLICT, EXIT_INVALID, EXIT_NOT_FOUND, fail, invoke, ok, ok_json
 from gateway_support import Live
 from memvault.channels.hub import Hub
 from memvault.config import load_settings
 from memvault.errors import EXIT_FAILED, EXIT_NOT_APPROVED
-from memvault.gateway.app import create_app
-from memvault.gateway.daemon import Daemon
-from memvault.gateway.server import DaemonServer, bind
 from memvault.runtime import Runtime
 from support import HashEmbedder
 from telegram_fake import FakeTelegram
+from waiting import WAIT, wait_for
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(3 * WAIT)  # a hang guard: every wait has its own bound
 
 STRANGER = 555
 EXIT_REFUSED = EXIT_NOT_APPROVED  # SendRefusedError: a recipient nobody let in
@@ -55,16 +52,10 @@ def serve(vault: Path) -> Iterator[Callable[[], Live]]:
 
     def start() -> Live:
         runtime = Runtime.open(load_settings(vault).settings, embedder=HashEmbedder())
-        sock = bind("127.0.0.1", 0)
-        daemon = Daemon(runtime, host="127.0.0.1", port=sock.getsockname()[1])
-        server = DaemonServer(uvicorn.Config(create_app(daemon), log_config=None), daemon)
-        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-        thread.start()
-        wait_for(lambda: server.announced.is_set() or not thread.is_alive(), "the daemon")
-        assert thread.is_alive(), "the daemon did not start"
-        live = Live(daemon, server, thread, f"http://127.0.0.1:{sock.getsockname()[1]}")
+        live = gateway_support.serve(runtime)
         started.append(live)
-        wait_for(lambda: daemon.hub.statuses["telegram"].state == "running", "the channel")
+        hub = live.daemon.hub
+        wait_for(lambda: hub.statuses["telegram"].state == "running", "the channel to run")
         return live
 
     yield start

@@ -17,6 +17,7 @@ import pytest
 from cli_support import EXIT_INVALID
 from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
+from waiting import WAIT
 
 SECRET = "tokcli-5e1d-never-shown"
 
@@ -35,7 +36,7 @@ def memvault(vault: Path, *args: str) -> subprocess.CompletedProcess[str]:
             capture_output=True,
             text=True,
             env=env,
-            timeout=30,
+            timeout=WAIT,
             check=False,
         )
     except subprocess.TimeoutExpired:

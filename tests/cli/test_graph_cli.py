@@ -12,8 +12,9 @@ from gateway_support import StartDaemon
 from graph_support import KILN, write_people
 from memvault.gateway.client import read_info
 from memvault.vault.store import Vault
+from waiting import WAIT, wait_for
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(3 * WAIT)  # a hang guard: every wait has its own bound
 
 
 @pytest.fixture
@@ -134,8 +135,10 @@ ASKED: list[tuple[str, ...]] = [
 def test_through_a_daemon_the_answers_and_mistakes_are_the_same(
     people: Path, start_daemon: StartDaemon, caplog: pytest.LogCaptureFixture
 ) -> None:
-    start_daemon(people)
+    live = start_daemon(people)
     assert read_info(people) is not None, "the daemon announces itself"
+    # A direct answer reads the index the daemon keeps: once it has read the whole vault.
+    wait_for(live.daemon.watching.is_set, "the daemon to index the vault and watch it")
     caplog.set_level(logging.INFO, logger="memvault.gateway.access")
     for args in ASKED:
         direct = invoke(people, "--direct", *args)

@@ -15,7 +15,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,8 +36,9 @@ from memvault.runtime import Runtime
 from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
 from memvault.vocabulary import counted
+from waiting import WAIT, wait_for
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(5 * WAIT)  # a hang guard: the demo runs twice, each bounded
 
 REPO = Path(__file__).resolve().parents[2]
 MEMVAULT = [sys.executable, "-m", "memvault"]
@@ -57,7 +57,7 @@ def _env(embedder: str = "none", **extra: str) -> dict[str, str]:
 
 
 def run(
-    vault: Path, *args: str, embedder: str = "none", timeout: float = 60, **extra: str
+    vault: Path, *args: str, embedder: str = "none", timeout: float = WAIT, **extra: str
 ) -> subprocess.CompletedProcess[str]:
     """``memvault --vault VAULT ARGS`` as its own process."""
     return subprocess.run(
@@ -210,7 +210,7 @@ except PermissionError:
 """
     try:
         tried = subprocess.run(
-            [*prefix, sys.executable, "-c", attempt], capture_output=True, text=True, timeout=30
+            [*prefix, sys.executable, "-c", attempt], capture_output=True, text=True, timeout=WAIT
         )
     finally:
         probe.rmdir()
@@ -247,7 +247,7 @@ def run_restricted(prefix: list[str], vault: Path, *args: str) -> subprocess.Com
         env=_env(),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=WAIT,
     )
 
 
@@ -319,7 +319,7 @@ def test_the_demo_can_be_run_again_on_its_vault(tmp_path: Path) -> None:
             env=env,
             capture_output=True,
             text=True,
-            timeout=90,
+            timeout=2 * WAIT,  # a dozen commands
         )
         assert ran.returncode == 0, ran.stdout + ran.stderr
         assert "Error" not in ran.stdout + ran.stderr
@@ -454,13 +454,28 @@ def test_ctrl_c_stops_watch_quietly(vault_dir: Path) -> None:
     try:
         assert watcher.stdout is not None
         assert watcher.stdout.readline().startswith("Watching ")
-        time.sleep(1.5)  # past the first sync, into the library's watch loop
+        # Past the first sync, into the library's watch loop: its inotify watch is open.
+        wait_for(lambda: _watching(watcher.pid), "the watch loop to start")
         watcher.send_signal(signal.SIGINT)
-        out, err = watcher.communicate(timeout=20)
+        out, err = watcher.communicate(timeout=WAIT)
     finally:
         if watcher.poll() is None:
             watcher.kill()
-            watcher.communicate(timeout=10)
+            watcher.communicate(timeout=WAIT)
     assert watcher.returncode == 0, err
     assert out == "Stopped watching.\n"
     assert err == ""  # no "KeyboardInterrupt caught, stopping watch"
+
+
+def _watching(pid: int) -> bool:
+    """Whether process ``pid`` has an inotify instance open (True where /proc cannot tell)."""
+    descriptors = Path(f"/proc/{pid}/fd")
+    if not descriptors.exists():
+        return True
+    for descriptor in descriptors.iterdir():
+        try:
+            if os.readlink(descriptor) == "anon_inode:inotify":
+                return True
+        except OSError:  # closed meanwhile
+            continue
+    return False

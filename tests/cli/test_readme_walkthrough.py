@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from cli_support import EXIT_CONFIG, EXIT_INVALID, clean_env
+from waiting import WAIT
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(3 * WAIT)  # a hang guard: every wait has its own bound
 
 MEMVAULT = [sys.executable, "-m", "memvault"]
 
@@ -34,7 +35,7 @@ def run(vault: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[st
         env=env,
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=WAIT,
     )
 
 

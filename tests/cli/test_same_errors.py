@@ -14,27 +14,22 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 
 from cli_support import invoke, ok_json
-from gateway_support import Live
+from gateway_support import Live, serve
 from memvault.config import load_settings
-from memvault.gateway.app import create_app
 from memvault.gateway.client import read_info
-from memvault.gateway.daemon import Daemon
-from memvault.gateway.server import DaemonServer, bind
 from memvault.runtime import Runtime
 from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
 from support import HashEmbedder
+from waiting import WAIT
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(3 * WAIT)  # a hang guard: every wait has its own bound
 
 UNKNOWN = "m-00000000"
 # The vault's Telegram channel: its owner, and someone nobody let in.
@@ -147,16 +142,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         patch.setenv("TELEGRAM_BOT_TOKEN", "123456:same-errors")
         # The settings a CLI in direct mode reads too (the same time zone, say).
         runtime = Runtime.open(load_settings(root).settings, embedder=HashEmbedder())
-        sock = bind("127.0.0.1", 0)
-        daemon = Daemon(runtime, host="127.0.0.1", port=sock.getsockname()[1], background=False)
-        server = DaemonServer(uvicorn.Config(create_app(daemon), log_config=None), daemon)
-        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-        thread.start()
-        deadline = time.monotonic() + 20
-        while not server.announced.is_set():
-            assert thread.is_alive() and time.monotonic() < deadline, "the daemon did not start"
-            time.sleep(0.01)
-        live = Live(daemon, server, thread, f"http://127.0.0.1:{sock.getsockname()[1]}")
+        live = serve(runtime, background=False)
         yield live
         live.stop()
 
@@ -217,7 +203,7 @@ def test_a_terminal_byte_reads_the_same_through_the_daemon(vault: Path) -> None:
                 [sys.executable, "-m", "memvault", b"--vault", os.fsencode(vault), *mode, *args],
                 env=env,
                 capture_output=True,
-                timeout=60,
+                timeout=WAIT,
             )
             answers.append((done.returncode, done.stdout, done.stderr))
         assert answers[0] == answers[1], args

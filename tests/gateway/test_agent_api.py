@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -13,6 +12,7 @@ import pytest
 from gateway_support import Live, StartDaemon, failed, ok, sse_frames
 from llm_fakes import FakeOpenAI, llm_settings
 from support import MovableClock
+from waiting import WAIT, wait_for
 
 
 @pytest.fixture
@@ -23,7 +23,7 @@ def fake() -> Iterator[FakeOpenAI]:
 
 @pytest.fixture
 def agent_live(start_daemon: StartDaemon, fake: FakeOpenAI) -> Live:
-    llm = llm_settings(fake, max_retries=0).model_dump()
+    llm = llm_settings(fake, max_retries=0, timeout=WAIT).model_dump()
     return start_daemon(settings={"llm": llm, "agent": {"summary": "auto"}})
 
 
@@ -155,7 +155,14 @@ def test_doctor_reports_a_model_that_keeps_failing(agent_live: Live, fake: FakeO
 
 
 def test_a_client_that_goes_away_cancels_the_run(agent_live: Live, fake: FakeOpenAI) -> None:
-    fake.reply("", tool_calls=[("task_list", {})], delay=1.0)
+    requests = agent_live.server.server_state.tasks  # the daemon's requests being answered
+
+    def once_the_client_has_gone(_request: dict[str, Any]) -> tuple[str, list[Any]]:
+        # The model answers once the daemon is done with the stream: the client went away.
+        wait_for(lambda: not requests, "the daemon to end the stream of a client that left")
+        return "", [("task_list", {})]
+
+    fake.reply_with(once_the_client_has_gone)
     with (
         agent_live.client() as api,
         api.stream("POST", "/v1/agent/run", json={"command": "Slow", "stream": True}) as response,
@@ -163,10 +170,7 @@ def test_a_client_that_goes_away_cancels_the_run(agent_live: Live, fake: FakeOpe
         for line in response.iter_lines():
             if "run_started" in line:
                 break
-    deadline = time.monotonic() + 15
-    while not _events(agent_live, "agent_run"):
-        assert time.monotonic() < deadline, "the run never finished"
-        time.sleep(0.05)
+    wait_for(lambda: _events(agent_live, "agent_run"), "the run to finish")
     run = _events(agent_live, "agent_run")[-1]["payload"]
     assert run["status"] == "cancelled" and run["tool_calls"] == 0  # the scripted call never ran
     assert len(fake.requests) <= 1
@@ -180,10 +184,7 @@ def test_the_daemon_ends_idle_sessions_with_a_summary(
     with live.client() as api:
         ok(api.post("/v1/sessions/telegram:9/messages", json={"text": text}))
         clock.set(clock.now() + timedelta(minutes=5))
-        deadline = time.monotonic() + 15
-        while not _events(live, "session_ended"):
-            assert time.monotonic() < deadline, "the idle session was never ended"
-            time.sleep(0.05)
+        wait_for(lambda: _events(live, "session_ended"), "the idle session to be ended")
         session = ok(api.get("/v1/sessions/telegram:9"))["session"]
     assert session["active"] is False
     assert "repaint the Kestrel in April" in session["summary"]

@@ -11,8 +11,9 @@ import pytest
 from cli_support import snapshot
 from gateway_support import Live, failed, ok
 from support import HIT_KEYS
+from waiting import WAIT
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(3 * WAIT)  # a hang guard: every wait has its own bound
 
 
 # -- security ------------------------------------------------------------------------------

@@ -22,8 +22,9 @@ from memvault.runtime import Runtime
 from memvault.tools import ToolContext, default_registry
 from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
+from waiting import WAIT
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(3 * WAIT)  # a hang guard: every wait has its own bound
 
 JSON = {"Content-Type": "application/json"}
 REGISTRY = default_registry()
@@ -262,7 +263,7 @@ def test_a_terminal_byte_that_is_not_utf8_is_refused_by_the_cli(tmp_path: Path) 
             [sys.executable, "-m", "memvault", b"--vault", os.fsencode(root), *args],
             env=env,
             capture_output=True,
-            timeout=60,
+            timeout=WAIT,
         )
         assert done.returncode == EXIT_INVALID, done.stderr
         assert done.stdout == b""
@@ -286,7 +287,7 @@ def test_text_on_stdin_that_is_not_utf8_is_refused(tmp_path: Path) -> None:
             env={**env, "LC_ALL": locale},
             input=b"# x\n\ncaf\xe9\n",
             capture_output=True,
-            timeout=60,
+            timeout=WAIT,
         )
         assert done.returncode == EXIT_INVALID, done.stderr
         assert done.stderr.decode().startswith("Error: The text on stdin "), done.stderr

@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
-from channel_support import OWNER, delivered, telegram_config, wait_for
+from channel_support import APPROVAL_TIMEOUT, OWNER, delivered, telegram_config
 from gateway_support import Live, StartDaemon
 from llm_fakes import FakeOpenAI, llm_settings
 from memvault.errors import NotFoundError
 from telegram_fake import FakeTelegram
+from waiting import WAIT, wait_for
 
 pytestmark = pytest.mark.both_backends
 
@@ -30,7 +31,11 @@ def llm() -> Iterator[FakeOpenAI]:
 
 
 def channels(
-    tg: FakeTelegram, llm: FakeOpenAI | None = None, *, timeout: float = 30, **telegram: Any
+    tg: FakeTelegram,
+    llm: FakeOpenAI | None = None,
+    *,
+    timeout: float = APPROVAL_TIMEOUT,
+    **telegram: Any,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {
         "channels": {
@@ -101,12 +106,13 @@ def test_a_long_answer_is_split_at_the_limit(
     llm.reply("\n\n".join(paragraphs))
     start_daemon(settings=channels(tg, llm))
     tg.push_message(OWNER, "Tell me everything")
-    wait_for(lambda: len(delivered(tg, OWNER)) >= 3, "several parts")
-    time.sleep(0.5)
-    parts = delivered(tg, OWNER)
+    whole = " ".join(" ".join(paragraphs).split())
+    parts = wait_for(
+        lambda: " ".join(" ".join(delivered(tg, OWNER)).split()) == whole and delivered(tg, OWNER),
+        "every part",
+    )
+    assert len(parts) >= 3
     assert all(len(part) <= 4096 for part in parts)
-    joined = " ".join(" ".join(parts).split())
-    assert joined == " ".join(" ".join(paragraphs).split())
 
 
 def test_a_stranger_gets_nothing_under_quiet_and_the_owner_hears_once(
@@ -343,15 +349,17 @@ def test_a_forged_approval_from_another_sender_is_refused(
 def test_a_stale_button_cannot_approve_a_new_call(
     start_daemon: StartDaemon, tg: FakeTelegram, llm: FakeOpenAI
 ) -> None:
-    live = start_daemon(settings=channels(tg, llm, timeout=3))
+    live = start_daemon(settings=channels(tg, llm))
     _, request = _ask_to_remember(tg, llm, "first call", "remember the first")
-    approve = next(b for row in request["reply_markup"]["inline_keyboard"] for b in row)
+    approve, *_, deny = (b for row in request["reply_markup"]["inline_keyboard"] for b in row)
     parts = approve["callback_data"].split(":")
     forged = ":".join([*parts[:3], "0000000000", *parts[4:]])
     tg.push_callback(OWNER, forged)
     wait_for(lambda: tg.answered_callbacks, "the button's answer")
     assert "earlier request" in str(tg.answered_callbacks[0][1])
-    wait_for(lambda: [t for t in delivered(tg, OWNER) if "timed out" in t], "the timeout")
+    # The call still waits (no timeout races the button): the owner's Deny ends it.
+    tg.push_callback(OWNER, deny["callback_data"])
+    wait_for(lambda: [t for t in delivered(tg, OWNER) if t.startswith("done: ")], "the run's end")
     assert live.daemon.runtime.memories.list() == []
 
 
@@ -411,7 +419,7 @@ def test_another_poller_is_reported_not_silently_ignored(
     assert check.status == "error"
     assert check.message.startswith("telegram receives nothing: Another program is polling")
     # It cannot receive, but what it has to say still goes out.
-    sent = live.daemon.hub.send("telegram", "owner", "Are you there?")
+    sent = live.daemon.hub.send("telegram", "owner", "Are you there?", wait=WAIT)
     assert sent["status"] == "sent" and delivered(tg, OWNER) == ["Are you there?"]
 
 
@@ -426,7 +434,7 @@ def test_a_reply_that_failed_is_retried_and_shown_in_the_outbox(
     row = wait_for(lambda: hub.store.outbox(status="pending"), "a pending row")[0]
     assert row.attempts >= 1 and row.last_error
     # Time passes: the retries go out, the second fails too, then it is sent.
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + WAIT
     while not delivered(tg, OWNER):
         assert time.monotonic() < deadline, "the reply was never retried"
         clock.set(clock.now() + timedelta(hours=1))

@@ -23,8 +23,9 @@ from memvault.gateway.client import (
     read_info,
     write_info,
 )
+from waiting import WAIT
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(3 * WAIT)  # a hang guard: every wait has its own bound
 
 
 def one_shot_server(reply: bytes) -> Iterator[int]:
@@ -43,7 +44,7 @@ def one_shot_server(reply: bytes) -> Iterator[int]:
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     yield port
-    thread.join(5)
+    thread.join(WAIT)
 
 
 @pytest.fixture

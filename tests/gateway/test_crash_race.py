@@ -40,8 +40,9 @@ from memvault.clock import Clock
 from memvault.vault.layout import init_vault
 from memvault.vault.memories import Memories
 from memvault.vault.store import Vault
+from waiting import WAIT
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = pytest.mark.timeout(5 * WAIT)  # a hang guard: every wait has its own bound
 
 WRITERS = 3
 PHASE_SECONDS = 3.0
@@ -75,7 +76,7 @@ class Current:
 
     def wait(self, stop: threading.Event) -> DaemonProcess | None:
         with self.changed:
-            self.changed.wait_for(lambda: self.daemon is not None or stop.is_set(), timeout=30)
+            self.changed.wait_for(lambda: self.daemon is not None or stop.is_set(), timeout=WAIT)
             return self.daemon
 
 
@@ -109,7 +110,7 @@ def _through_restarts(
         if daemon is None:
             continue
         try:
-            with daemon.client(timeout=15) as api:
+            with daemon.client() as api:
                 while not stop.is_set():
                     i += 1
                     step(api, i)
@@ -216,9 +217,9 @@ def test_nothing_acknowledged_or_typed_by_hand_is_lost(
         stop.set()
         current.set(current.daemon)  # wake writers waiting for a daemon
         for thread in writers:
-            thread.join(timeout=30)
+            thread.join(timeout=WAIT)
         stop_typing.touch()
-        out, _ = typist.communicate(timeout=30)
+        out, _ = typist.communicate(timeout=WAIT)
     typed = json.loads(out)
     daemon = current.daemon
     assert daemon is not None
@@ -246,7 +247,7 @@ def test_nothing_acknowledged_or_typed_by_hand_is_lost(
         env=daemon_env(),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=WAIT,
     )
     assert indexed.returncode == 0, indexed.stderr
     on_disk = Memories(Vault(root), Clock()).all()

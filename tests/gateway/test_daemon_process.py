@@ -6,6 +6,7 @@ unrelated process whose pid a stale ``daemon.json`` names; every wait is bounded
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -32,8 +33,9 @@ from memvault.locations import private_state_dir
 from memvault.processes import process_start
 from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
+from waiting import WAIT, wait_for
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(3 * WAIT)  # a hang guard: every wait has its own bound
 
 TERMINATE = "terminate called"
 MEMVAULT_VAULT = (sys.executable, "-m", "memvault", "--vault")
@@ -49,10 +51,10 @@ def vault(tmp_path: Path) -> Path:
 @pytest.fixture
 def sleeper() -> Iterator[subprocess.Popen[bytes]]:
     """An unrelated process: what a crashed daemon's pid may name by now."""
-    process = subprocess.Popen(["sleep", "60"])
+    process = subprocess.Popen(["sleep", "3600"])  # outlives any test: killed at its end
     yield process
     process.kill()
-    process.wait(10)
+    process.wait(WAIT)
 
 
 @pytest.fixture
@@ -162,7 +164,7 @@ def test_the_state_folder_and_its_files_are_the_owners_alone(
     assert _loose(state) == {}, "after remember"
 
     serving = DaemonProcess(vault)
-    with httpx.Client(base_url=serving.info.url, timeout=30) as api:
+    with httpx.Client(base_url=serving.info.url, timeout=WAIT) as api:
         token = (state / "token").read_text().strip()
         api.headers["Authorization"] = f"Bearer {token}"
         assert api.post("/v1/memories", json={"text": "The mooring is in Kiel"}).is_success
@@ -252,14 +254,33 @@ def test_sigterm_while_the_local_model_loads_exits_cleanly(
 
 
 class BlackHole:
-    """A port that accepts connections and never answers (an embeddings API gone silent)."""
+    """A port that takes requests and never answers (an API gone silent); ``asked`` holds
+    the first line of each request."""
 
     def __init__(self) -> None:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
+        self.asked: list[str] = []
+        self._held: list[socket.socket] = []
+        threading.Thread(target=self._take, name="black-hole", daemon=True).start()
+
+    def _take(self) -> None:
+        with contextlib.suppress(OSError):  # closed
+            while True:
+                connection, _ = self.listener.accept()
+                self._held.append(connection)
+                threading.Thread(target=self._hear, args=(connection,), daemon=True).start()
+
+    def _hear(self, connection: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            self.asked.append(connection.makefile("rb").readline().decode().strip())
 
     def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)  # wakes the accept
         self.listener.close()
+        for connection in self._held:
+            connection.close()
 
 
 def test_sigterm_ends_the_daemon_while_requests_and_threads_hang(vault: Path) -> None:
@@ -293,7 +314,7 @@ def test_sigterm_ends_the_daemon_while_requests_and_threads_hang(vault: Path) ->
                     f"{serving.info.url}/v1/agent/run",
                     json={"command": "What is the boat called?"},
                     headers={"Authorization": f"Bearer {token}"},
-                    timeout=60,
+                    timeout=None,  # they hang until the daemon goes
                 )
             )
         except httpx.TransportError as exc:
@@ -302,15 +323,18 @@ def test_sigterm_ends_the_daemon_while_requests_and_threads_hang(vault: Path) ->
     hanging = [threading.Thread(target=run_agent, daemon=True) for _ in range(2)]
     for thread in hanging:
         thread.start()
-    time.sleep(1.0)
+
+    def all_waiting() -> bool:
+        asked = [line.split()[1] for line in hole.asked if line]
+        return asked.count("/v1/chat/completions") == 2 and "/v1/embeddings" in asked
+
+    wait_for(all_waiting, "the backfill and both agent runs to wait on the silent APIs")
     assert answers == [], "the agent runs were meant to hang on the silent model"
-    began = time.monotonic()
     try:
-        code, err = serving.stop()
+        code, err = serving.stop()  # fails unless the daemon exits long before the hang ends
     finally:
         hole.close()
     assert code == 0, err[-2000:]
-    assert time.monotonic() - began < 15, "the shutdown was not bounded"
     lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
     assert any(line["message"].startswith("threads still busy") for line in lines), err[-2000:]
     assert lines[-1]["message"] == "memvault daemon stopped"
@@ -328,12 +352,22 @@ def test_mcp_http_on_a_busy_port_says_so_in_one_sentence(vault: Path) -> None:
             env=daemon_env(),
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=WAIT,
         )
     assert ran.returncode == EXIT_CONFLICT, ran.stderr
     message = ran.stderr.strip()
     assert message == f"Error: Port {port} on 127.0.0.1 is in use; choose another with --port."
     assert "memvault MCP at" not in ran.stderr
+
+
+def _answers(url: str, process: subprocess.Popen[str]) -> bool:
+    """Whether ``url`` gives any HTTP answer; the test fails if ``process`` has ended."""
+    assert process.poll() is None, "the server ended"
+    try:
+        httpx.get(url, timeout=WAIT)
+    except httpx.TransportError:
+        return False
+    return True
 
 
 def test_mcp_http_stops_cleanly_on_sigterm(vault: Path) -> None:
@@ -345,16 +379,10 @@ def test_mcp_http_stops_cleanly_on_sigterm(vault: Path) -> None:
         text=True,
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:  # serving, not only bound (SIGTERM before uvicorn runs is the default kill)
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/mcp", timeout=2)
-                break
-            except httpx.TransportError:
-                assert process.poll() is None and time.monotonic() < deadline, "no MCP server"
-                time.sleep(0.05)
+        # Serving, not only bound (SIGTERM before uvicorn runs is the default kill).
+        wait_for(lambda: _answers(f"http://127.0.0.1:{port}/mcp", process), "the MCP server")
         process.send_signal(signal.SIGTERM)
-        _, err = process.communicate(timeout=30)
+        _, err = process.communicate(timeout=WAIT)
     finally:
         process.kill()
     assert process.returncode == 0, err
@@ -371,22 +399,16 @@ def test_mcp_http_on_port_zero_announces_the_port_it_picked(vault: Path) -> None
     )
     try:
         assert process.stderr is not None
-        ready, _, _ = select.select([process.stderr], [], [], 30)
-        assert ready, "mcp --http announced nothing in 30 s"
+        ready, _, _ = select.select([process.stderr], [], [], WAIT)
+        assert ready, f"mcp --http announced nothing in {WAIT:g} s"
         line = process.stderr.readline()
         match = re.search(r"memvault MCP at http://127\.0\.0\.1:(\d+)/mcp", line)
         assert match and int(match.group(1)) > 0, line
         url = f"http://127.0.0.1:{match.group(1)}/mcp"
-        deadline = time.monotonic() + 30
-        while True:  # serving, not only bound: any HTTP answer will do
-            try:
-                httpx.get(url, timeout=2)
-                break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline, "the announced address never answered"
-                time.sleep(0.05)
+        # Serving, not only bound: any HTTP answer will do.
+        wait_for(lambda: _answers(url, process), "the announced address to answer")
         process.send_signal(signal.SIGTERM)
-        process.communicate(timeout=30)
+        process.communicate(timeout=WAIT)
     finally:
         process.kill()
     assert process.returncode == 0

@@ -4,6 +4,7 @@ on both sides, rate limits, a refused token, and a restart that neither replays 
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -11,10 +12,12 @@ from typing import Any
 
 import pytest
 
-from channel_support import wait_for
+from channel_support import APPROVAL_TIMEOUT
 from discord_fake import MESSAGES, FakeDiscord
 from gateway_support import Live, StartDaemon
 from llm_fakes import FakeOpenAI, llm_settings
+from memvault.channels.discord import CURSORS
+from waiting import WAIT, wait_for
 
 OWNER = 410_000_000_000_000_001
 STRANGER = 410_000_000_000_000_002
@@ -51,7 +54,7 @@ def channels(fake: FakeDiscord, llm: FakeOpenAI | None = None, **discord: Any) -
         "api_base": fake.base_url,
         **discord,
     }
-    out: dict[str, Any] = {"channels": {"approval_timeout": 30, "discord": section}}
+    out: dict[str, Any] = {"channels": {"approval_timeout": APPROVAL_TIMEOUT, "discord": section}}
     if llm is not None:
         out["llm"] = llm_settings(llm)
     return out
@@ -128,11 +131,13 @@ def test_a_long_answer_is_split_at_discords_limit(
     started(start_daemon, fake, settings=channels(fake, llm))
     fake.push_dm(OWNER, "Tell me everything")
     dm = fake.dm_channel(OWNER)
-    wait_for(lambda: len(fake.delivered(dm)) >= 3, "several parts")
-    time.sleep(0.5)
-    parts = fake.delivered(dm)
+    whole = " ".join(" ".join(paragraphs).split())
+    parts = wait_for(
+        lambda: " ".join(" ".join(fake.delivered(dm)).split()) == whole and fake.delivered(dm),
+        "every part",
+    )
+    assert len(parts) >= 3
     assert all(len(part) <= 2000 for part in parts)
-    assert " ".join(" ".join(parts).split()) == " ".join(" ".join(paragraphs).split())
     assert all(s["error"] is None for s in fake.sent)
 
 
@@ -201,7 +206,7 @@ def test_a_reply_that_failed_to_send_is_retried(
     hub = live.daemon.hub
     row = wait_for(lambda: hub.store.outbox(status="pending"), "a pending row")[0]
     wait_for(lambda: fake.failures_served, "the first refused attempt")
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + WAIT
     while not fake.delivered(dm):
         assert time.monotonic() < deadline, "the reply was never retried"
         clock.set(clock.now() + timedelta(hours=1))
@@ -245,10 +250,17 @@ def test_a_failed_connect_is_retried_and_nothing_is_missed(
 def test_a_restart_neither_replays_nor_drops(start_daemon: StartDaemon, fake: FakeDiscord) -> None:
     first = started(start_daemon, fake, settings=channels(fake))
     fake.push_dm(OWNER, "/status")
-    fake.push_guild(ROOM, STRANGER, "morning, all")  # the room becomes a channel it knows
+    morning = fake.push_guild(ROOM, STRANGER, "morning, all")  # the room becomes one it knows
     dm = fake.dm_channel(OWNER)
     wait_for(lambda: fake.delivered(dm), "the first answer")
-    time.sleep(0.3)  # the bot's own message reached the Gateway and moved the cursor
+
+    def cursor(channel: int) -> str | None:
+        saved = json.loads(first.daemon.state.get_meta(f"channels.discord.{CURSORS}") or "{}")
+        return saved.get(str(channel), {}).get("after")
+
+    # The bot's own message reached the Gateway and moved the DM's cursor.
+    answer = str(fake.history[dm][-1]["id"])
+    wait_for(lambda: cursor(dm) == answer and cursor(ROOM) == str(morning), "both cursors")
     vault = first.vault
     first.stop()
     wait_for(lambda: fake.live_sessions() == 0, "the first daemon's session closed")

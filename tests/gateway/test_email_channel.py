@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
-from channel_support import wait_for
+from channel_support import APPROVAL_TIMEOUT
 from email_servers import PASSWORD, Dovecot, SmtpServer, body, mail
 from gateway_support import Live, StartDaemon
 from llm_fakes import FakeOpenAI, llm_settings
 from memvault.errors import NotFoundError
+from waiting import WAIT, wait_for
 
 OWNER = "owner@example.org"
 STRANGER = "eve@example.net"
@@ -71,7 +72,7 @@ def channels(
         "poll_seconds": 1,
         **email,
     }
-    out: dict[str, Any] = {"channels": {"approval_timeout": 30, "email": section}}
+    out: dict[str, Any] = {"channels": {"approval_timeout": APPROVAL_TIMEOUT, "email": section}}
     if llm is not None:
         out["llm"] = llm_settings(llm)
     return out
@@ -164,7 +165,7 @@ def test_commands_answer_without_a_model_and_attachments_are_saved(
     assert "email owner@example.org: Subject: Contract" in journal
     assert "![[Attachments/email/" in journal
     # A send from a tool or the CLI ("owner") goes out at once, starting a thread.
-    sent = live.daemon.hub.send("email", "owner", "Are you there?\n\nIt is **late**.")
+    sent = live.daemon.hub.send("email", "owner", "Are you there?\n\nIt is **late**.", wait=WAIT)
     assert sent["status"] == "sent"
     latest = smtp.to(OWNER)[-1]
     assert latest["Subject"] == "Are you there?" and latest["In-Reply-To"] is None
@@ -221,7 +222,7 @@ def test_a_reply_that_failed_is_retried_and_a_refused_recipient_is_not(
     hub = live.daemon.hub
     row = wait_for(lambda: [r for r in hub.store.outbox() if r.last_error], "a failed try")[0]
     assert row.status == "pending" and "451" in str(row.last_error)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + WAIT
     while not smtp.to(OWNER):
         assert time.monotonic() < deadline, "the reply was never retried"
         clock.set(clock.now() + timedelta(hours=1))
@@ -253,7 +254,7 @@ def test_a_dropped_imap_connection_is_retried_and_nothing_is_missed_or_doubled(
             wait_for(lambda: status.state == "backoff", "the backoff")
             own.deliver(mailbox, mail(OWNER, mailbox, "/status"))  # arrives meanwhile
             own.start()
-            wait_for(lambda: len(smtp.to(OWNER)) == 2, "the answer after the reconnect", 40)
+            wait_for(lambda: len(smtp.to(OWNER)) == 2, "the answer after the reconnect")
             time.sleep(1.5)
             help_text, status_text = texts(smtp, OWNER)
             assert "Commands:" in help_text and "open tasks" in status_text

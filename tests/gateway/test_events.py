@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,8 +12,10 @@ import pytest
 
 from gateway_support import Live, StartDaemon, ok
 from memvault.gateway.events import ID_BLOCK, EventBus, IdStore
+from waiting import WAIT, wait_for
 
-pytestmark = [pytest.mark.timeout(120), pytest.mark.both_backends]
+# A hang guard (every wait has its own bound), on both backends.
+pytestmark = [pytest.mark.timeout(3 * WAIT), pytest.mark.both_backends]
 
 
 def remember(api: httpx.Client, text: str) -> str:
@@ -24,16 +25,6 @@ def remember(api: httpx.Client, text: str) -> str:
 def poll(api: httpx.Client, since: int | None = None) -> dict[str, Any]:
     params = {} if since is None else {"since": since}
     return dict(ok(api.get("/v1/poll", params=params)))
-
-
-def wait_for(predicate: Any, timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
 
 
 class Stream:
@@ -151,7 +142,7 @@ def test_external_edits_become_events(live: Live, api: httpx.Client) -> None:
             if e["type"] == "note_changed" and e["payload"]["path"] == "Projects/Orion.md"
         ]
 
-    event = wait_for(seen)[0]
+    event = wait_for(seen, "the edit's event")[0]
     assert event["payload"]["origin"] == "external" and event["payload"]["change"] == "added"
     hits = ok(api.get("/v1/search", params={"q": "Orion Obsidian", "kind": "project"}))
     assert hits[0]["path"] == "Projects/Orion.md"
@@ -164,29 +155,36 @@ def test_backfill_reports_index_progress(live: Live, api: httpx.Client) -> None:
     def progress() -> list[dict[str, Any]]:
         return [e for e in poll(api)["events"] if e["type"] == "index_progress"]
 
-    events = wait_for(progress)
+    events = wait_for(progress, "index progress")
     assert events[-1]["payload"]["stage"] == "embedding" and events[-1]["source"] == "index"
-    wait_for(lambda: live.daemon.runtime.index.pending() == 0)
+    wait_for(lambda: live.daemon.runtime.index.pending() == 0, "the backfill to finish")
 
 
-def test_sse_replays_last_three_then_streams_live(
-    live: Live, api: httpx.Client, streams: list[Stream]
-) -> None:
-    for n in range(3):
-        remember(api, f"Before the stream {n}")
-    newest = poll(api)["events"]
-    stream = Stream(live)
-    streams.append(stream)
-    wait_for(lambda: len(stream.ids()) >= 3)
-    assert stream.ids() == [e["id"] for e in newest[-3:]]
-    assert stream.comments and stream.comments[0].startswith(": memvault events")
+def test_sse_replays_last_three_then_streams_live(start_daemon: StartDaemon) -> None:
+    # No background work (the backfill's progress), so no event comes but the test's own:
+    # the newest three when the stream opens are the three polled before.
+    live = start_daemon(background=False)
+    with live.client() as api:
+        for n in range(3):
+            remember(api, f"Before the stream {n}")
+        newest = poll(api)["events"]
+        stream = Stream(live)
+        try:
+            wait_for(lambda: len(stream.ids()) >= 3, "three replayed events")
+            assert stream.ids() == [e["id"] for e in newest[-3:]]
+            assert stream.comments and stream.comments[0].startswith(": memvault events")
 
-    fresh = remember(api, "During the stream")
-    wait_for(lambda: any(e["payload"].get("id") == fresh for e in stream.events()))
-    ids = stream.ids()
-    assert ids == sorted(set(ids)), "ids arrive once each, in order"
-    live_event = next(e for e in stream.events() if e["payload"].get("id") == fresh)
-    assert live_event["type"] == "memory_stored"
+            fresh = remember(api, "During the stream")
+            wait_for(
+                lambda: any(e["payload"].get("id") == fresh for e in stream.events()),
+                "the live event",
+            )
+            ids = stream.ids()
+            assert ids == sorted(set(ids)), "ids arrive once each, in order"
+            live_event = next(e for e in stream.events() if e["payload"].get("id") == fresh)
+            assert live_event["type"] == "memory_stored"
+        finally:
+            stream.close()
 
 
 def test_sse_last_event_id_replays_everything_after_it(
@@ -201,17 +199,17 @@ def test_sse_last_event_id_replays_everything_after_it(
 
     stream = Stream(live, headers={"Last-Event-ID": str(cursor)})
     streams.append(stream)
-    wait_for(lambda: len(stream.ids()) >= len(expected))
+    wait_for(lambda: len(stream.ids()) >= len(expected), "the replay after Last-Event-ID")
     # Background work (the embedding backfill) may add events after these.
     assert stream.ids()[: len(expected)] == expected
     by_query = Stream(live, query=f"?since={cursor}")
     streams.append(by_query)
-    wait_for(lambda: len(by_query.ids()) >= len(expected))
+    wait_for(lambda: len(by_query.ids()) >= len(expected), "the replay after ?since")
     assert by_query.ids()[: len(expected)] == expected
     caught_up = Stream(live, headers={"Last-Event-ID": str(expected[-1])})
     streams.append(caught_up)
     remember(api, "Four")
-    wait_for(lambda: caught_up.ids())
+    wait_for(lambda: caught_up.ids(), "the event after the newest one")
     assert caught_up.ids()[0] > expected[-1]
 
 
@@ -219,7 +217,7 @@ def test_sse_heartbeats_carry_no_id(start_daemon: StartDaemon) -> None:
     live = start_daemon(settings={"server": {"sse_heartbeat_seconds": 0.2}})
     stream = Stream(live)
     try:
-        wait_for(lambda: len([d for i, d in stream.frames if i is None]) >= 2)
+        wait_for(lambda: len([d for i, d in stream.frames if i is None]) >= 2, "two heartbeats")
         beats = [data for event_id, data in stream.frames if event_id is None]
         assert all(b["type"] == "heartbeat" and b["source"] == "system" for b in beats)
         assert all(b["last_id"] <= max(stream.ids(), default=0) for b in beats)
@@ -248,9 +246,9 @@ def test_ring_buffer_overflow_and_gap(start_daemon: StartDaemon) -> None:
 def test_streams_end_when_the_daemon_stops(live: Live, streams: list[Stream]) -> None:
     stream = Stream(live)
     streams.append(stream)
-    time.sleep(0.2)
+    wait_for(lambda: stream.comments, "the stream's opening comment")  # it is streaming
     live.stop()
-    assert stream.closed.wait(10), "the stream did not end on shutdown"
+    assert stream.closed.wait(WAIT), "the stream did not end on shutdown"
 
 
 def test_event_ids_keep_increasing_across_restarts(start_daemon: StartDaemon) -> None:

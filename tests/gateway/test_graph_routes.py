@@ -5,7 +5,6 @@ what consolidation held for review or changed (``/v1/memories/reviews``,
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,16 +21,14 @@ from memvault.runtime import Runtime
 from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
 from support import HashEmbedder, MovableClock
+from waiting import WAIT, wait_for
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(3 * WAIT)  # a hang guard: every wait has its own bound
 
 
 def _watched(start_daemon: StartDaemon, root: Path) -> Live:
     running = start_daemon(root)
-    deadline = time.monotonic() + 20
-    while not running.daemon.watching.is_set():
-        assert time.monotonic() < deadline, "the watcher did not start"
-        time.sleep(0.02)
+    wait_for(running.daemon.watching.is_set, "the watcher to start")
     return running
 
 
@@ -88,13 +85,12 @@ def test_an_edit_in_obsidian_shows_in_the_next_answer(
     live, api = people
     note = live.vault / "Contacts/Caroline.md"
     note.write_text(note.read_text("utf-8") + "- lives_in [[Berlin]]\n", encoding="utf-8")
-    deadline = time.monotonic() + 10
-    while True:
-        graph = ok(api.get("/v1/graph", params={"entity": "Caroline"}))
-        if ("Contacts/Caroline.md", "Berlin", "lives_in") in edges(graph):
-            break
-        assert time.monotonic() < deadline, "the watcher did not pick up the edit"
-        time.sleep(0.1)
+
+    def with_the_edit() -> dict[str, Any] | None:
+        graph: dict[str, Any] = ok(api.get("/v1/graph", params={"entity": "Caroline"}))
+        return graph if ("Contacts/Caroline.md", "Berlin", "lives_in") in edges(graph) else None
+
+    graph = wait_for(with_the_edit, "the watcher to pick up the edit")
     assert {n["id"]: n["type"] for n in graph["nodes"]}["Berlin"] == "missing"
 
 
@@ -185,7 +181,12 @@ def test_reviews_and_history_answer_what_the_cli_shows(
     config.write_text('timezone = "Europe/Berlin"\n' + config.read_text("utf-8"), "utf-8")
     with FakeOpenAI() as fake:
         runtime = Runtime.open(
-            Settings(vault=root, timezone="Europe/Berlin", llm=llm_settings(fake)),
+            Settings(
+                vault=root,
+                timezone="Europe/Berlin",
+                llm=llm_settings(fake, timeout=WAIT),
+                memory={"consolidation_timeout": min(WAIT, 300)},  # no timeout is tested here
+            ),
             clock=clock,
             embedder=HashEmbedder(),
         )

@@ -9,8 +9,9 @@ from mcp.client.streamable_http import create_mcp_http_client, streamable_http_c
 
 from gateway_support import Live, failed, ok
 from mcp import Client
+from waiting import WAIT
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(3 * WAIT)  # a hang guard: every wait has its own bound
 
 
 def test_mcp_is_served_with_the_daemons_token(live: Live) -> None:
@@ -44,7 +45,7 @@ def test_mcp_without_the_token_is_refused(live: Live) -> None:
             headers={"Accept": "application/json, text/event-stream"},
         )
         failed(response, 401, "unauthorized")
-    with httpx.Client(base_url=live.url, timeout=10) as browser:
+    with httpx.Client(base_url=live.url, timeout=WAIT) as browser:
         response = browser.post(
             "/mcp",
             json={"jsonrpc": "2.0", "id": 1, "method": "ping"},

@@ -17,8 +17,9 @@ from cli_support import ok_json
 from daemon_process import DaemonProcess
 from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
+from waiting import WAIT
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(3 * WAIT)  # a hang guard: every wait has its own bound
 
 
 @pytest.fixture

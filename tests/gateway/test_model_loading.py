@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -21,8 +20,9 @@ from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
 from model_gate import GatedModel
 from support import TZ, HashEmbedder, MovableClock
+from waiting import WAIT, wait_for
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(3 * WAIT)  # a hang guard: every wait has its own bound
 
 DEAD_EMBEDDINGS = "http://127.0.0.1:9/v1"  # nothing listens on the discard port
 
@@ -95,10 +95,7 @@ def test_searches_answer_from_keywords_while_the_model_loads(
         assert not model.loaded, "a search waited for the model"
 
         gate.set()
-        deadline = time.monotonic() + 20
-        while not model.loaded:
-            assert time.monotonic() < deadline, "the model did not finish loading"
-            time.sleep(0.02)
+        wait_for(lambda: model.loaded, "the model to finish loading")
         hits = ok(api.get("/v1/search", params={"q": "Halcyon boat"}))
         assert hits[0]["id"] == memory_id and hits[0]["vector_score"] > 0
         found = ok(api.post("/v1/tools/memory_search", json={"query": "Halcyon"}))["result"]

@@ -19,8 +19,9 @@ from cli_support import EXIT_CONFLICT, EXIT_INVALID, fail, ok_json, snapshot
 from gateway_support import Live, failed, ok
 from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
+from waiting import WAIT
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(3 * WAIT)  # a hang guard: every wait has its own bound
 
 NOTE = "Projects/Apollo.md"
 HAND_LINE = "- typed by hand while the agent was thinking"

@@ -9,10 +9,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from channel_support import OWNER, delivered, telegram_config, wait_for
+from channel_support import OWNER, delivered, telegram_config
 from gateway_support import Live, StartDaemon, ok, sse_frames
 from llm_fakes import FakeOpenAI, llm_settings
 from telegram_fake import FakeTelegram
+from waiting import WAIT, wait_for
 
 APPROVAL = "X-Memvault-Approval"
 # What models answer when nothing needs the owner: the bare token, wrapped, punctuated.
@@ -30,10 +31,10 @@ def llm() -> Iterator[FakeOpenAI]:
 def live(start_daemon: StartDaemon, tg: FakeTelegram, llm: FakeOpenAI) -> Live:
     settings = {
         "channels": {"telegram": telegram_config(tg)},
-        "llm": llm_settings(llm, max_retries=0).model_dump(),
+        "llm": llm_settings(llm, max_retries=0, timeout=WAIT).model_dump(),
     }
     started = start_daemon(settings=settings)
-    wait_for(lambda: started.daemon.hub.statuses["telegram"].state == "running", "telegram")
+    wait_for(lambda: started.daemon.hub.statuses["telegram"].state == "running", "telegram to run")
     return started
 
 
@@ -53,7 +54,7 @@ def test_a_token_answer_reaches_no_chat_and_a_real_one_arrives_without_it(
         tg.push_message(OWNER, f"check {number}", first_name="Ada")
 
     # One conversation is answered in order: once the last reply is there, all were made.
-    reply = wait_for(lambda: delivered(tg, OWNER), "the real reply", timeout=20)
+    reply = wait_for(lambda: delivered(tg, OWNER), "the real reply")
     assert reply == ["Your passport expires Friday."]
     assert len(llm.requests) == len(TOKEN_ONLY) + 2
     rows = live.daemon.state.query("SELECT status FROM channel_inbox ORDER BY id")

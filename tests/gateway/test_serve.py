@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import signal
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,8 +16,9 @@ from cli_support import EXIT_CONFLICT, EXIT_NOT_FOUND, fail, invoke, ok, ok_json
 from daemon_process import DaemonProcess, daemon_env
 from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
+from waiting import WAIT, wait_for
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = pytest.mark.timeout(3 * WAIT)  # a hang guard: every wait has its own bound
 
 
 @pytest.fixture
@@ -158,13 +158,13 @@ def test_sigterm_loses_no_accepted_write(vault: Path) -> None:
     threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
     for thread in threads:
         thread.start()
-    deadline = time.monotonic() + 30
-    while len(accepted) < 40 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    code, err = served.stop(signal.SIGTERM)
-    stop.set()
-    for thread in threads:
-        thread.join(30)
+    try:
+        wait_for(lambda: len(accepted) >= 40, "40 accepted writes")
+    finally:  # stopped while the writers write, whatever came of the wait
+        code, err = served.stop(signal.SIGTERM)
+        stop.set()
+        for thread in threads:
+            thread.join(WAIT)
     assert code == 0, err[-2000:]
     assert len(accepted) >= 40
     stored = (vault / "Memory/Facts.md").read_text()
@@ -177,7 +177,7 @@ def test_non_loopback_bind_says_the_token_is_required(vault: Path) -> None:
         vault, "--host", "0.0.0.0", env=daemon_env(MEMVAULT_SERVER__ALLOW_REMOTE="true")
     )
     try:
-        with httpx.Client(base_url=served.url, timeout=10) as anonymous:
+        with httpx.Client(base_url=served.url, timeout=WAIT) as anonymous:
             assert anonymous.get("/v1/poll").status_code == 401
     finally:
         code, err = served.stop()

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from channel_support import wait_for
 from gateway_support import Live, StartDaemon
 from llm_fakes import FakeOpenAI, llm_settings
 from signal_fake import FakeSignalCli, uuid_of
+from waiting import WAIT, wait_for
 
 OWNER = "+4915112345678"
 STRANGER = "+4917655555555"
@@ -147,7 +147,7 @@ def test_a_reply_that_failed_is_retried(
     hub = live.daemon.hub
     row = wait_for(lambda: hub.store.outbox(status="pending"), "a pending row")[0]
     assert row.attempts >= 1 and "Failed to send message" in str(row.last_error)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + WAIT
     while not sig.delivered(OWNER):
         assert time.monotonic() < deadline, "the reply was never retried"
         clock.set(clock.now() + timedelta(hours=1))

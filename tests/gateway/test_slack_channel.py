@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from channel_support import wait_for
+from channel_support import APPROVAL_TIMEOUT
 from gateway_support import Live, StartDaemon
 from llm_fakes import FakeOpenAI, llm_settings
 from slack_fake import APP_TOKEN, BOT_TOKEN, FakeSlack
+from waiting import WAIT, wait_for
 
 OWNER = "U0OWNER"
 STRANGER = "U0EVE"
@@ -41,7 +42,7 @@ def llm() -> Iterator[FakeOpenAI]:
 
 def channels(slack: FakeSlack, llm: FakeOpenAI | None = None, **extra: Any) -> dict[str, Any]:
     section = {"enabled": True, "owner": [OWNER], "base_url": slack.base_url, **extra}
-    out: dict[str, Any] = {"channels": {"approval_timeout": 30, "slack": section}}
+    out: dict[str, Any] = {"channels": {"approval_timeout": APPROVAL_TIMEOUT, "slack": section}}
     if llm is not None:
         out["llm"] = llm_settings(llm)
     return out
@@ -144,7 +145,7 @@ def test_a_failed_reply_is_retried_until_it_is_sent(
     hub = live.daemon.hub
     row = wait_for(lambda: [r for r in hub.store.outbox() if r.last_error], "a failed attempt")[0]
     assert row.status == "pending" and "internal_error" in str(row.last_error)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + WAIT
     while not slack.posted(OWNER):
         assert time.monotonic() < deadline, "the reply was never retried"
         clock.set(clock.now() + timedelta(hours=1))

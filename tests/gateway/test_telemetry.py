@@ -13,8 +13,9 @@ from cli_support import snapshot
 from gateway_support import Live, failed, ok
 from memvault.gateway.telemetry import distance_m
 from support import TZ
+from waiting import WAIT
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(3 * WAIT)  # a hang guard: every wait has its own bound
 
 START = datetime(2026, 11, 22, 8, 0, tzinfo=TZ)
 # Berlin, Alexanderplatz; 0.001 degrees of latitude is about 111 m.

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +33,10 @@ from memvault.runtime import Runtime
 from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
 from support import HashEmbedder
+from waiting import WAIT, wait_for
 
-pytestmark = [pytest.mark.timeout(120), pytest.mark.both_backends]
+# A hang guard (every wait has its own bound), on both backends.
+pytestmark = [pytest.mark.timeout(3 * WAIT), pytest.mark.both_backends]
 
 READ, REMEMBER, WRITE, ADMIN = Scope.READ, Scope.REMEMBER, Scope.WRITE, Scope.ADMIN
 
@@ -149,7 +150,7 @@ def test_every_route_needs_the_scope_the_policy_gives_it(
 ) -> None:
     routes = operations(served)
     assert len(routes) > 40  # the whole API, not a page of it
-    with httpx.Client(base_url=served.url, timeout=10) as client:
+    with httpx.Client(base_url=served.url, timeout=WAIT) as client:
         for method, template, kinds in routes:
             path = fill(template, kinds)
             check_scopes(client, secrets, method, path, expected_scope(method, template))
@@ -183,7 +184,7 @@ def test_no_path_value_lets_a_token_past_its_scope(
         else:
             values[name] = data.draw(_SEGMENT)
     path = fill(template, kinds, values)
-    with httpx.Client(base_url=served.url, timeout=10) as client:
+    with httpx.Client(base_url=served.url, timeout=WAIT) as client:
         check_scopes(client, secrets, method, path, expected_scope(method, template))
 
 
@@ -201,7 +202,7 @@ def test_a_route_nobody_gave_a_scope_is_for_admin_only(tmp_path: Path) -> None:
     with _Serving(app, daemon) as url:
         admin = daemon.tokens.create("boss", [ADMIN])[1]
         writer = daemon.tokens.create("writer", [WRITE])[1]
-        with httpx.Client(base_url=url, timeout=10) as client:
+        with httpx.Client(base_url=url, timeout=WAIT) as client:
             bearer = {"Authorization": f"Bearer {writer}"}
             failed(client.get("/v1/brand-new", headers=bearer), 403, "insufficient_scope")
             bearer = {"Authorization": f"Bearer {admin}"}
@@ -222,15 +223,14 @@ class _Serving:
 
     def __enter__(self) -> str:
         self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.announced.is_set():
-            assert self.thread.is_alive() and time.monotonic() < deadline, "no daemon"
-            time.sleep(0.01)
+        server, thread = self.server, self.thread
+        wait_for(lambda: server.announced.is_set() or not thread.is_alive(), "the daemon to start")
+        assert thread.is_alive(), "no daemon"
         return self.url
 
     def __exit__(self, *_: object) -> None:
         self.server.handle_exit(15, None)
-        self.thread.join(30)
+        self.thread.join(WAIT)
 
 
 def test_unknown_and_malformed_tokens_are_unauthorized(
@@ -340,7 +340,7 @@ def test_an_agent_run_records_the_token_that_asked_for_it(
     start_daemon: StartDaemon, stream: bool
 ) -> None:
     with FakeOpenAI() as fake:
-        llm = llm_settings(fake, max_retries=0).model_dump()
+        llm = llm_settings(fake, max_retries=0, timeout=WAIT).model_dump()
         live = start_daemon(
             background=False, settings={"llm": llm, "tools": {"mode": "autonomous"}}
         )
@@ -400,7 +400,7 @@ def test_a_revoked_token_stops_working_at_once_on_a_running_daemon(tmp_path: Pat
     try:
         secret = ok_json(vault, "tokens", "create", "short-lived", "-s", "remember")["token"]
         with httpx.Client(
-            base_url=daemon.url, headers={"Authorization": f"Bearer {secret}"}, timeout=10
+            base_url=daemon.url, headers={"Authorization": f"Bearer {secret}"}, timeout=WAIT
         ) as agent:
             ok(agent.post("/v1/memories", json={"text": "Made while the token lived"}))
             used = ok_json(vault, "tokens", "list")[0]["last_used_at"]

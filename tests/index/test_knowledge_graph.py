@@ -13,6 +13,7 @@ from memvault.index import db as dbmod
 from memvault.index.graph import knowledge_graph
 from memvault.runtime import Runtime
 from memvault.vault.entities import Fact, Relation, parse_entity
+from waiting import WAIT, wait_for
 
 MELANIE = """---
 type: person
@@ -247,11 +248,12 @@ def test_facts_recorded_while_a_person_appends_lose_nothing(runtime: Runtime) ->
     writer = threading.Thread(target=person)
     writer.start()
     try:
+        wait_for(lambda: typed, "the person to start typing")
         for n in range(30):
             runtime.entities.record_fact(path, Fact(f"fact {n}", f"value {n}"))
     finally:
         stop.set()
-        writer.join(timeout=30)
+        writer.join(timeout=WAIT)
     text = file.read_text("utf-8")
     assert typed and all(line in text for line in typed)
     facts = {f.category for f in runtime.entities.get("Anna").facts}

@@ -23,6 +23,7 @@ from memvault.config import EmbedderSettings
 from memvault.index.embedders import LocalEmbedder, make_embedder
 from memvault.index.local_model import ModelFile
 from memvault.locations import MODEL_CACHE_ENV
+from waiting import WAIT
 
 TEXTS = [
     "The owner drinks oolong every morning before work",
@@ -194,7 +195,7 @@ def test_an_export_killed_midway_leaves_no_file_that_passes_for_the_model(
     command = [sys.executable, "-m", "memvault.index.onnx_export", str(model_file.path)]
     for kill_when in ("the temporary file appears", "torch is loading"):
         export = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + WAIT
         while export.poll() is None and time.monotonic() < deadline:
             written = list(tmp_path.glob(f".{model_file.path.name}.*.tmp"))
             if kill_when == "torch is loading" or written:

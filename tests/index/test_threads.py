@@ -10,6 +10,7 @@ import pytest
 
 from memvault.index.watch import follow
 from memvault.runtime import Runtime
+from waiting import WAIT
 
 pytestmark = pytest.mark.both_backends
 
@@ -26,7 +27,7 @@ def test_writers_and_a_watcher_share_one_index(
         daemon=True,
     )
     watcher.start()
-    assert ready.wait(10)
+    assert ready.wait(WAIT)
     errors: list[str] = []
 
     def writer(k: int) -> None:
@@ -46,9 +47,9 @@ def test_writers_and_a_watcher_share_one_index(
         for thread in writers:
             thread.start()
         for thread in writers:
-            thread.join(120)
+            thread.join(WAIT)
         stop.set()
-        watcher.join(10)
+        watcher.join(WAIT)
     assert not watcher.is_alive()
     assert errors == []
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
@@ -65,18 +66,20 @@ def test_closing_waits_for_a_write_in_flight(runtime: Runtime) -> None:
     process)."""
     index = runtime.index
     index.sync()
-    inside, finished = threading.Event(), []
+    inside, closing, finished = threading.Event(), threading.Event(), []
 
     def write() -> None:
         with index.lock:
             inside.set()
-            time.sleep(0.3)  # the close is called meanwhile
+            assert closing.wait(WAIT)
+            time.sleep(0.3)  # the close, called now, waits for the lock meanwhile
             finished.append(index.conn.execute("SELECT count(*) FROM notes").fetchone()[0])
 
     writer = threading.Thread(target=write)
     writer.start()
-    assert inside.wait(10)
+    assert inside.wait(WAIT)
+    closing.set()
     index.close()  # returns only after the write
-    writer.join(10)
+    writer.join(WAIT)
     assert finished and finished[0] >= 1
     assert index._conn is None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ from memvault.jobs import Job, JobContext, Schedule
 from memvault.memory.state import StateDB
 from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
+from waiting import wait_for
 
 
 def test_daemon_marks_a_crashed_run_failed_at_start(tmp_path: Path, start_daemon: Any) -> None:
@@ -27,10 +27,10 @@ def test_daemon_marks_a_crashed_run_failed_at_start(tmp_path: Path, start_daemon
         )
     state.close()
     live = start_daemon(root)
-    deadline = time.monotonic() + 10
-    while live.daemon.state.query("SELECT status FROM job_runs")[0][0] == "running":
-        assert time.monotonic() < deadline, "the interrupted run was not marked failed"
-        time.sleep(0.02)
+    wait_for(
+        lambda: live.daemon.state.query("SELECT status FROM job_runs")[0][0] != "running",
+        "the interrupted run to be marked failed",
+    )
     row = live.daemon.state.query("SELECT status, error FROM job_runs")[0]
     assert row["status"] == "failed" and "interrupted" in row["error"]
 

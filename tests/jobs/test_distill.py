@@ -24,6 +24,7 @@ from memvault.tools.registry import ToolContext, ToolRegistry
 from memvault.vault.note import Note
 from memvault.vault.store import Vault
 from support import TZ, MovableClock
+from waiting import WAIT
 
 COFFEE = [
     "Drinks espresso coffee from the harbour roaster every morning",
@@ -320,7 +321,7 @@ def test_distill_now_runs_the_job_through_the_engine(
     context = ToolContext(runtime, policy=Policy(mode="autonomous"))
     called = registry.call("distill_now", {}, context)
     assert called.ok, called.error
-    jobs.wait(timeout=10)
+    jobs.wait(timeout=WAIT)
     done = jobs.run_record(called.data["run_id"])
     assert done.job == "distill" and done.status == "ok", done.error
     assert len(insights(vault)) == 2

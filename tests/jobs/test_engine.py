@@ -13,6 +13,7 @@ from memvault.errors import ConflictError, NotFoundError
 from memvault.jobs import Job, JobContext, JobEngine, Schedule
 from memvault.memory.state import StateDB
 from support import TZ, MovableClock
+from waiting import WAIT, wait_for
 
 pytestmark = pytest.mark.both_backends
 
@@ -151,22 +152,19 @@ def test_concurrent_claims_let_one_through(state: StateDB) -> None:
     gate = threading.Event()
 
     def slow(context: JobContext) -> str:
-        gate.wait(5)
+        gate.wait(WAIT)
         return "slow"
 
     engine = JobEngine(state, clock, [Job("slow", Schedule(every_seconds=60), slow)])
     worker = threading.Thread(target=engine.run_now, args=("slow",))
     worker.start()
     try:
-        for _ in range(100):
-            if engine.history("slow"):
-                break
-            threading.Event().wait(0.01)
+        wait_for(lambda: engine.history("slow"), "the first run to claim the job")
         with pytest.raises(ConflictError):
             engine.run_now("slow")
     finally:
         gate.set()
-        worker.join()
+        worker.join(WAIT)
     assert [r.status for r in engine.history("slow")] == ["ok"]
 
 

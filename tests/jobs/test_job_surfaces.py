@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,7 @@ from zoneinfo import ZoneInfo
 
 import httpx
 
-from channel_support import OWNER, delivered, telegram_config, wait_for
+from channel_support import OWNER, delivered, telegram_config
 from cli_support import EXIT_CONFLICT, EXIT_NOT_FOUND, invoke
 from gateway_support import Live, failed, ok
 from memvault.jobs import Job, JobContext, Schedule
@@ -20,6 +19,7 @@ from memvault.memory.state import StateDB
 from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
 from telegram_fake import FakeTelegram
+from waiting import WAIT, wait_for
 
 BUILT_IN = {
     "archival", "daily_note", "distill", "heartbeat", "knowledge_graph", "living_summary",
@@ -33,7 +33,7 @@ def add_note_job(live: Live, gate: threading.Event | None = None) -> None:
 
     def note(ctx: JobContext) -> str:
         if gate is not None:
-            assert gate.wait(10)
+            assert gate.wait(WAIT)
         ctx.will_change("Notes/log.md")
         ctx.services.vault.edit_text(
             "Notes/log.md", lambda text: (text or "# Log\n") + "a job was here\n", must_exist=False
@@ -44,13 +44,11 @@ def add_note_job(live: Live, gate: threading.Event | None = None) -> None:
 
 
 def finished(api: httpx.Client, run_id: int) -> dict[str, Any]:
-    deadline = time.monotonic() + 20
-    while True:
+    def ended() -> dict[str, Any] | None:
         run: dict[str, Any] = ok(api.get(f"/v1/jobs/runs/{run_id}"))
-        if run["status"] != "running":
-            return run
-        assert time.monotonic() < deadline, "the run did not finish"
-        time.sleep(0.02)
+        return run if run["status"] != "running" else None
+
+    return wait_for(ended, f"run {run_id} to finish")
 
 
 def test_http_lists_runs_and_undoes_jobs(live: Live, api: httpx.Client) -> None:

@@ -7,13 +7,14 @@ from typing import Any
 
 import pytest
 
-from channel_support import OWNER, delivered, wait_for
+from channel_support import OWNER, delivered
 from memvault.channels.hub import Hub
 from memvault.config import RemindersJob, Settings
 from memvault.jobs import Job, JobEngine, JobRun, Schedule, reminders
 from memvault.runtime import Runtime
 from support import TZ, HashEmbedder, MovableClock
 from telegram_fake import FakeTelegram
+from waiting import WAIT, wait_for
 
 
 def at(text: str) -> datetime:
@@ -264,10 +265,10 @@ def test_the_reminder_reaches_the_owner_on_telegram(
     hub.start()
     try:
         jobs = engine(
-            runtime, clock, lambda text, ch: hub.send(ch or "telegram", "owner", text, wait=10)
+            runtime, clock, lambda text, ch: hub.send(ch or "telegram", "owner", text, wait=WAIT)
         )
         run = run_at(jobs, clock, "2026-11-22T09:30")
-        wait_for(lambda: delivered(tg, OWNER), "the reminder to reach the owner", timeout=15)
+        wait_for(lambda: delivered(tg, OWNER), "the reminder to reach the owner")
         again = run_at(jobs, clock, "2026-11-22T09:31")
     finally:
         hub.stop()

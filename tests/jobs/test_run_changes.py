@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from datetime import timedelta
 from typing import Any
 
@@ -21,6 +20,7 @@ from memvault.llm.base import ChatMessage
 from memvault.llm.factory import make_provider
 from memvault.runtime import Runtime
 from support import MovableClock
+from waiting import WAIT, wait_for
 
 HOURLY = Schedule(every_seconds=3600)
 
@@ -182,7 +182,7 @@ from memvault.memory.state import StateDB
 
 def hold(ctx):
     print("running", flush=True)
-    time.sleep(60)
+    time.sleep(3600)  # until the test kills it
 
 state = StateDB(Path(sys.argv[1]))
 job = Job("hold", Schedule(every_seconds=60), hold)
@@ -208,7 +208,7 @@ def test_a_run_killed_with_sigkill_is_failed_at_the_next_start_not_before(
         with pytest.raises(ConflictError, match="already running"):
             beside.claim("hold")
         holder.send_signal(signal.SIGKILL)
-        holder.wait(timeout=10)
+        holder.wait(timeout=WAIT)
     finally:
         if holder.poll() is None:
             holder.kill()
@@ -216,9 +216,8 @@ def test_a_run_killed_with_sigkill_is_failed_at_the_next_start_not_before(
     assert [r["status"] for r in rows] == ["running"]
     assert json.loads(rows[0]["metadata"])["pid"] == holder.pid
     restarted = engine_for(runtime, clock, job)
-    deadline = time.monotonic() + 10
-    while restarted.recover() == 0 and time.monotonic() < deadline:
-        time.sleep(0.05)  # the killed process may linger a moment as a zombie
+    # The killed process may linger a moment as a zombie.
+    wait_for(restarted.recover, "the killed run to be recovered")
     record = restarted.run_record(rows[0]["id"])
     assert record.status == "failed" and "interrupted" in (record.error or "")
     assert restarted.run_now("hold").status == "ok"

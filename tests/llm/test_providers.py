@@ -497,10 +497,13 @@ def test_other_client_errors_fail_at_once(fake: FakeLLMServer, status: int, word
 
 @pytest.mark.parametrize("streaming", [False, True])
 def test_a_timeout_is_retried(fake: FakeLLMServer, streaming: bool) -> None:
-    fake.reply("too late", delay=2.0)
+    # The timeout is the test's length and the bound on the second, prompt answer: a few
+    # seconds hold any loopback answer on a loaded machine; the first one comes far later.
+    timeout = 2.0
+    fake.reply("too late", delay=10 * timeout)
     fake.reply("in time")
 
-    completion = provider_for(fake, timeout=0.5).complete(
+    completion = provider_for(fake, timeout=timeout).complete(
         ASK, on_text=(lambda _: None) if streaming else None
     )
 

@@ -18,8 +18,9 @@ from memvault.runtime import Runtime
 from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
 from support import HashEmbedder
+from waiting import WAIT
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(3 * WAIT)  # a hang guard: every wait has its own bound
 
 GATED_SERVER = Path(__file__).parents[1] / "model_gate.py"
 
@@ -60,7 +61,7 @@ def test_memory_search_answers_from_keywords_while_the_model_loads(
             assert context.text.rstrip().endswith(f"_{MODEL_LOADING}_")
 
             gate.touch()  # the model loads now
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + WAIT
             while True:
                 found = await client.call_tool("memory_search", {"query": "boat Halcyon"})
                 data = found.structured_content

@@ -23,8 +23,9 @@ from mcp import Client, MCPError, StdioServerParameters
 from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
 from support import schema_problems
+from waiting import WAIT, wait_for
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(3 * WAIT)  # a hang guard: every wait has its own bound
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -198,22 +199,19 @@ def http_server(vault: Path) -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}/mcp"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            with (
-                contextlib.suppress(OSError),
-                socket.create_connection(("127.0.0.1", port), timeout=0.5),
-            ):
-                break
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(
-                    process.stderr.read().decode() if process.stderr else "no server"
-                )
-            time.sleep(0.1)
+
+        def listening() -> bool:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port)):
+                return True
+            if process.poll() is not None:
+                raise AssertionError(process.stderr.read().decode() if process.stderr else "")
+            return False
+
+        wait_for(listening, "memvault mcp --http to listen")
         yield url
     finally:
         process.terminate()
-        process.wait(10)
+        process.wait(WAIT)
 
 
 def test_streamable_http(vault_dir: Path) -> None:
@@ -226,7 +224,7 @@ def test_streamable_http(vault_dir: Path) -> None:
         run(body)
         # Browsers cannot reach it from another site: DNS rebinding is refused.
         port = int(url.split(":")[2].split("/")[0])
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT)
         connection.request(
             "POST",
             "/mcp",
@@ -256,7 +254,7 @@ def test_http_refuses_to_bind_beyond_loopback(vault_dir: Path) -> None:
         env=_env(),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=WAIT,
     )
     assert result.returncode == 2
     assert "loopback only" in result.stderr and "Traceback" not in result.stderr
@@ -266,7 +264,7 @@ def test_server_sees_edits_made_in_obsidian(vault_dir: Path) -> None:
     async def body() -> None:
         async with Client(_stdio(vault_dir)) as client:
             (vault_dir / "Ideas.md").write_text("# Ideas\n\nBuild a zeppelin hangar.\n")
-            deadline = time.monotonic() + 20
+            deadline = time.monotonic() + WAIT
             while True:
                 found = await client.call_tool("vault_search", {"query": "zeppelin"})
                 assert found.structured_content is not None

@@ -18,8 +18,12 @@ from daemon_process import DaemonProcess
 from memvault.openclaw.install import Installer, Target
 from memvault.openclaw_cli import OpenClaw
 from openclaw_support import Home, make_home, snapshot, write_command
+from waiting import WAIT
 
-pytestmark = pytest.mark.timeout(600)
+# A hang guard only, above the bounds a test may meet: one runs three installs, an
+# uninstall and several openclaw commands, each bounded by a multiple of WAIT (about
+# twenty of WAIT in all; on a loaded 2-core machine it took 2.5 minutes).
+pytestmark = [pytest.mark.timeout(25 * WAIT), pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ from memvault.runtime import Runtime
 from memvault.vault.memories import CATEGORIES, Memories, derived_id
 from memvault.vault.store import Vault
 from support import TZ, MovableClock
+from waiting import WAIT
 
 
 def test_remember_writes_one_readable_bullet(runtime: Runtime) -> None:
@@ -197,7 +198,7 @@ def test_two_processes_remembering_lose_nothing_and_do_not_duplicate(vault: Vaul
     for proc in workers:
         proc.start()
     for proc in workers:
-        proc.join(120)
+        proc.join(WAIT)
         assert proc.exitcode == 0
     texts = [m.text for m in Memories(vault, Clock(TZ)).all()]
     assert len(texts) == 81

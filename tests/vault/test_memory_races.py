@@ -20,8 +20,10 @@ from memvault.clock import Clock
 from memvault.errors import ConflictError, InvalidInputError
 from memvault.vault.memories import Memories, category_path
 from memvault.vault.store import Vault
+from waiting import WAIT
 
-pytestmark = pytest.mark.timeout(120)
+# A hang guard only: well above the one wait of WAIT a test may spend on the typist.
+pytestmark = pytest.mark.timeout(3 * WAIT)
 
 
 def _typist(path: Path, lines: int, prefix: str, pause: float = 0.001) -> subprocess.Popen[bytes]:
@@ -132,7 +134,7 @@ def test_forget_keeps_every_line_typed_by_hand_meanwhile(vault: Vault) -> None:
         for result in stored:
             memories.forget(result.memory.id)
     finally:
-        typist.wait(timeout=60)
+        typist.wait(timeout=WAIT)
     text = path.read_text()
     assert _missing(text, "typed by hand", 300) == []
     assert not any(f"^{r.memory.id}" in text for r in stored)
@@ -156,7 +158,7 @@ def test_every_edit_text_caller_keeps_lines_typed_meanwhile(vault: Vault) -> Non
             vault.edit_text("Notes/Log.md", bump)
             edits += 1
     finally:
-        typist.wait(timeout=60)
+        typist.wait(timeout=WAIT)
     text = path.read_text()
     assert text.startswith(f"edits: {edits}\n")
     assert _missing(text, "note line", 200) == []
@@ -258,7 +260,7 @@ def test_remember_sees_every_bullet_typed_by_hand_meanwhile(vault: Vault) -> Non
         while typist.poll() is None or len(ours) < 100:
             ours.append(memories.remember(f"Our fact {len(ours)}").memory)
     finally:
-        typist.wait(timeout=60)
+        typist.wait(timeout=WAIT)
     cached = memories.all()
     assert cached == Memories(vault, _real_clock()).all()  # the cache is what the file says
     assert sum(m.text.startswith("hand fact") for m in cached) == 300

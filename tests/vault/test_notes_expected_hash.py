@@ -19,8 +19,10 @@ import pytest
 from memvault.errors import ConflictError, InvalidInputError
 from memvault.runtime import Runtime
 from memvault.vault.notes import content_hash
+from waiting import WAIT
 
-pytestmark = pytest.mark.timeout(60)
+# A hang guard only: well above the waits a test may spend (two of WAIT at most).
+pytestmark = pytest.mark.timeout(3 * WAIT)
 
 
 def test_the_hash_is_the_sha256_of_the_bytes_crlf_and_bom_kept(runtime: Runtime) -> None:
@@ -70,7 +72,7 @@ def test_an_agent_rewriting_a_note_loses_nothing_a_person_types(runtime: Runtime
     runtime.notes.write("Log.md", "edits: 0\n")
     typist = _typist(path, lines)
     edits = conflicts = 0
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + WAIT
     try:
         while typist.poll() is None or edits < 20:
             assert time.monotonic() < deadline, "the agent made no progress"
@@ -84,7 +86,7 @@ def test_an_agent_rewriting_a_note_loses_nothing_a_person_types(runtime: Runtime
                 continue
             edits += 1
     finally:
-        typist.wait(timeout=30)
+        typist.wait(timeout=WAIT)
     text = path.read_text()
     assert [i for i in range(lines) if text.count(f"- typed {i}\n") != 1] == []
     assert text.startswith(f"edits: {edits}\n")  # every acknowledged edit is there, once

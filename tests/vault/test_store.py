@@ -9,6 +9,7 @@ import pytest
 
 from memvault.errors import ConflictError, InvalidInputError, NotFoundError, UnsafePathError
 from memvault.vault.store import Vault
+from waiting import WAIT
 
 
 def test_write_is_atomic_and_leaves_no_temporary_files(tmp_path: Path) -> None:
@@ -174,7 +175,7 @@ def test_two_processes_appending_lose_nothing(tmp_path: Path) -> None:
     for proc in workers:
         proc.start()
     for proc in workers:
-        proc.join(60)
+        proc.join(WAIT)
         assert proc.exitcode == 0
     lines = (tmp_path / "shared.md").read_text().splitlines()
     assert len(lines) == 600
@@ -191,6 +192,6 @@ def test_two_processes_editing_one_note_lose_no_update(tmp_path: Path) -> None:
     for proc in workers:
         proc.start()
     for proc in workers:
-        proc.join(60)
+        proc.join(WAIT)
         assert proc.exitcode == 0
     assert (tmp_path / "counter.md").read_text() == "300\n"

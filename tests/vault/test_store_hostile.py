@@ -37,10 +37,10 @@ from memvault.errors import (
 from memvault.gateway.doctor import diagnose
 from memvault.runtime import Runtime
 from memvault.vault.store import Vault
+from waiting import WAIT
 
 SECRET = "tok-3f9c1e-never-shown"
 APPROVAL = "approve-7d2b-never-shown"
-DEADLINE = 10.0
 
 # Links a sync or a git pull could bring, each leading into .memvault one way or another.
 LINKS = {
@@ -108,12 +108,12 @@ def bounded(action: Callable[[], Any], pipes: list[Path]) -> Any:
 
     worker = threading.Thread(target=run, daemon=True)
     worker.start()
-    worker.join(DEADLINE)
+    worker.join(WAIT)
     if worker.is_alive():
         for pipe in pipes:  # a writer releases a reader blocked in open()
             fd = os.open(pipe, os.O_RDWR | os.O_NONBLOCK)
             os.close(fd)
-        worker.join(DEADLINE)
+        worker.join(WAIT)
         pytest.fail(f"{action} blocked on a named pipe")
     if "error" in outcome:
         raise outcome["error"]
@@ -388,7 +388,7 @@ def test_permission_denied_is_a_vault_error() -> None:
             command = [setpriv, "--bounding-set=-dac_override,-dac_read_search", *command]
         src = str(Path(memvault.__file__).parents[1])  # the memvault this test imports
         env = {**os.environ, "PYTHONPATH": src}
-        done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=WAIT, env=env)
         assert done.returncode == 0, done.stderr
         results = json.loads(done.stdout)
         for name, (kind, message) in results.items():

@@ -30,7 +30,9 @@ from memvault.vocabulary import counted
 if TYPE_CHECKING:
     from memvault.runtime import Runtime
 
-_STOP_WAIT = 30.0
+# The daemon may take 2 x server.shutdown_grace_seconds (20 s by default) to drain and wind
+# down, and longer on a slow machine; the wait ends the moment it has gone.
+_STOP_WAIT = 60.0
 
 
 def serve(

@@ -50,6 +50,7 @@ from memvault.openclaw_cli import OpenClaw, OpenClawError, find_command, shown
 from memvault.vault.store import replace_file
 
 if TYPE_CHECKING:
+    from memvault.gateway.client import DaemonInfo
     from memvault.runtime import Runtime
 
 PLUGIN_ID = "memvault"
@@ -63,6 +64,9 @@ WRITTEN_FILES = {
 }
 CONFIG_BACKUP = "openclaw.json"
 TIMEOUT_MS = 1500
+# Seconds a daemon that took the connection has to answer its health check: a loaded or
+# cold machine's daemon may answer its first request late, and is running all the same.
+HEALTH_TIMEOUT = 30.0
 
 
 @dataclass(frozen=True)
@@ -205,9 +209,17 @@ def render(template: str, vault: Path) -> bytes:
     return text.encode("utf-8")
 
 
+def _answers(running: DaemonInfo) -> bool:
+    """Whether the daemon ``running`` names answers its health check."""
+    from memvault.gateway.client import daemon_version_at
+
+    found = daemon_version_at(running.connect_host, running.port, timeout=HEALTH_TIMEOUT)
+    return found is not None
+
+
 def find_target(vault: Path, command: Path | str | None) -> Target:
     """Check what an install needs, or say in one sentence what is missing."""
-    from memvault.gateway.client import daemon_version_at, find_daemon
+    from memvault.gateway.client import find_daemon
 
     openclaw = OpenClaw(find_command(command))
     version = openclaw.version()
@@ -226,7 +238,7 @@ def find_target(vault: Path, command: Path | str | None) -> Target:
             f"OpenClaw's workspace {workspace} does not exist; set it up first (openclaw setup)."
         )
     running = find_daemon(vault).running
-    if running is None or daemon_version_at(running.connect_host, running.port) is None:
+    if running is None or not _answers(running):
         raise VaultError(
             f"The memvault daemon is not running for {vault}; start it first "
             f"(memvault --vault {vault} serve): OpenClaw's plugin talks to it."
@@ -602,7 +614,7 @@ def _reverse_patch(backup: Path, current: Path, applied: dict[str, Any]) -> dict
 
 def status(vault: Path, command: Path | str | None, *, check: bool = True) -> dict[str, Any]:
     """What is installed and whether it works (OpenClaw asked unless ``check`` is off)."""
-    from memvault.gateway.client import daemon_version_at, find_daemon
+    from memvault.gateway.client import find_daemon
 
     state = InstallState.load(vault)
     out: dict[str, Any] = {"installed": state is not None and state.status == "complete"}
@@ -615,7 +627,7 @@ def status(vault: Path, command: Path | str | None, *, check: bool = True) -> di
         out["error"] = state.error
     out["target"] = state.target
     running = find_daemon(vault).running
-    up = running is not None and daemon_version_at(running.connect_host, running.port) is not None
+    up = running is not None and _answers(running)
     out["daemon"] = {
         "running": up,
         "url": running.url if running else None,
