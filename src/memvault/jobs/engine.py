@@ -3,7 +3,8 @@
 Every run is a row of ``job_runs`` in state.db. A run starts by claiming a
 ``running`` row inside a transaction; a partial unique index allows one such
 row per job, so two threads or two processes never run a job at once. Rows
-left ``running`` by a crash are marked failed when the engine starts.
+left ``running`` by a crash are marked failed when the engine starts, with
+the files the run had written ahead that it was changing, so it can be undone.
 
 A job is due at the first schedule tick after its last run started, so a job
 that missed several ticks while the daemon was down runs once, not once per
@@ -40,6 +41,8 @@ log = logging.getLogger(__name__)
 Publish = Callable[[str, dict[str, Any]], object]
 # Quiet runs (ok or skipped, nothing recorded) kept per job; see JobEngine.prune.
 QUIET_RUNS_KEPT = 200
+
+INTERRUPTED = "The run was interrupted (the process stopped before it finished)."
 
 # Sends the owner a message: (text, channel or None for their preferred one) -> what happened.
 Notify = Callable[[str, str | None], dict[str, Any]]
@@ -84,7 +87,9 @@ class JobContext:
 
     def will_change(self, relpath: str) -> str:
         """Keep a vault file as it is now, before this run changes, creates, moves or
-        deletes it, so ``memvault jobs undo`` can restore it. Returns the clean path."""
+        deletes it, so ``memvault jobs undo`` can restore it; what the run then writes there
+        is recorded before each write, so even a run cut short can be. Returns the clean
+        path."""
         if self.changes is None:
             self.changes = changes.RunChanges(self.services.vault, self.run_id)
         return self.changes.will_change(relpath)
@@ -195,7 +200,6 @@ class JobEngine:
         A run whose process (recorded when it was claimed) is still alive, a
         ``memvault jobs run`` beside the daemon say, is left to finish.
         """
-        now = self.clock.now().isoformat()
         stale = [
             row["id"]
             for row in self.state.query(
@@ -203,17 +207,31 @@ class JobEngine:
             )
             if not _alive(json.loads(row["metadata"] or "{}"))
         ]
-        if not stale:
-            return 0
-        with self.state.transaction() as conn:
-            conn.executemany(
-                "UPDATE job_runs SET status = 'failed', finished = ?, "
-                "error = 'The run was interrupted (the process stopped before it finished).' "
-                "WHERE id = ? AND status = 'running'",
-                [(now, run_id) for run_id in stale],
-            )
-        log.warning("jobs: marked interrupted runs failed", extra={"runs": len(stale)})
+        self._interrupted(stale)
         return len(stale)
+
+    def _interrupted(self, run_ids: list[int]) -> None:
+        """Mark runs failed as interrupted, each with the changes it wrote ahead."""
+        if not run_ids:
+            return
+        now = self.clock.now().isoformat()
+        with self.state.transaction() as conn:
+            for run_id in run_ids:
+                row = conn.execute(
+                    "SELECT metadata FROM job_runs WHERE id = ? AND status = 'running'", (run_id,)
+                ).fetchone()
+                if row is None:
+                    continue
+                metadata = json.loads(row["metadata"] or "{}")
+                vault = self.runtime.vault if self.runtime is not None else None
+                if vault is not None and (touched := changes.written_ahead(vault, run_id)):
+                    metadata["changes"] = touched
+                conn.execute(
+                    "UPDATE job_runs SET status = 'failed', finished = ?, error = ?, "
+                    "metadata = ? WHERE id = ? AND status = 'running'",
+                    (now, INTERRUPTED, json.dumps(metadata), run_id),
+                )
+        log.warning("jobs: marked interrupted runs failed", extra={"runs": len(run_ids)})
 
     def history(self, name: str | None = None, limit: int = 20) -> list[JobRun]:
         """The newest runs first, of one job or all."""
@@ -341,6 +359,9 @@ class JobEngine:
             message = exc.message if isinstance(exc, MemvaultError) else str(exc)
             status, error = "failed", message or type(exc).__name__
             output = "\n".join(context.lines)
+        finally:
+            if context.changes is not None:
+                context.changes.close()
         metadata = dict(context.metadata)
         if model is not None and model.calls:
             metadata["model"] = model.report()
@@ -361,13 +382,17 @@ class JobEngine:
         """Put back the files run ``run_id`` changed; returns their paths.
 
         Refuses (ConflictError, nothing changed) when a file was edited since
-        the run, and when the run was already undone.
+        the run, and when the run was already undone. A run a crash interrupted
+        is undone from what it wrote ahead (see :mod:`memvault.jobs.changes`).
         """
         run = self.run_record(run_id)
         if run.metadata.get("undone"):
             raise ConflictError(f"Run {run_id} was already undone at {run.metadata['undone']}.")
         if run.status == "running":
-            raise ConflictError(f"Run {run_id} of {run.job} is still running; undo it after.")
+            if _alive(run.metadata) or _ours(run.metadata):
+                raise ConflictError(f"Run {run_id} of {run.job} is still running; undo it after.")
+            self._interrupted([run_id])  # its process is gone: a crash not yet recovered
+            run = self.run_record(run_id)
         if self.runtime is None:
             raise MemvaultError("Undoing a run needs the vault, and this engine has none.")
         restored = changes.undo(self.runtime.vault, run_id, run.metadata.get("changes", []))
@@ -435,6 +460,12 @@ class JobEngine:
 def _claimant() -> dict[str, Any]:
     """This process, as a running row records it, so a later start can tell it still runs."""
     return {"pid": os.getpid(), "process_start": process_start(os.getpid())}
+
+
+def _ours(claimed: dict[str, Any]) -> bool:
+    """Whether this process claimed a run (one of its threads runs it)."""
+    pid = os.getpid()
+    return claimed.get("pid") == pid and claimed.get("process_start") == process_start(pid)
 
 
 def _alive(claimed: dict[str, Any]) -> bool:

@@ -165,7 +165,7 @@ def _write(ctx: JobContext, folder: str, skill: Skill) -> str | None:
     if not vault.create_text(clean, skill.render()):
         # Someone created it this instant: it is theirs, and undo must not remove it.
         if ctx.changes is not None:
-            ctx.changes.entries.pop(clean, None)
+            ctx.changes.forget(clean)
         return None
     return clean
 

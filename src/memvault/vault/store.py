@@ -64,6 +64,8 @@ class Change:
 
 
 Observer = Callable[[Change], None]
+# Told (path, the bytes it is about to hold or None if it is about to go) before a change.
+Intent = Callable[[str, bytes | None], None]
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,7 @@ class Vault:
         self._locks: dict[str, tuple[FileLock, threading.RLock]] = {}
         self._locks_guard = threading.Lock()
         self._observers: list[Observer] = []
+        self._intents: tuple[Intent, ...] = ()
         self._path_max_bytes: int | None = None
 
     # -- change notification ---------------------------------------------------
@@ -132,6 +135,24 @@ class Vault:
                 observer(change)
             except Exception:
                 log.exception("vault observer failed", extra={"path": change.path})
+
+    def intend(self, hook: Intent) -> Callable[[], None]:
+        """Call ``hook(path, data)`` just before a write, append, delete or move becomes
+        visible, ``data`` being what ``path`` will then hold (None: nothing). A hook that
+        raises stops the change, so it can record the change first (a job run's write-ahead
+        record, for undo after a crash). Returns what removes the hook."""
+        with self._locks_guard:
+            self._intents = (*self._intents, hook)
+
+        def remove() -> None:
+            with self._locks_guard:
+                self._intents = tuple(h for h in self._intents if h is not hook)
+
+        return remove
+
+    def _announce(self, clean: str, data: bytes | None) -> None:
+        for hook in self._intents:
+            hook(clean, data)
 
     # -- paths ---------------------------------------------------------------
 
@@ -489,6 +510,7 @@ class Vault:
                 mode = existing & 0o7777
             tmp = _synced_temp(real.parent, data, mode)
             try:
+                self._announce(clean, data)
                 if exclusive:
                     try:
                         os.link(tmp, real)  # fails instead of clobbering
@@ -567,6 +589,8 @@ class Vault:
                 if not body.endswith("\n"):
                     body += "\n"
                 payload = (prefix + body.replace("\n", newline)).encode("utf-8")
+                if self._intents:
+                    self._announce(clean, _read_fd(fd) + payload)
                 _write_all(fd, payload)
                 os.fsync(fd)
             finally:
@@ -603,7 +627,9 @@ class Vault:
                     updated = change(current)
                     if updated is None or updated == current:
                         return current if updated is None else updated
-                    if self._replace_if_unchanged(real, seen, updated.encode("utf-8")):
+                    data = updated.encode("utf-8")
+                    self._announce(clean, data)
+                    if self._replace_if_unchanged(real, seen, data):
                         break
             else:
                 raise ConflictError(
@@ -682,6 +708,7 @@ class Vault:
                         f"Folder {clean} is not empty; delete its notes first."
                     ) from None
             else:
+                self._announce(clean, None)
                 target.unlink()
             _fsync_dir(target.parent)
         self.notify(Change(clean, "delete"))
@@ -703,6 +730,9 @@ class Vault:
                 raise ConflictError(
                     f"{dst} already exists; choose another destination, or delete it first."
                 )
+            if self._intents and src_path.is_file():
+                self._announce(src, None)
+                self._announce(dst, src_path.read_bytes())
             with self._explained(dst, "move a note to"):
                 dst_path.parent.mkdir(parents=True, exist_ok=True)
                 os.replace(src_path, dst_path)
