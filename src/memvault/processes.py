@@ -1,5 +1,6 @@
-"""Whether a process still runs, told apart from a later one that reuses its id; and
-ending a process with everything it started.
+"""Whether a process still runs, told apart from a later one that reuses its id;
+ending a process with everything it started; keeping a process's environment from
+being read from outside.
 
 Standard library only: the CLI asks before it imports anything heavy.
 """
@@ -73,3 +74,28 @@ def kill_tree(pid: int, sig: int = signal.SIGKILL) -> None:
     for member in [pid, *family]:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(member, sig)
+
+
+def hide_environment() -> bool:
+    """Blank the environment block this process was started with, the one any process of
+    the same user reads in /proc/<pid>/environ; whether it was (Linux only).
+
+    Each variable first gets a copy of its own (``setenv``), so ``os.environ``,
+    ``getenv`` in libraries and the processes started later see the same values;
+    only the view from outside goes. A long-running process that holds API keys
+    calls it once at start, before any thread runs (``setenv`` is not thread-safe):
+    a command it runs could otherwise read the keys from its ancestor.
+    """
+    fields = _proc_stat(os.getpid()) or []
+    try:
+        start, end = int(fields[47]), int(fields[48])  # env_start, env_end: 50, 51 in proc(5)
+    except (IndexError, ValueError):
+        return False  # no /proc (macOS), or a kernel before 3.5
+    if not 0 < start < end:
+        return False
+    import ctypes  # here: the CLI imports this module on every start
+
+    for name, value in os.environb.items():
+        os.putenv(name, value)
+    ctypes.memset(start, 0, end - start)
+    return True

@@ -3,22 +3,33 @@ on a real runtime, real processes, real files."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+import signal
+import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
+import httpx2 as httpx
 import pytest
 
 from cli_support import ok as cli_ok
 from cli_support import ok_json
+from daemon_process import DaemonProcess, daemon_env
 from gateway_support import StartDaemon, failed, ok
+from mcp import Client, StdioServerParameters
 from memvault.config import Settings
+from memvault.locations import APPROVAL_FILE
 from memvault.runtime import Runtime
 from memvault.tools import ToolContext, ToolResult, default_registry
 from memvault.tools.policy import Policy, Tier
+from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
 from support import HashEmbedder, MovableClock, RecordingApprover
 from waiting import WAIT, wait_for
@@ -93,6 +104,14 @@ def refused(result: ToolResult, *words: str) -> str:
     for word in words:
         assert word in result.error, result.error
     return result.error
+
+
+def end_all(pids: list[int]) -> None:
+    """Kill what a failed test left running."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if not gone(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
 def gone(pid: int) -> bool:
@@ -260,10 +279,11 @@ def test_a_runaway_command_is_killed_with_its_children_at_the_timeout(
         "sh -c 'echo $$ >> pids; exec sleep 3600' &\n"
         "sleep 3600 &\n"
         "echo $! >> pids\n"
+        "setsid -f sh -c 'echo $$ >> pids; exec sleep 3600'\n"  # a session of its own
         "wait\n"
     )
     spawn.chmod(0o755)
-    # The timeout is the test's length and the time four quick forks have to write
+    # The timeout is the test's length and the time five quick forks have to write
     # their pids: a few seconds hold them on a loaded machine.
     timeout = 3
     started = time.monotonic()
@@ -274,8 +294,11 @@ def test_a_runaway_command_is_killed_with_its_children_at_the_timeout(
     assert f"after {timeout:g} s" in result.data["note"]
     assert took >= timeout  # at the timeout (waiting for the children's hour would hang)
     pids = [int(line) for line in (work / "pids").read_text().split()]
-    assert len(pids) == 4
-    wait_for(lambda: all(gone(pid) for pid in pids), "the command and its children to end")
+    assert len(pids) == 5
+    try:
+        wait_for(lambda: all(gone(pid) for pid in pids), "the command and its children to end")
+    finally:
+        end_all(pids)
 
 
 def test_the_timeout_is_capped_by_the_setting(open_runtime: Callable[..., Runtime]) -> None:
@@ -546,3 +569,213 @@ def test_the_cli_lists_the_tools_the_vault_offers(vault: Vault, work: Path) -> N
     assert listed & BRIDGE_TOOLS == {"read_file_from_path", "write_file_to_path"}
     exported = json.loads(cli_ok(vault.root, "tools", "export", "--max-tier", "2").stdout)
     assert "write_file_to_path" in {entry["name"] for entry in exported}
+
+
+# -- what a command cannot escape -------------------------------------------------------------
+
+# Each ran (and removed f) before the guard knew the wrapper, or the file behind the name.
+ESCAPES = [
+    "unshare rm f",
+    "setpriv rm f",
+    "script -qc 'rm f' /dev/null",
+    "strace -o /dev/null rm f",
+    "prlimit --nofile=64 rm f",
+    "ln -s /bin/rm d && ./d f",
+    "cp /bin/rm c && ./c f",
+    "./linked f",  # a symlink to rm an earlier call made
+    "./copied f",  # a copy of rm an earlier call made
+    "./env-copy rm f",  # a copy of env wraps as env does
+    "env - rm f",
+    "time -o /dev/null rm f",
+    "exec -a rm busybox f",
+    "eatmydata rm f",  # a wrapper the guard does not know
+    "PATH=.:/usr/bin copied f",
+    "cd . && ./linked f",
+]
+
+
+def shell_on(work: Path, **more: Any) -> dict[str, Any]:
+    return {"tools": {"shell": {"enabled": True, "allowed_folders": [str(work)], **more}}}
+
+
+def test_a_blocked_program_is_refused_under_any_wrapper_or_name_over_http(
+    start_daemon: StartDaemon, work: Path
+) -> None:
+    rm, env = shutil.which("rm"), shutil.which("env")
+    assert rm is not None and env is not None
+    (work / "linked").symlink_to(rm)
+    shutil.copy(rm, work / "copied")
+    shutil.copy(env, work / "env-copy")
+    live = start_daemon(settings=shell_on(work), background=False)
+    ran = []
+    with live.client() as api:
+        for command in ESCAPES:
+            (work / "f").write_text("keep me")
+            answer = api.post(
+                "/v1/tools/run_shell_command",
+                json={"command": command},
+                headers={"X-Memvault-Approval": live.daemon.approval_token},
+            )
+            if answer.status_code != 400 or not (work / "f").exists():
+                ran.append(command)
+                continue
+            error = failed(answer, 400, "validation_failed")
+            assert error["message"].startswith("run_shell_command refused the command: ")
+            assert "\n" not in error["message"]
+    assert ran == []
+
+
+def test_what_only_looks_like_an_escape_still_runs(on: Runtime, work: Path) -> None:
+    # Here-document lines are input, a comment is no command: neither is checked.
+    write = (
+        "cat > run.sh <<'EOF'\n#!/bin/sh\n./not-made-yet --rm\nrm -f nothing\nEOF\n"
+        "echo written # rm would be refused here"
+    )
+    result = shell(on, write)
+    assert result.ok and result.data["stdout"] == "written\n", result
+    assert (work / "run.sh").read_text().startswith("#!/bin/sh\n./not-made-yet")
+    for command in (
+        "timeout 5 ls && nice -n 5 true && env - true",
+        "echo rm; ls /bin/rm; sed -n s/rm/dd/p run.sh; python3 -c pass rm",
+    ):
+        result = shell(on, command)
+        assert result.ok and result.data["exit_code"] == 0, result
+    (work / "copied-ls").symlink_to(shutil.which("ls") or "/bin/ls")
+    assert shell(on, "./copied-ls").ok
+
+
+def test_nothing_a_command_starts_outlives_its_call_over_http(
+    start_daemon: StartDaemon, work: Path
+) -> None:
+    """A process that leaves the session or double-forks is the launcher's again."""
+    live = start_daemon(settings=shell_on(work), background=False)
+    command = (
+        "setsid -f sh -c 'echo $$ > a; exec sleep 3600'\n"
+        "(setsid sh -c 'echo $$ > b; exec sleep 3600' &)\n"
+        "( (sh -c 'echo $$ > c; exec sleep 3600' &) & )\n"
+        "while [ ! -s a ] || [ ! -s b ] || [ ! -s c ]; do sleep 0.01; done\n"
+        "echo started"
+    )
+    with live.client() as api:
+        answer = api.post(
+            "/v1/tools/run_shell_command",
+            json={"command": command},
+            headers={"X-Memvault-Approval": live.daemon.approval_token},
+        )
+    pids = [int((work / name).read_text()) for name in "abc" if (work / name).exists()]
+    try:
+        result = ok(answer)["result"]
+        assert result["stdout"] == "started\n" and result["exit_code"] == 0, result
+        assert len(pids) == 3
+        # The launcher killed and reaped them all before it exited; the call waits for it.
+        assert [pid for pid in pids if not gone(pid)] == []
+    finally:
+        end_all(pids)
+
+
+SECRETS = {
+    "OPENAI_API_KEY": "sk-planted-5f1c0e",
+    "ANTHROPIC_API_KEY": "sk-ant-planted-9d2e41",
+    "TELEGRAM_BOT_TOKEN": "12345:planted-token-7a3b",
+}
+# Every ancestor's environment and command line, from this shell's up to init's.
+WALK = r"""#!/bin/sh
+p=$$
+while [ "$p" -gt 1 ]; do
+  echo "== $p $(tr '\0' ' ' < /proc/$p/cmdline)"
+  tr '\0' '\n' < /proc/$p/environ 2>/dev/null
+  p=$(sed 's/.*) //' /proc/$p/stat | cut -d' ' -f2)
+done
+"""
+
+
+def shell_vault(tmp_path: Path, work: Path, config: str = "") -> Path:
+    """A vault whose shell may run commands (./walk.sh among them) in ``work``."""
+    root = tmp_path / "vault"
+    init_vault(Vault(root))
+    (root / ".memvault/config.toml").write_text(
+        f'{config}[tools.shell]\nenabled = true\nallowed_folders = ["{work}"]\n'
+    )
+    (work / "walk.sh").write_text(WALK)
+    (work / "walk.sh").chmod(0o755)
+    return root
+
+
+def planted(output: str) -> list[str]:
+    return [name for name, value in SECRETS.items() if value in output]
+
+
+@pytest.mark.slow  # a memvault process starts
+def test_no_ancestor_of_a_command_shows_the_daemons_keys(tmp_path: Path, work: Path) -> None:
+    root = shell_vault(tmp_path, work)
+    daemon = DaemonProcess(root, env=daemon_env(**SECRETS))
+    try:
+        approval = (root / ".memvault" / APPROVAL_FILE).read_text().strip()
+        with daemon.client() as api:
+            answer = api.post(
+                "/v1/tools/run_shell_command",
+                json={"command": "cat /proc/$PPID/environ; echo; ./walk.sh"},
+                headers={"X-Memvault-Approval": approval},
+            )
+        output = ok(answer)["result"]["stdout"]
+    finally:
+        daemon.stop()
+    assert f"== {daemon.process.pid} " in output  # the walk went up past the daemon
+    assert "PATH=" in output and planted(output) == []
+
+
+@pytest.mark.slow  # a memvault process starts
+def test_no_ancestor_of_a_command_shows_the_mcp_servers_keys(tmp_path: Path, work: Path) -> None:
+    root = shell_vault(tmp_path, work, config="[tools]\nmcp_dangerous = true\n")
+    server = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "memvault", "mcp", "--vault", str(root)],
+        env=daemon_env(**SECRETS),
+    )
+    texts: list[str] = []
+
+    async def body() -> None:
+        async with Client(server) as client:
+            result = await client.call_tool("run_shell_command", {"command": "./walk.sh"})
+            assert not result.is_error, result
+            texts.extend(part.text for part in result.content if hasattr(part, "text"))
+
+    anyio.run(body)
+    output = json.loads(texts[0])["stdout"]
+    assert f"mcp --vault {root}" in output  # the walk went up past the MCP server
+    assert "PATH=" in output and planted(output) == []
+
+
+def pids_in(*files: Path) -> list[int] | None:
+    """The process ids the files hold, once every one holds a whole one."""
+    texts = [file.read_text() if file.exists() else "" for file in files]
+    if not all(text.endswith("\n") for text in texts):
+        return None
+    return [int(text) for text in texts]
+
+
+@pytest.mark.slow  # a memvault process starts
+def test_a_commands_processes_end_when_the_daemon_is_killed(tmp_path: Path, work: Path) -> None:
+    """The launcher gets SIGTERM when the daemon dies, and sweeps as at the timeout."""
+    root = shell_vault(tmp_path, work)
+    daemon = DaemonProcess(root)
+    approval = (root / ".memvault" / APPROVAL_FILE).read_text().strip()
+    command = "setsid -f sh -c 'echo $$ > a; exec sleep 3600'; sh -c 'echo $$ > b; exec sleep 3600'"
+
+    def call() -> None:
+        with daemon.client() as api, contextlib.suppress(httpx.HTTPError):
+            api.post(
+                "/v1/tools/run_shell_command",
+                json={"command": command},
+                headers={"X-Memvault-Approval": approval},
+            )
+
+    caller = threading.Thread(target=call, daemon=True)
+    caller.start()
+    pids = wait_for(lambda: pids_in(work / "a", work / "b"), "the command to start")
+    try:
+        daemon.kill()
+        wait_for(lambda: all(gone(pid) for pid in pids), "the command to end with the daemon")
+    finally:
+        end_all(pids)
+    caller.join(WAIT)

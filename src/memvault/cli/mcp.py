@@ -31,6 +31,9 @@ def mcp(
 
     # stdout is the protocol channel on stdio: every log line goes to stderr.
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="memvault: %(message)s")
+    from memvault.processes import hide_environment
+
+    hide_environment()  # no command run_shell_command runs reads the keys from /proc
     runtime = open_runtime(ctx, vault)
     from memvault.channels.tools import full_registry
     from memvault.mcp.server import MemvaultMCP, http_app, serve_stdio

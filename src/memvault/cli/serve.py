@@ -194,8 +194,10 @@ def _run(
     from memvault.gateway.daemon import Daemon
     from memvault.gateway.security import REMOTE_WARNING, check_bind, is_loopback
     from memvault.gateway.server import configure_logging, limit_malloc_arenas, serve
+    from memvault.processes import hide_environment
 
     limit_malloc_arenas()  # before any thread starts
+    hide_environment()  # no command run_shell_command runs reads the keys from /proc
     runtime = _replica_runtime(ctx, vault, primary) if replica else open_runtime(ctx, vault)
     server = runtime.settings.server
     host = host or server.host

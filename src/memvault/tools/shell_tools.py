@@ -9,9 +9,12 @@ outside the vault's ``.memvault``. The folder rule confines where a command
 starts, not where it may go (``cd ..`` works); the command lists are a
 guard, and the owner's approval of each call is the gate.
 
-The command runs in a session of its own with a trimmed environment (no
-API keys or tokens the daemon holds): at the timeout its whole process group
-is killed, and whatever it left running in the background ends with it.
+The command runs under a launcher (:mod:`memvault.tools.shell_launcher`),
+a small process started with the trimmed environment only (no API keys or
+tokens the daemon holds), so the command's parent has none to show. The
+launcher is a child subreaper: whatever the command leaves running, in the
+background, double-forked or in a session of its own, is killed when it
+ends, and at the timeout all of it is.
 Output is read as it comes, without waiting on a full pipe, and kept up to
 ``max_output_bytes`` per stream. On request the command and the start of
 its output go to the day's journal, under "Shell".
@@ -25,6 +28,7 @@ import re
 import selectors
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +38,7 @@ from pydantic import Field, field_validator
 
 from memvault.config import ShellSettings
 from memvault.errors import InvalidInputError, NotFoundError
+from memvault.processes import kill_tree
 from memvault.text import scrub
 from memvault.tools.folders import allowed_folders, confined, within
 from memvault.tools.inputs import ToolInput, names
@@ -45,8 +50,12 @@ from memvault.vault.store import Vault
 SHELL_SETTING = "tools.shell.enabled"
 # The start of a command's output kept in the journal.
 JOURNAL_OUTPUT_BYTES = 4096
-# After a kill, how long output still in the pipes is collected.
+# After the launcher ends, how long output still in the pipes is collected.
 _DRAIN_SECONDS = 1.0
+# After the timeout, how long the launcher has to kill the command's processes and exit.
+_STOP_SECONDS = 5.0
+# Runs the shell and ends all it started; a script, so no memvault module loads with it.
+_LAUNCHER = str(Path(__file__).with_name("shell_launcher.py"))
 # What a command inherits of the daemon's environment: no keys, tokens or passwords.
 _KEPT_ENV = {"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM"}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|m|min)?\s*$")
@@ -114,7 +123,12 @@ def working_folder(requested: str | None, settings: ShellSettings, vault: Vault)
     chosen = Path(requested).expanduser() if requested else default
     if not chosen.is_absolute():
         chosen = default / chosen
-    real = os.path.realpath(chosen)
+    try:
+        real = os.path.realpath(chosen)
+    except OSError:  # a link swapped for a file between two steps of resolving it
+        raise InvalidInputError(
+            f"The working folder {chosen} changed while it was being checked; try again."
+        ) from None
     confined(real, folders, "tools.shell", f"The working folder {chosen}")
     if within(real, os.path.realpath(vault.state_dir)):
         raise InvalidInputError(
@@ -143,19 +157,20 @@ class CommandRun:
 
 
 def run_command(command: str, cwd: str, timeout: float, max_bytes: int) -> CommandRun:
-    """Run ``command`` with /bin/sh in ``cwd``, in a process group of its own.
+    """Run ``command`` with /bin/sh in ``cwd``, under the launcher, and end all it started.
 
-    At ``timeout`` the whole group is killed (exit code -1); when the shell ends
-    first, whatever it left in the group is killed too, so nothing outlives the
-    call. Each stream keeps its first ``max_bytes`` bytes; the rest is read and
-    dropped, so the command never stalls on a full pipe.
+    The launcher (:mod:`memvault.tools.shell_launcher`) runs the shell and, when
+    it ends, kills every process the shell left, those that left its session
+    included. At ``timeout`` the launcher is told to stop (SIGTERM: it kills them
+    all and exits; exit code -1); one that does not within ``_STOP_SECONDS`` is
+    killed with its process tree. Each stream keeps its first ``max_bytes`` bytes;
+    the rest is read and dropped, so the command never stalls on a full pipe.
     """
-    env = {k: v for k, v in os.environ.items() if k in _KEPT_ENV or k.startswith("LC_")}
     started = time.monotonic()
     process = subprocess.Popen(
-        ["/bin/sh", "-c", command],
+        [sys.executable, "-I", "-S", _LAUNCHER, str(os.getpid()), command],
         cwd=cwd,
-        env=env,
+        env=_trimmed_environment(),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -175,10 +190,10 @@ def run_command(command: str, cwd: str, timeout: float, max_bytes: int) -> Comma
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     if timed_out or ended:
-                        break  # a process outside the group still holds the pipes
+                        break  # a process outside the launcher's tree holds the pipes
                     timed_out = True
-                    _kill_group(process.pid)
-                    deadline = time.monotonic() + _DRAIN_SECONDS
+                    _signal(process.pid, signal.SIGTERM)
+                    deadline = time.monotonic() + _STOP_SECONDS
                     continue
                 for key, _ in selector.select(min(remaining, 0.05)):
                     chunk = os.read(key.fd, 65_536)
@@ -188,19 +203,16 @@ def run_command(command: str, cwd: str, timeout: float, max_bytes: int) -> Comma
                     room = max_bytes - len(kept[key.data])
                     kept[key.data] += chunk[:room] if room > 0 else b""
                     seen[key.data] += len(chunk)
-                if not ended and not timed_out and _has_ended(process):
-                    ended = True
-                    _kill_group(process.pid)  # its background processes end with it
+                if not ended and process.poll() is not None:
+                    ended = True  # it swept its tree; what still holds the pipes escaped it
                     deadline = min(deadline, time.monotonic() + _DRAIN_SECONDS)
-        while not (ended or timed_out):  # it closed its output but runs on
-            if _has_ended(process):
-                ended = True
-            elif time.monotonic() >= deadline:
-                timed_out = True
-            else:
-                time.sleep(0.02)
+        # The pipes close as the launcher exits; after a timeout it has until the deadline.
+        wait = max(deadline - time.monotonic(), 0) if timed_out else _DRAIN_SECONDS
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(wait)
     finally:
-        _kill_group(process.pid)
+        if process.poll() is None:
+            kill_tree(process.pid)  # the launcher did not stop: kill what /proc shows of it
         process.wait()
         process.stdout.close()
         process.stderr.close()
@@ -215,21 +227,14 @@ def run_command(command: str, cwd: str, timeout: float, max_bytes: int) -> Comma
     )
 
 
-def _has_ended(process: subprocess.Popen[bytes]) -> bool:
-    """Whether the shell has exited, leaving it unreaped: while its pid is taken, its
-    process group's id cannot go to another process, so killing the group stays safe."""
-    if not hasattr(os, "waitid"):  # macOS: reaping is the only way to ask
-        return process.poll() is not None
-    try:
-        found = os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:
-        return True
-    return found is not None
+def _trimmed_environment() -> dict[str, str]:
+    """What a command inherits of the daemon's environment: no keys, tokens or passwords."""
+    return {k: v for k, v in os.environ.items() if k in _KEPT_ENV or k.startswith("LC_")}
 
 
-def _kill_group(pgid: int) -> None:
+def _signal(pid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
+        os.kill(pid, sig)
 
 
 def _text(data: bytes) -> str:
@@ -242,8 +247,15 @@ def _text(data: bytes) -> str:
 def _check_shell(ctx: ToolContext, args: ShellCommand) -> str:
     """Refuse a blocked command or a folder outside the allowed ones; the real folder."""
     settings = ctx.runtime.settings.tools.shell
-    check_command(args.command, settings.blocked_commands, settings.allowed_commands)
-    return working_folder(args.working_dir, settings, ctx.runtime.vault)
+    cwd = working_folder(args.working_dir, settings, ctx.runtime.vault)
+    check_command(
+        args.command,
+        settings.blocked_commands,
+        settings.allowed_commands,
+        cwd=cwd,
+        path=_trimmed_environment().get("PATH", os.defpath),
+    )
+    return cwd
 
 
 def _run_shell(ctx: ToolContext, args: ShellCommand) -> dict[str, Any]:
