@@ -52,7 +52,14 @@ def tables(dsn: str) -> set[str]:
 
 # Test-only migrations: a real table, then one that slows down to make migrators overlap.
 NEXT = len(MIGRATIONS) + 1
-REAL = [(1, "pgvector"), (2, "index"), (3, "state"), (4, "events"), (5, "digests")]
+REAL = [
+    (1, "pgvector"),
+    (2, "index"),
+    (3, "state"),
+    (4, "events"),
+    (5, "digests"),
+    (6, "token agents"),
+]
 NOTES = Migration(NEXT, "notes", "CREATE TABLE notes (id serial PRIMARY KEY, body text NOT NULL)")
 SLOW = Migration(
     NEXT + 1,
@@ -135,7 +142,7 @@ def test_pooled_connections_read_and_write_vectors(storage: PostgresStorage) -> 
 def test_a_fresh_database_is_migrated_to_the_latest_version(database: str) -> None:
     assert "memvault_schema" not in tables(database)
     with PostgresStorage.open(SETTINGS, environ=env(database)) as storage:
-        assert storage.schema_version == len(MIGRATIONS) == 5
+        assert storage.schema_version == len(MIGRATIONS) == 6
     assert history(database) == REAL
     with psycopg.connect(database) as conn:
         assert conn.execute(

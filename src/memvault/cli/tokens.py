@@ -2,7 +2,9 @@
 
 Each agent that uses the daemon gets a token of its own, with a scope
 (read, remember, write, admin: :mod:`memvault.gateway.tokens`), and what it
-stores records its name. These commands work on ``state.db`` directly: a
+stores records its name. With ``--agent A`` the token is bound to the agent A:
+what it stores records A, and it sees only A's own memories and sessions.
+These commands work on ``state.db`` directly: a
 running daemon looks tokens up there on every request, so a new token works,
 and a revoked one stops working, at once.
 """
@@ -59,18 +61,37 @@ def create(
             "the ones before it).",
         ),
     ],
+    agent: Annotated[
+        str | None,
+        typer.Option(
+            "--agent",
+            help="Bind the token to this agent: it sees only the agent's own memories and "
+            "sessions, and what it stores records the agent (not the token's name).",
+        ),
+    ] = None,
     vault: VaultOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Create a token; its secret is shown this once (only a hash of it is kept)."""
     from memvault.gateway.tokens import parse_scopes
 
-    token, secret = _book(ctx, vault).create(name, parse_scopes(scope))
+    token, secret = _book(ctx, vault).create(name, parse_scopes(scope), agent=agent)
     if as_json:
         emit_json({**token.to_dict(), "token": secret})
         return
-    say(f"Created the token {token.name!r} ({token.scope.label} scope). Its secret, shown once:")
+    bound = f", bound to the agent {token.agent!r}" if token.agent else ""
+    say(
+        f"Created the token {token.name!r} ({token.scope.label} scope{bound}). "
+        "Its secret, shown once:"
+    )
     say(secret)
+    if token.agent:
+        recorded = f"the agent {token.agent!r}, and it sees only that agent's own"
+        say(
+            f"Send it as 'Authorization: Bearer <token>'; what it stores records {recorded} "
+            f"memories and sessions. `memvault tokens revoke {token.name}` ends it."
+        )
+        return
     say(
         "Send it as 'Authorization: Bearer <token>'; what the agent stores records its "
         f"name. `memvault tokens revoke {token.name}` ends it."
@@ -98,6 +119,7 @@ def list_tokens(
         [
             token.name,
             token.scope.label,
+            token.agent or "-",
             _when(token.created_at),
             _when(token.last_used_at),
             "active" if token.active else f"revoked {_when(token.revoked_at)}",
@@ -105,7 +127,11 @@ def list_tokens(
         for token in tokens
     ]
     stdout.print(
-        table(counted(len(rows), "token"), ["Name", "Scope", "Created", "Last used", "State"], rows)
+        table(
+            counted(len(rows), "token"),
+            ["Name", "Scope", "Agent", "Created", "Last used", "State"],
+            rows,
+        )
     )
 
 

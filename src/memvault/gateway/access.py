@@ -18,6 +18,11 @@ Two routes run tools, and what a tool needs depends on the tool
 (:func:`tool_scope`): ``POST /v1/tools/{name}`` and MCP at ``/mcp``. They are
 open to every scope, then each tool call is checked on its own, and each lists
 only the tools its caller may call.
+
+A token bound to an agent may use only :data:`AGENT_ROUTES`, the routes that
+show and change that agent's own memories and sessions (the routes narrow what
+they answer to it: :func:`memvault.acting.sees`); any other route (notes, tasks,
+context, events, channels, jobs, tools, MCP) answers 403 ``insufficient_scope``.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Send
 from starlette.types import Scope as AsgiScope
 
+from memvault.acting import OWNER as OWNER_ACTOR
+from memvault.acting import Actor
 from memvault.gateway.errors import ApiError
 from memvault.gateway.tokens import Principal, Scope
 from memvault.tools.policy import Tier
@@ -104,6 +111,24 @@ ROUTE_SCOPES: dict[tuple[str, str], Scope] = {
     ("DELETE", "/mcp"): READ,
 }
 
+# What a token bound to an agent may use: its own memories and sessions, and the spec.
+AGENT_ROUTES = frozenset(
+    {
+        ("GET", "/openapi.json"),
+        ("GET", "/v1/memories"),
+        ("POST", "/v1/memories"),
+        ("GET", "/v1/memories/search"),
+        ("GET", "/v1/memories/{memory_id:path}/history"),
+        ("GET", "/v1/memories/{memory_id:path}"),
+        ("DELETE", "/v1/memories/{memory_id:path}"),
+        ("GET", "/v1/search"),
+        ("GET", "/v1/sessions"),
+        ("POST", "/v1/sessions/{key:path}/messages"),
+        ("POST", "/v1/sessions/{key:path}/end"),
+        ("GET", "/v1/sessions/{key:path}"),
+    }
+)
+
 # Tools that store what an agent was told or learned, and nothing else.
 REMEMBER_TOOLS = frozenset({"remember"})
 
@@ -127,6 +152,25 @@ def needed(method: str, path: str | None) -> Scope:
 
 
 UNKNOWN_CALLER = "The daemon could not tell whose token this request carried; send it again."
+
+
+def unconfined(principal: Principal, method: str, path: str | None) -> ApiError | None:
+    """The 403 ``insufficient_scope`` for a token bound to an agent on a route beyond that
+    agent's own memories and sessions; None when the route is one of those, or the token
+    is not bound."""
+    if principal.agent is None:
+        return None
+    method = "GET" if method == "HEAD" else method
+    if (method, path or "") in AGENT_ROUTES:
+        return None
+    return ApiError(
+        403,
+        "insufficient_scope",
+        f"The token {principal.name!r} is bound to the agent {principal.agent!r}: it may "
+        "use only that agent's memories and sessions (/v1/memories, /v1/search, "
+        "/v1/sessions).",
+        details={"scope": principal.scope.label, "agent": principal.agent},
+    )
 
 
 def insufficient(principal: Principal, needed: Scope) -> ApiError | None:
@@ -153,7 +197,10 @@ def authorize(scope: AsgiScope, path: str | None) -> None:
     principal = state["principal"]
     if principal is None:
         return  # an open route: the health check, a platform's signed webhook
-    refused = insufficient(principal, needed(scope["method"], path))
+    # A bound token hears first what it may use at all: a wider scope would not open more.
+    refused = unconfined(principal, scope["method"], path) or insufficient(
+        principal, needed(scope["method"], path)
+    )
     if refused is not None:
         raise refused
 
@@ -224,7 +271,7 @@ class ToolScopes:
             return UNKNOWN_CALLER
         return principal.refusal(tool_scope(tool))
 
-    def agent(self, request: Any) -> str | None:
-        """The agent the caller acts for (None: the owner)."""
+    def actor(self, request: Any) -> Actor:
+        """Whom the caller acts for (:mod:`memvault.acting`)."""
         principal = principal_of(request)
-        return principal.name if principal is not None else None
+        return principal.actor if principal is not None else OWNER_ACTOR

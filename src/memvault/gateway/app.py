@@ -50,7 +50,8 @@ memvault's local daemon: memory, notes, tasks, tools, sessions and events of one
 Send `Authorization: Bearer <token>` (the token is in `<vault>/.memvault/token`) on every
 route except `GET /v1/health`. A named token (`memvault tokens create NAME --scope ...`)
 may use the routes its scope covers (read, remember, write, admin); others answer
-403 `insufficient_scope`. Answers are `{"ok": true, "result": ...}` or
+403 `insufficient_scope`. A token bound to an agent (`--agent`) may use only that agent's
+memories and sessions. Answers are `{"ok": true, "result": ...}` or
 `{"ok": false, "error": {"code", "message", "retriable", "failed_step", "details"}}`.
 """
 

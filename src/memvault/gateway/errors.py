@@ -82,13 +82,6 @@ class ApiError(Exception):
         )
 
 
-class BodyTooLarge(HTTPException):
-    """Raised while a request body is read, once it passes the limit."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(413, f"The request body is larger than {limit} bytes.")
-
-
 def from_memvault(exc: MemvaultError) -> ApiError:
     """A memvault error as an API error (its code, its status, hint included)."""
     details = exc.details or None
@@ -147,6 +140,8 @@ def _problem(field: str, error: Any) -> str:
         bound = "at least" if kind == "too_short" else "at most"
         limit = ctx.get("min_length", ctx.get("max_length"))
         return f"{name} must have {bound} {limit} item{'s' if limit != 1 else ''}"
+    if kind == "int_parsing_size":  # more digits than any bound: pydantic stops reading
+        return f"{name} is too large a number"
     if kind in _BOUNDS:
         words, key = _BOUNDS[kind]
         return f"{name} must be {words} {ctx.get(key)}"

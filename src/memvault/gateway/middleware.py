@@ -1,8 +1,9 @@
 """What every request passes before a route sees it: the host rule, the origin rule, the token
-and its scope, the size limit, and the access log.
+and its scope, the size and depth limits of the body, and the access log.
 
 Plain ASGI middleware, so event streams and the MCP endpoint pass through
-unbuffered.
+unbuffered; only a request's body is read whole before its route runs, as every
+route reads it whole anyway.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memvault.acting import acting_as
-from memvault.gateway.errors import ApiError, BodyTooLarge
+from memvault.gateway.errors import ApiError
 from memvault.gateway.security import bearer, matches
 from memvault.gateway.tokens import OWNER, Principal
 
@@ -29,6 +30,38 @@ _EVERY_ADDRESS = frozenset({"0.0.0.0", "::", ""})
 # Platforms' webhooks carry no token: the platform signs the body with a secret it shares
 # with memvault, and the route checks that signature before anything is stored.
 SIGNED_PATHS = frozenset({"/v1/channels/line/webhook"})
+# How deep a body's JSON may nest (objects and arrays, the body itself the first level): far
+# deeper than anything a client of this API sends, far below where a parser gives up
+# (Python's json recurses about 1000 levels, then raises RecursionError).
+MAX_JSON_DEPTH = 64
+_NOT_BRACKETS = bytes(byte for byte in range(256) if byte not in b"[]{}")
+_OPENERS = (ord("["), ord("{"))
+# A body up to this size is measured on the event loop; a larger one in a worker thread.
+_MEASURED_INLINE = 64 * 1024
+
+
+def nests_deeper(body: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether the JSON ``body`` nests objects and arrays more than ``limit`` levels deep.
+
+    Measured without parsing and without recursion: escaped backslashes and quotes
+    are dropped, then what lies between quotes (the strings), then the brackets
+    that are left are counted. Bytes that are not JSON are measured the same way;
+    the parser refuses them anyway.
+    """
+    if body.count(b"[") + body.count(b"{") <= limit:
+        return False  # the common case, at C speed: too few brackets to be that deep
+    # After \\ is gone, every \" left escapes a quote inside a string.
+    unescaped = body.replace(b"\\\\", b"").replace(b'\\"', b"")
+    brackets = b"".join(unescaped.split(b'"')[::2]).translate(None, _NOT_BRACKETS)
+    depth = 0
+    for byte in brackets:
+        if byte in _OPENERS:
+            depth += 1
+            if depth > limit:
+                return True
+        else:
+            depth -= 1
+    return False
 
 
 class HostCheck:
@@ -86,7 +119,7 @@ TokenLookup = Callable[[str], Principal | None]
 
 class Guard:
     """Rejects browser-made writes, requests without a token or beyond its scope, and
-    oversized bodies.
+    bodies too large or nested too deep.
 
     - A request that changes something (any method but GET, HEAD, OPTIONS)
       with a non-empty ``Origin`` header comes from a web page: 403
@@ -97,9 +130,13 @@ class Guard:
       without it; its route checks the platform's signature instead.
     - Whom the request comes from is left in ``request.state.principal``
       (None on an open route), for the route's scope check once routed
-      (:mod:`memvault.gateway.access`: 403 ``insufficient_scope``); a named
-      token's name is the acting agent (:mod:`memvault.acting`) meanwhile.
-    - A body larger than ``max_body`` bytes: 413 ``payload_too_large``.
+      (:mod:`memvault.gateway.access`: 403 ``insufficient_scope``); meanwhile a
+      named token acts for its agent (:mod:`memvault.acting`: the agent
+      recorded, what it may see, whether its searches are recalls).
+    - A body larger than ``max_body`` bytes: 413 ``payload_too_large``. A body
+      whose JSON nests deeper than :data:`MAX_JSON_DEPTH` levels: 400
+      ``invalid_json``, before any parser sees it (FastAPI's, the routes', LINE's,
+      MCP's). The body is read whole for this; the route gets it as sent.
     """
 
     def __init__(
@@ -125,38 +162,55 @@ class Guard:
             self._check_origin(scope)
             principal = await self._admit(scope)
             self._check_length(scope)
+            body = await self._body(receive)
         except ApiError as error:
             await error.response()(scope, receive, send)
             return
+        if body is None:
+            return  # the client went away while sending it: nobody to answer
         scope.setdefault("state", {})["principal"] = principal
-        with acting_as(principal.name if principal is not None else None):
-            await self._limited(scope, receive, send)
+        given = False
 
-    async def _limited(self, scope: Scope, receive: Receive, send: Send) -> None:
-        started = False
+        async def replay() -> Message:
+            """The body as read, then what the client does next (a disconnect)."""
+            nonlocal given
+            if given:
+                return await receive()
+            given = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        with acting_as(principal.actor if principal is not None else None):
+            await self.app(scope, replay, send)
+
+    async def _body(self, receive: Receive) -> bytes | None:
+        """The whole body within the limits; None if the client disconnected first."""
+        chunks: list[bytes] = []
         size = 0
-
-        async def limited_receive() -> Message:
-            nonlocal size
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                size += len(message.get("body", b""))
-                if size > self.max_body:
-                    raise BodyTooLarge(self.max_body)
-            return message
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
-        try:
-            await self.app(scope, limited_receive, tracking_send)
-        except BodyTooLarge:
-            if started:
-                raise
-            await _too_large(self.max_body).response()(scope, receive, send)
+            if message["type"] != "http.request":
+                return None
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body:  # sent without a Content-Length, or more than it said
+                raise _too_large(self.max_body)
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        deep = (
+            nests_deeper(body)
+            if len(body) <= _MEASURED_INLINE
+            else await run_in_threadpool(nests_deeper, body)
+        )
+        if deep:
+            raise ApiError(
+                400,
+                "invalid_json",
+                f"The request body nests deeper than {MAX_JSON_DEPTH} levels.",
+                details={"max_depth": MAX_JSON_DEPTH},
+            )
+        return body
 
     def _check_origin(self, scope: Scope) -> None:
         if scope["method"] not in SAFE_METHODS and Headers(scope=scope).get("origin", "").strip():
@@ -167,8 +221,9 @@ class Guard:
             )
 
     def _check_length(self, scope: Scope) -> None:
-        length = Headers(scope=scope).get("content-length")
-        if length is not None and length.isdigit() and int(length) > self.max_body:
+        length = Headers(scope=scope).get("content-length", "").lstrip("0")
+        # Twenty digits and more are past any limit (and past what int() reads quickly).
+        if length.isdigit() and (len(length) >= 20 or int(length) > self.max_body):
             raise _too_large(self.max_body)
 
     async def _admit(self, scope: Scope) -> Principal | None:

@@ -13,9 +13,14 @@ scope including the ones before it:
 - ``admin``: everything (jobs, channels, the agent, tier-2 and tier-3 tools).
 
 What a request with a named token creates records the token's name as its
-agent (:mod:`memvault.acting`). A named token never stands in for the owner's
-approval token (``X-Memvault-Approval``). The daemon looks a named token up in
-``state.db`` on every request, so a revoked token stops working at once.
+agent (:mod:`memvault.acting`). A token made with ``--agent A`` is bound to the
+agent A instead: what it creates records A, and it sees only what A stored, its
+memories and its sessions with their messages (``AGENT_ROUTES`` in
+:mod:`memvault.gateway.access` lists the routes it may use). A read-scoped token only observes:
+its searches are not recalls (:mod:`memvault.memory.recalls`). A named token
+never stands in for the owner's approval token (``X-Memvault-Approval``). The
+daemon looks a named token up in ``state.db`` on every request, so a revoked
+token stops working at once.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from datetime import UTC, datetime
 from enum import IntEnum
 from typing import Any
 
+from memvault.acting import Actor
 from memvault.errors import ConflictError, InvalidInputError, MemvaultError, NotFoundError
 from memvault.memory.state import StateStore
 
@@ -78,11 +84,22 @@ class Principal:
 
     name: str | None  # None: the owner
     scope: Scope
+    agent: str | None = None  # the agent a token is bound to: it sees only that agent's
 
     @property
     def owner(self) -> bool:
         """Whether this is the owner's own token."""
         return self.name is None
+
+    @property
+    def actor(self) -> Actor:
+        """Whom its requests act for (:mod:`memvault.acting`): the bound agent, confined to
+        what that agent stored, else the token's name; a read token only observes."""
+        return Actor(
+            agent=self.agent or self.name,
+            confined=self.agent is not None,
+            observer=self.scope == Scope.READ,
+        )
 
     def allows(self, needed: Scope) -> bool:
         """Whether this principal's scope covers ``needed``."""
@@ -110,6 +127,7 @@ class NamedToken:
     created_at: str
     last_used_at: str | None
     revoked_at: str | None
+    agent: str | None = None  # bound to this agent: it sees only what the agent stored
 
     @property
     def scope(self) -> Scope:
@@ -127,6 +145,7 @@ class NamedToken:
             "name": self.name,
             "scopes": [scope.label for scope in self.scopes],
             "scope": self.scope.label,
+            "agent": self.agent,
             "active": self.active,
             "created_at": self.created_at,
             "last_used_at": self.last_used_at,
@@ -139,16 +158,19 @@ def digest(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
-def check_name(name: str) -> str:
-    """A token name as stored: 1 to 64 letters, digits, '.', '_' or '-'; not 'owner'."""
+def check_name(name: str, what: str = "token") -> str:
+    """A token's (or an agent's) name as stored: 1 to 64 letters, digits, '.', '_' or '-';
+    not 'owner'."""
     clean = name.strip()
     if not _NAME.match(clean):
         raise InvalidInputError(
-            f"{name!r} is not a token name: use 1 to 64 letters, digits, '.', '_' or '-', "
-            "starting with a letter or digit."
+            f"{name!r} is not {'an' if what[0] in 'aeiou' else 'a'} {what} name: use 1 to 64 "
+            "letters, digits, '.', '_' or '-', starting with a letter or digit."
         )
     if clean.casefold() == OWNER_NAME:
-        raise InvalidInputError("'owner' names the daemon's own token; choose another name.")
+        raise InvalidInputError(
+            f"'owner' names the daemon's own token; choose another {what} name."
+        )
     return clean
 
 
@@ -164,26 +186,35 @@ class TokenBook:
         self._used: dict[str, float] = {}  # secret digest -> when last_used_at was written
         self._used_guard = threading.Lock()
 
-    def create(self, name: str, scopes: Iterable[Scope]) -> tuple[NamedToken, str]:
-        """A new token and its secret (shown once: only its digest is kept)."""
+    def create(
+        self, name: str, scopes: Iterable[Scope], *, agent: str | None = None
+    ) -> tuple[NamedToken, str]:
+        """A new token and its secret (shown once: only its digest is kept); with ``agent``,
+        bound to that agent (it sees only what the agent stored)."""
         clean = check_name(name)
+        bound = check_name(agent, "agent") if agent is not None else None
         chosen = tuple(sorted(set(scopes)))
         if not chosen:
             raise InvalidInputError("Give at least one scope: read, remember, write or admin.")
+        if bound is not None and max(chosen) == Scope.ADMIN:
+            raise InvalidInputError(
+                "A token bound to an agent cannot have the admin scope: admin reaches the "
+                "whole vault (jobs, channels, the agent); choose read, remember or write."
+            )
         secret = SECRET_PREFIX + secrets.token_urlsafe(SECRET_BYTES)
         created = _now()
         try:
             with self.state.transaction() as conn:
                 conn.execute(
-                    "INSERT INTO api_tokens (name, scopes, secret_sha256, created_at) "
-                    "VALUES (?, ?, ?, ?)",
-                    (clean, ",".join(s.label for s in chosen), digest(secret), created),
+                    "INSERT INTO api_tokens (name, scopes, secret_sha256, created_at, agent) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (clean, ",".join(s.label for s in chosen), digest(secret), created, bound),
                 )
         except sqlite3.IntegrityError:
             raise ConflictError(
                 f"A token named {clean!r} exists; revoke it first or choose another name."
             ) from None
-        return NamedToken(clean, chosen, created, None, None), secret
+        return NamedToken(clean, chosen, created, None, None, bound), secret
 
     def list(self, *, include_revoked: bool = False) -> builtins.list[NamedToken]:
         """The tokens, oldest first (the revoked ones too when asked)."""
@@ -207,7 +238,9 @@ class TokenBook:
             revoked = _now()
             conn.execute("UPDATE api_tokens SET revoked_at = ? WHERE id = ?", (revoked, row["id"]))
         token = _token(row)
-        return NamedToken(token.name, token.scopes, token.created_at, token.last_used_at, revoked)
+        return NamedToken(
+            token.name, token.scopes, token.created_at, token.last_used_at, revoked, token.agent
+        )
 
     def authenticate(self, secret: str) -> Principal | None:
         """The principal of a live named token's secret; None for anything else."""
@@ -215,13 +248,15 @@ class TokenBook:
             return None
         hashed = digest(secret)
         rows = self.state.query(
-            "SELECT name, scopes FROM api_tokens WHERE secret_sha256 = ? AND revoked_at IS NULL",
+            "SELECT name, scopes, agent FROM api_tokens "
+            "WHERE secret_sha256 = ? AND revoked_at IS NULL",
             (hashed,),
         )
         if not rows:
             return None
         self._note_use(hashed)
-        return Principal(str(rows[0]["name"]), max(_scopes(rows[0]["scopes"])))
+        row = rows[0]
+        return Principal(str(row["name"]), max(_scopes(row["scopes"])), row["agent"])
 
     def _note_use(self, hashed: str) -> None:
         now = time.monotonic()
@@ -252,4 +287,5 @@ def _token(row: sqlite3.Row) -> NamedToken:
         created_at=str(row["created_at"]),
         last_used_at=row["last_used_at"],
         revoked_at=row["revoked_at"],
+        agent=row["agent"],
     )

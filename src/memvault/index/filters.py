@@ -1,4 +1,5 @@
-"""What a search may return: folder, kinds, category, tags, dates and archived memories.
+"""What a search may return: folder, kinds, category, tags, dates, archived memories, and
+which memories at all (a confined agent's own).
 
 :class:`SearchFilters` checks and normalises what a caller asked for (one
 clear sentence for a mistake) and turns it into SQL over the chunks and
@@ -28,6 +29,8 @@ class SearchFilters:
     since: datetime | None = None
     until: datetime | None = None
     include_archived: bool = False
+    # Only these memories, and nothing else (no notes): a confined agent's own. None: any.
+    memory_ids: frozenset[str] | None = None
 
     def checked(self) -> SearchFilters:
         """The filters with names validated and normalised (a clear error otherwise)."""
@@ -41,7 +44,14 @@ class SearchFilters:
         if self.since and self.until and self.since > self.until:
             raise InvalidInputError("The date range ends before it starts.")
         return SearchFilters(
-            folder or None, kinds, category, tags, self.since, self.until, self.include_archived
+            folder or None,
+            kinds,
+            category,
+            tags,
+            self.since,
+            self.until,
+            self.include_archived,
+            self.memory_ids,
         )
 
     def sql(self) -> tuple[str, list[Any]]:
@@ -75,13 +85,23 @@ class SearchFilters:
             params.append(self.until.timestamp())
         if not self.include_archived:
             clauses.append("c.archived = 0")
+        if self.memory_ids is not None:
+            ids = sorted(self.memory_ids)
+            clauses.append(f"c.memory_id IN ({','.join('?' * len(ids))})" if ids else "1 = 0")
+            params.extend(ids)
         return (" AND ".join(clauses) if clauses else "1"), params
 
     @property
     def restrictive(self) -> bool:
         """Whether anything beyond hiding archived memories is filtered."""
         return bool(
-            self.folder or self.kinds or self.category or self.tags or self.since or self.until
+            self.folder
+            or self.kinds
+            or self.category
+            or self.tags
+            or self.since
+            or self.until
+            or self.memory_ids is not None
         )
 
 

@@ -39,7 +39,7 @@ from mcp.shared.exceptions import MCPError
 from starlette.routing import BaseRoute
 
 from memvault import __version__
-from memvault.acting import acting_as
+from memvault.acting import Actor, acting_as
 from memvault.errors import MemvaultError
 from memvault.index.backfill import Backfill
 from memvault.index.watch import follow
@@ -98,8 +98,9 @@ class ToolGate(Protocol):
         """Why the caller of ``request`` may not call ``tool``; None when it may."""
         ...
 
-    def agent(self, request: Any) -> str | None:
-        """The agent the caller acts for, recorded on what it creates; None: the owner."""
+    def actor(self, request: Any) -> Actor:
+        """Whom the caller acts for (:mod:`memvault.acting`): the agent recorded on what it
+        creates, what it may see, whether its searches are recalls."""
         ...
 
 
@@ -225,8 +226,8 @@ class MemvaultMCP:
             index_followed=self._watching.is_set(),
             wait_for_model=False,
         )
-        agent = self.gate.agent(ctx.request) if self.gate is not None else None
-        with acting_as(agent):  # the worker thread runs in a copy of this context
+        actor = self.gate.actor(ctx.request) if self.gate is not None else None
+        with acting_as(actor):  # the worker thread runs in a copy of this context
             result = await self._run(
                 self.registry.call, params.name, params.arguments or {}, context
             )

@@ -6,6 +6,11 @@ and the agent's context. The runtime tells this log which memories each one
 returned, so the archival job can leave alone what is still being recalled.
 Times are stored in UTC, so they compare as text across a DST change.
 
+A search made with a read-scoped API token is not a recall
+(:func:`memvault.acting.records_recalls`): such a token only observes, and
+reading the memory must not change what it keeps. Searches by the owner, a
+token that may remember or write, the agent, a channel or the CLI are.
+
 The log also keeps when it began (``recalls_since`` in ``meta``): before it
 has covered a whole recall window, "not recalled lately" is not known, and
 the archival job leaves memories alone.
@@ -16,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
+from memvault.acting import records_recalls
 from memvault.memory.state import StateStore
 
 _SINCE = "recalls_since"
@@ -42,9 +48,10 @@ class RecallLog:
         return datetime.fromisoformat(row[0])
 
     def record(self, memory_ids: Iterable[str], when: datetime) -> None:
-        """Note that a search returned these memories at ``when``."""
+        """Note that a search returned these memories at ``when`` (unless the search was
+        an observer's)."""
         ids = sorted({i for i in memory_ids if i})
-        if not ids:
+        if not ids or not records_recalls():
             return
         stamp = _utc(when)
         with self.state.transaction() as conn:

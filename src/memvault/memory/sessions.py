@@ -5,7 +5,10 @@ A session is one conversation under a key (``telegram:42``, ``cli``,
 session, or opens a new one; ending a session closes it and notes it in the
 day's journal, so the vault knows that the conversation happened. A session
 opened by a request with a named API token records the token's name as its
-``agent`` (:mod:`memvault.acting`).
+``agent`` (:mod:`memvault.acting`). A request confined to one agent (a token
+bound to it) lists, reads, continues and ends only that agent's sessions:
+another's is not there for it, and a key another agent's open session holds
+is refused (409) rather than continued.
 """
 
 from __future__ import annotations
@@ -18,9 +21,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from memvault.acting import acting_agent
+from memvault.acting import acting_agent, confined_agent, sees
 from memvault.clock import Clock
-from memvault.errors import InvalidInputError, NotFoundError
+from memvault.errors import ConflictError, InvalidInputError, NotFoundError
 from memvault.memory.state import StateStore
 from memvault.vault.journal import Journal
 from memvault.vocabulary import counted
@@ -181,6 +184,10 @@ class Sessions:
                     ).lastrowid
                     or 0
                 )
+            elif not sees(row["agent"]):
+                raise ConflictError(
+                    f"Another agent's session is open under the key {key!r}; use a key of your own."
+                )
             else:
                 session_id = int(row["id"])
                 session_channel = str(row["channel"])
@@ -222,7 +229,7 @@ class Sessions:
             row = conn.execute(
                 "SELECT * FROM sessions WHERE key = ? AND ended_at IS NULL", (key,)
             ).fetchone()
-            if row is None:
+            if row is None or not sees(row["agent"]):
                 raise NotFoundError(f"There is no open session {key!r}.")
             conn.execute(
                 "UPDATE sessions SET ended_at = ?, summary = coalesce(?, summary) WHERE id = ?",
@@ -253,6 +260,10 @@ class Sessions:
         """Sessions, the most recently active first (with ``since``: active since then)."""
         clauses: list[str] = []
         params: list[Any] = []
+        agent = confined_agent()
+        if agent is not None:
+            clauses.append("agent = ?")
+            params.append(agent)
         if since is not None:
             clauses.append("coalesce(last_message_at, started_at) >= ?")
             params.append(self.clock.localize(since).isoformat())
@@ -270,12 +281,14 @@ class Sessions:
         return [_session(row) for row in rows]
 
     def get(self, key: str) -> Session:
-        """The key's open session, else its latest one."""
+        """The key's open session, else its latest one (of the confined agent's own)."""
         key = check_key(key)
+        agent = confined_agent()
+        mine = "" if agent is None else " AND agent = ?"
         rows = self.db.query(
-            "SELECT * FROM sessions WHERE key = ? ORDER BY (ended_at IS NULL) DESC, id DESC "
-            "LIMIT 1",
-            (key,),
+            f"SELECT * FROM sessions WHERE key = ?{mine} "
+            "ORDER BY (ended_at IS NULL) DESC, id DESC LIMIT 1",
+            (key,) if agent is None else (key, agent),
         )
         if not rows:
             raise NotFoundError(f"There is no session {key!r}.")

@@ -233,6 +233,10 @@ _MIGRATIONS: dict[int, str] = {
         WHERE revoked_at IS NULL;
     ALTER TABLE sessions ADD COLUMN agent TEXT
     """,
+    # A named token bound to an agent sees only that agent's memories and sessions.
+    8: """
+    ALTER TABLE api_tokens ADD COLUMN agent TEXT
+    """,
 }
 SCHEMA_VERSION = max(_MIGRATIONS)
 

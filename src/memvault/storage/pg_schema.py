@@ -375,6 +375,9 @@ CREATE TABLE IF NOT EXISTS memvault_events (
 CREATE INDEX IF NOT EXISTS memvault_events_stored_at ON memvault_events (stored_at)
 """
 
+# A named token bound to an agent sees only that agent's memories and sessions.
+TOKEN_AGENTS_SQL = f"ALTER TABLE {STATE_SCHEMA}.api_tokens ADD COLUMN agent text"
+
 # A digest's chunks leave the keyword index (its words are its sources': see
 # MemoryIndex._store_chunks) and mean what their embedded memories say (see
 # MemoryIndex._embeddable): insights are read and embedded again.

@@ -47,6 +47,7 @@ from memvault.storage.pg_schema import (
     INDEX_SQL,
     STATE_SCHEMA,
     STATE_SQL,
+    TOKEN_AGENTS_SQL,
 )
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(3, "state", STATE_SQL),
     Migration(4, "events", EVENTS_SQL),
     Migration(5, "digests", DIGESTS_SQL),
+    Migration(6, "token agents", TOKEN_AGENTS_SQL),
 )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from fastapi import Depends, Request
+from fastapi import Depends, Path, Request
 
 from memvault.gateway.daemon import Daemon
 from memvault.gateway.middleware import SIGNED_PATHS
@@ -20,6 +20,16 @@ def daemon_of(request: Request) -> Daemon:
 
 
 DaemonDep = Annotated[Daemon, Depends(daemon_of)]
+
+# The largest id a row can have (SQLite's INTEGER, PostgreSQL's bigint): a larger number in
+# a path or a query is refused in one sentence, never passed on to overflow in the driver.
+MAX_ROW_ID = 2**63 - 1
+
+
+def row_id(description: str) -> Any:
+    """The path parameter of a row's id, 1 to :data:`MAX_ROW_ID`:
+    ``Annotated[int, row_id("The run's id.")]``."""
+    return Path(ge=1, le=MAX_ROW_ID, description=description)
 
 
 async def plain_text(request: Request) -> None:

@@ -24,7 +24,7 @@ from memvault.channels import owner
 from memvault.channels.tools import DEFAULT_CHANNEL
 from memvault.gateway.daemon import Daemon
 from memvault.gateway.errors import ApiError
-from memvault.gateway.routes import COMMON_ERRORS, DaemonDep, errors
+from memvault.gateway.routes import COMMON_ERRORS, DaemonDep, errors, row_id
 from memvault.gateway.schemas import (
     ChannelConversations,
     ChannelMessages,
@@ -192,7 +192,7 @@ def outbox(
     responses=errors(*COMMON_ERRORS, 404, 409),
 )
 def retry(
-    outbox_id: Annotated[int, Path(ge=1, le=2**63 - 1, description="The outbox message's id.")],
+    outbox_id: Annotated[int, row_id("The outbox message's id.")],
     daemon: DaemonDep,
 ) -> dict[str, Any]:
     """Queue a message that could not be sent again; it goes out with the next ones."""

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
 from memvault.gateway.events import Event
-from memvault.gateway.routes import COMMON_ERRORS, DaemonDep, errors
+from memvault.gateway.routes import COMMON_ERRORS, MAX_ROW_ID, DaemonDep, errors
 from memvault.gateway.schemas import Envelope, Poll
 
 router = APIRouter(prefix="/v1", tags=["events"])
@@ -25,7 +25,8 @@ REPLAY_ON_CONNECT = 3
 def poll(
     daemon: DaemonDep,
     since: Annotated[
-        int | None, Query(ge=0, description="Events with ids above this; all buffered without.")
+        int | None,
+        Query(ge=0, le=MAX_ROW_ID, description="Events with ids above this; all buffered without."),
     ] = None,
     limit: Annotated[int, Query(ge=1, le=POLL_LIMIT)] = POLL_LIMIT,
 ) -> dict[str, Any]:
@@ -60,8 +61,11 @@ def _heartbeat(last_id: int) -> str:
 
 
 def _cursor(last_event_id: str | None, since: int | None) -> int | None:
-    if last_event_id is not None and last_event_id.strip().isdigit():
-        return int(last_event_id.strip())
+    """The id to replay after: Last-Event-ID when it is one (an id no row can have is not),
+    else ``since``."""
+    given = (last_event_id or "").strip()
+    if given.isdigit() and len(given) < 20 and int(given) <= MAX_ROW_ID:
+        return int(given)
     return since
 
 
@@ -85,7 +89,8 @@ async def events(
         Header(alias="Last-Event-ID", description="Replay every event after this id."),
     ] = None,
     since: Annotated[
-        int | None, Query(ge=0, description="Like Last-Event-ID, for clients without headers.")
+        int | None,
+        Query(ge=0, le=MAX_ROW_ID, description="Like Last-Event-ID, for clients without headers."),
     ] = None,
 ) -> StreamingResponse:
     """A live stream of events. Without a cursor it starts with the last 3 events."""

@@ -11,12 +11,13 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
 
-from memvault.gateway.routes import COMMON_ERRORS, DaemonDep, errors
+from memvault.gateway.routes import COMMON_ERRORS, DaemonDep, errors, row_id
 from memvault.gateway.schemas import Envelope, JobOut, JobRunOut, JobStarted, JobUndone
 
 router = APIRouter(prefix="/v1", tags=["jobs"])
 
 JobName = Annotated[str, Path(min_length=1, max_length=100, description="e.g. daily_note")]
+RunId = Annotated[int, row_id("The run's id (from /v1/jobs/runs).")]
 
 
 @router.get("/jobs", response_model=Envelope[list[JobOut]], responses=errors(*COMMON_ERRORS))
@@ -60,7 +61,7 @@ def all_runs(daemon: DaemonDep, limit: Annotated[int, Query(ge=1, le=1000)] = 20
 @router.get(
     "/jobs/runs/{run_id}", response_model=Envelope[JobRunOut], responses=errors(*COMMON_ERRORS, 404)
 )
-def job_run(run_id: int, daemon: DaemonDep) -> dict[str, Any]:
+def job_run(run_id: RunId, daemon: DaemonDep) -> dict[str, Any]:
     """One run."""
     return {"ok": True, "result": daemon.jobs.run_record(run_id).as_dict()}
 
@@ -70,7 +71,7 @@ def job_run(run_id: int, daemon: DaemonDep) -> dict[str, Any]:
     response_model=Envelope[JobUndone],
     responses=errors(*COMMON_ERRORS, 404, 409),
 )
-def undo_run(run_id: int, daemon: DaemonDep) -> dict[str, Any]:
+def undo_run(run_id: RunId, daemon: DaemonDep) -> dict[str, Any]:
     """Restore the files a run changed; 409 (nothing changed) if one was edited since."""
     restored = daemon.jobs.undo(run_id)
     return {"ok": True, "result": {"run_id": run_id, "restored": restored}}

@@ -1,13 +1,20 @@
 """Memories, search and context: ``/v1/memories``, ``/v1/search``, ``/v1/context``
 (which also answers a channel conversation's context, with ``adapter=``), and what
-consolidation on write held for review or changed in a memory."""
+consolidation on write held for review or changed in a memory.
+
+A token bound to an agent (:mod:`memvault.acting`) lists, reads, searches and forgets
+only that agent's memories; another's answers as a memory that does not exist would.
+"""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
 
+from memvault.acting import confined_agent, sees
+from memvault.errors import NotFoundError
 from memvault.gateway.daemon import Daemon
 from memvault.gateway.routes import COMMON_ERRORS, DaemonDep, errors
 from memvault.gateway.schemas import (
@@ -24,6 +31,8 @@ from memvault.gateway.schemas import (
     Remembered,
 )
 from memvault.index.filters import SearchFilters, parse_day
+from memvault.index.search import snippet
+from memvault.vault.memories import Memory
 
 router = APIRouter(prefix="/v1", tags=["memory"])
 
@@ -60,9 +69,15 @@ def run_search(
     """Hybrid search as the CLI's ``search`` and ``recall`` run it: the envelope of hit dicts.
 
     A model still loading is not waited for: the hits come from keywords
-    and the notice says so.
+    and the notice says so. A token bound to an agent finds that agent's memories
+    only, each shown as written (a memory it embeds is not shown for it).
     """
     daemon.fresh_index()
+    agent = confined_agent()
+    own: dict[str, Memory] = {}
+    if agent is not None:
+        own = {m.id: m for m in daemon.runtime.memories.all() if m.agent == agent}
+        filters = replace(filters, memory_ids=frozenset(own))
     hits = daemon.runtime.searcher.search(
         query,
         limit=limit,
@@ -72,7 +87,22 @@ def run_search(
         min_score=min_score,
         wait_for_model=False,
     )
+    if agent is not None:
+        for hit in hits:
+            if hit.id in own:
+                hit.snippet = snippet(own[hit.id].text)
     return {"ok": True, "result": [hit.to_dict() for hit in hits], "notice": hits.notice}
+
+
+def visible(daemon: Daemon, memory_id: str) -> Memory:
+    """The memory ``memory_id``, if the caller may see it: for a token bound to an agent,
+    another's is not found, in the words of one that does not exist."""
+    memory = daemon.runtime.memories.get(memory_id)
+    if not sees(memory.agent):
+        raise NotFoundError(
+            f"No memory with id {memory.id!r}.", hint="List memories with `memvault memories`."
+        )
+    return memory
 
 
 @router.post("/memories", response_model=Envelope[Remembered], responses=errors(*COMMON_ERRORS))
@@ -100,6 +130,7 @@ def list_memories(
 ) -> dict[str, Any]:
     """Memories, oldest first."""
     found = daemon.runtime.memories.list(category=category, tag=tag, include_archived=archived)
+    found = [m for m in found if sees(m.agent)]
     if limit is not None:
         found = found[-limit:]
     return {"ok": True, "result": [m.to_dict() for m in found]}
@@ -146,6 +177,8 @@ def memory_reviews(daemon: DaemonDep) -> dict[str, Any]:
 def memory_history(memory_id: MemoryId, daemon: DaemonDep) -> dict[str, Any]:
     """What consolidation and reviews changed in a memory, oldest first (what
     ``memvault memory history`` shows); empty when nothing did."""
+    if confined_agent() is not None:
+        visible(daemon, memory_id)
     changes = daemon.runtime.consolidation.history(memory_id)
     return {"ok": True, "result": [c.to_dict() for c in changes]}
 
@@ -157,7 +190,7 @@ def memory_history(memory_id: MemoryId, daemon: DaemonDep) -> dict[str, Any]:
 )
 def get_memory(memory_id: MemoryId, daemon: DaemonDep) -> dict[str, Any]:
     """One memory."""
-    return {"ok": True, "result": daemon.runtime.memories.get(memory_id).to_dict()}
+    return {"ok": True, "result": visible(daemon, memory_id).to_dict()}
 
 
 @router.delete(
@@ -167,6 +200,8 @@ def get_memory(memory_id: MemoryId, daemon: DaemonDep) -> dict[str, Any]:
 )
 def forget(memory_id: MemoryId, daemon: DaemonDep) -> dict[str, Any]:
     """Remove a memory from the vault."""
+    if confined_agent() is not None:
+        visible(daemon, memory_id)
     memory = daemon.runtime.memories.forget(memory_id)
     return {"ok": True, "result": {**memory.to_dict(), "forgotten": True}}
 
