@@ -3,8 +3,8 @@
     python bench/run.py [--quick]
 
 ``--quick`` runs the scale benchmark at 1k and 10k items only (and on PostgreSQL
-at 10k, speed only), the daemon
-and agent benchmarks on 2,000 items with fewer requests, known-item
+at 10k, speed only), the daemon benchmark with fewer requests (on 10,000
+memories still), the agent benchmark on 2,000 items with fewer requests, known-item
 search with fewer queries and docstrings, and the knowledge-graph stages on
 one LoCoMo conversation.
 """

@@ -3,10 +3,14 @@
 The method (mem0's add / update / delete / no-op, without its traps: the
 model only nominates, code applies, and nothing is deleted):
 
-1. **Candidates**: one index search for the new text, memories only
-   (archived and superseded ones are left out), the best five above the
-   search's relevance floor, each checked against its file (the vault is
-   the truth, the index may lag).
+1. **Candidates**: with a model, one index search for the new text,
+   memories only (archived and superseded ones are left out), the best
+   five above the search's relevance floor, each checked against its file
+   (the vault is the truth, the index may lag). Without one, the rule can
+   only call a near-identical memory the same, so only those are looked
+   up, by their rarest words (:class:`NearIdentical`), in the memory files
+   as the store reads them under its lock: no search, and two writers of
+   one fact store it once.
 2. **Nomination**: by the model when one is configured (one call with a
    hard token budget and a short timeout, no retries; the candidates and
    the new text are handed over as data, never as instructions), else by a
@@ -29,7 +33,7 @@ model only nominates, code applies, and nothing is deleted):
 Each decision that changes, keeps back or declines something is written to
 the day's journal (a "Memory" section) and to ``memory_changes``, which
 ``memvault memory history ID`` reads. A plain add by the rule writes neither:
-it costs one keyword query on top of the store. Bulk imports store through
+it costs a lookup of a few words on top of the store. Bulk imports store through
 :meth:`Memories.remember_many` directly and are not consolidated.
 """
 
@@ -39,10 +43,12 @@ import json
 import logging
 import re
 import sqlite3
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from memvault.acting import confined_agent, sees
 from memvault.clock import Clock
 from memvault.config import MemorySettings
 from memvault.errors import InvalidInputError, MemvaultError, NotFoundError, NotTextError
@@ -53,7 +59,7 @@ from memvault.llm.base import ChatMessage, Provider
 from memvault.llm.untrusted import UNTRUSTED, unfence, wrap_material
 from memvault.memory.revisions import Change, Review, RevisionLog
 from memvault.vault.journal import Journal
-from memvault.vault.memories import Memories, Memory, MemoryFile, normalize_text
+from memvault.vault.memories import HeldBy, Memories, Memory, MemoryFile, normalize_text
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +171,9 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / len(a | b) if a or b else 1.0
 
 
+ADD_BY_RULE = Decision("add", reason="nothing close enough is remembered")
+
+
 def rule_decision(new: Memory, candidates: Sequence[Memory]) -> Decision:
     """The conservative rule: near-identical text is a no-op, anything else is added."""
     norm, words = normalize_text(new.text), tokens(new.text)
@@ -176,7 +185,83 @@ def rule_decision(new: Memory, candidates: Sequence[Memory]) -> Decision:
             return Decision(
                 "noop", candidate.id, reason=f"nearly the same words ({overlap:.2f} overlap)"
             )
-    return Decision("add", reason="nothing close enough is remembered")
+    return ADD_BY_RULE
+
+
+@dataclass
+class _FileWords:
+    """Which memories of one parsed memory file hold each word (the first ``count``)."""
+
+    file: MemoryFile
+    count: int = 0
+    holders: dict[str, list[int]] = field(default_factory=dict)
+
+    def catch_up(self) -> None:
+        """List the words of the memories appended to the file since the last call."""
+        memories = self.file.memories
+        for number in range(self.count, len(memories)):
+            for word in tokens(memories[number].text):
+                self.holders.setdefault(word, []).append(number)
+        self.count = len(memories)
+
+
+class NearIdentical:
+    """The memories the rule could call the same as a new one, read from the memory files.
+
+    A memory nearly the same shares :data:`NEAR_IDENTICAL` of the words of
+    the two texts, so it lacks at most a few of the new text's words: it
+    holds at least one of the new text's rarest words, one more than it may
+    lack. Only the holders of those words are compared, whatever the vault's
+    size, and no search runs. Each file's words are listed once and extended
+    as lines are appended (a file parsed afresh is listed afresh).
+    """
+
+    def __init__(self) -> None:
+        self._files: dict[str, _FileWords] = {}
+        self._guard = threading.Lock()  # concurrent writers share the lists
+
+    def find(self, new: Memory, files: Sequence[MemoryFile]) -> list[Memory]:
+        """The memories of ``files`` whose text is the same as ``new``'s once normalised or
+        shares :data:`NEAR_IDENTICAL` of its words, the same first, then the nearest; for a
+        token bound to an agent, of that agent's own. Archived and superseded ones are
+        left out."""
+        words = tokens(new.text)
+        if not words:
+            return []  # nothing to compare by
+        with self._guard:
+            listed = [self._listed(file) for file in files]
+            self._files = {entry.file.path: entry for entry in listed}
+            by_rarity = sorted(
+                words, key=lambda word: sum(len(e.holders.get(word, ())) for e in listed)
+            )
+            # The most words a near-identical memory may lack (Jaccard <= shared / ours).
+            size = len(words)
+            lacking = max(m for m in range(size) if (size - m) / size >= NEAR_IDENTICAL)
+            held = [
+                entry.file.memories[number]
+                for entry in listed
+                for word in by_rarity[: lacking + 1]
+                for number in entry.holders.get(word, ())
+            ]
+        norm = normalize_text(new.text)
+        seen: set[str] = set()
+        found: list[tuple[bool, float, int, Memory]] = []
+        for memory in held:
+            if memory.id in seen or memory.retired or not sees(memory.agent):
+                continue
+            seen.add(memory.id)
+            overlap = jaccard(words, tokens(memory.text))
+            if overlap >= NEAR_IDENTICAL:
+                same = normalize_text(memory.text) == norm
+                found.append((not same, -overlap, len(found), memory))
+        return [memory for *_, memory in sorted(found)]
+
+    def _listed(self, file: MemoryFile) -> _FileWords:
+        entry = self._files.get(file.path)
+        if entry is None or entry.file is not file:  # new, or parsed afresh
+            entry = _FileWords(file)
+        entry.catch_up()
+        return entry
 
 
 class Consolidator:
@@ -200,6 +285,7 @@ class Consolidator:
         self.settings = settings
         self._provider = provider
         self._searcher: Searcher | None = None
+        self.near = NearIdentical()
 
     @property
     def revisions(self) -> RevisionLog:
@@ -222,26 +308,62 @@ class Consolidator:
         provider = self._provider() if mode in ("auto", "model") else None
         if mode == "off" or (mode == "model" and provider is None):
             return self._add(text, category, importance, tags, source, Decision("add"))
+        if provider is None:
+            return self._by_rule(text, category, importance, tags, source)
         new = self.memories.prepare(text, category, importance, tags, source)
-        candidates = self._candidates(new, hybrid=provider is not None)
+        candidates = self._candidates(new)
         rule = rule_decision(new, candidates)
         decision: Decision | Held = rule
-        if provider is not None and candidates and rule.action != "noop":
+        if candidates and rule.action != "noop":
             decision = self._ask(provider, new, candidates) or rule
         if isinstance(decision, Held):
             return self._hold(text, category, importance, tags, source, decision, candidates)
         return self._apply(decision, text, category, importance, tags, source, new)
 
-    def _candidates(self, new: Memory, *, hybrid: bool) -> list[Memory]:
-        """The nearest memories to ``new`` now in the vault (at most :data:`CANDIDATES`)."""
+    def _by_rule(
+        self,
+        text: str,
+        category: str | None,
+        importance: float | None,
+        tags: Sequence[str],
+        source: str | None,
+    ) -> Consolidated:
+        """The rule without a model. It acts on near-identical memories only, so only those
+        are looked for (no search), in the files the store reads under its lock: two writers
+        of one fact store it once."""
+        ruled: list[tuple[Decision, Memory]] = []
+
+        def held_by(new: Memory, files: Sequence[MemoryFile]) -> Memory | None:
+            candidates = self.near.find(new, files)
+            decision = rule_decision(new, candidates)
+            holder = next((c for c in candidates if c.id == decision.target), None)
+            if decision.action == "noop" and holder is not None:
+                ruled.append((decision, new))
+            return holder
+
+        added = self._add(text, category, importance, tags, source, ADD_BY_RULE, held_by)
+        if not ruled:
+            return added
+        decision, new = ruled[0]  # applied as before: named, and journaled if worded otherwise
+        return self._apply(decision, text, category, importance, tags, source, new)
+
+    def _candidates(self, new: Memory) -> list[Memory]:
+        """The nearest memories to ``new`` now in the vault (at most :data:`CANDIDATES`); for
+        a token bound to an agent, of that agent's own (another's is never shown or changed)."""
+        agent = confined_agent()
+        own = (
+            None
+            if agent is None
+            else frozenset(m.id for m in self.memories.all() if m.agent == agent)
+        )
         try:
             if self._searcher is None:
                 self._searcher = Searcher(self._index())  # its own: these are not recalls
             hits = self._searcher.search(
                 new.text,
                 limit=CANDIDATES,
-                filters=SearchFilters(kinds=("memory",)),
-                mode="hybrid" if hybrid else "keyword",
+                filters=SearchFilters(kinds=("memory",), memory_ids=own),
+                mode="hybrid",
                 wait_for_model=False,
             )
         except (MemvaultError, sqlite3.Error):
@@ -343,8 +465,9 @@ class Consolidator:
         tags: Sequence[str],
         source: str | None,
         decision: Decision,
+        held_by: HeldBy | None = None,
     ) -> Consolidated:
-        result = self.memories.remember(text, category, importance, tags, source)
+        result = self.memories.remember(text, category, importance, tags, source, held_by=held_by)
         if not result.created:
             reason = "the same text is already remembered"
             return Consolidated(result.memory, False, "noop", reason, result.memory.id)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from memvault.acting import acting_agent
+from memvault.acting import acting_agent, sees
 from memvault.clock import Clock
 from memvault.errors import ConfigError, InvalidInputError, NotFoundError, NotTextError
 from memvault.text import check_values
@@ -154,6 +154,9 @@ class Remembered:
 
 # Told ``("stored" | "forgotten", memory)`` after the vault has changed.
 MemoryObserver = Callable[[str, Memory], None]
+# Asked, under the store's lock, for a memory that already holds what a new one says (the
+# files as read there); the one it names is returned and nothing is added.
+HeldBy = Callable[[Memory, Sequence[MemoryFile]], Memory | None]
 
 
 def normalize_text(text: str) -> str:
@@ -528,21 +531,29 @@ class Memories:
         tags: Iterable[str] = (),
         source: str | None = None,
         created: datetime | None = None,
+        *,
+        held_by: HeldBy | None = None,
     ) -> Remembered:
-        """Store one memory; an exact duplicate returns the existing one instead."""
-        return self.remember_many([(text, category, importance, tuple(tags), source, created)])[0]
+        """Store one memory; an exact duplicate (or the one ``held_by`` names) returns the
+        existing one instead."""
+        item = (text, category, importance, tuple(tags), source, created)
+        return self.remember_many([item], held_by=held_by)[0]
 
     def remember_many(
         self,
         items: Sequence[
             tuple[str, str | None, float | None, Sequence[str], str | None, datetime | None]
         ],
+        *,
+        held_by: HeldBy | None = None,
     ) -> builtins.list[Remembered]:
         """Store several memories under one lock, one append per category file.
 
         Each item is ``(text, category, importance, tags, source, created)``.
         Duplicates are found through each file's cached lookup tables, so a
         single ``remember`` costs the same with ten memories or a hundred thousand.
+        ``held_by`` is asked first, with the files as read under the lock, so two
+        writers of one fact cannot both add it.
         """
         prepared = [self._prepare(*item) for item in items]
         chosen: list[tuple[Memory, bool]] = []
@@ -552,8 +563,20 @@ class Memories:
             added_ids: set[str] = set()
 
             def known(norm: str) -> Memory | None:
-                return added.get(norm) or next(
+                found = added.get(norm) or next(
                     (f.by_norm[norm] for f in files if norm in f.by_norm), None
+                )
+                if found is None or sees(found.agent):
+                    return found
+                # A token bound to an agent: only that agent's own copy is a duplicate.
+                return next(
+                    (
+                        m
+                        for f in files
+                        for m in f.memories
+                        if sees(m.agent) and normalize_text(m.text) == norm
+                    ),
+                    None,
                 )
 
             def taken(candidate: str) -> bool:
@@ -562,7 +585,7 @@ class Memories:
             pending: dict[str, list[Memory]] = {}
             for memory in prepared:
                 norm = normalize_text(memory.text)
-                duplicate = known(norm)
+                duplicate = (held_by(memory, files) if held_by else None) or known(norm)
                 if duplicate is not None:
                     chosen.append((duplicate, False))
                     continue
@@ -571,8 +594,9 @@ class Memories:
                 added_ids.add(memory.id)
                 pending.setdefault(memory.path, []).append(memory)
                 chosen.append((memory, True))
-            for path in pending:
-                self.read(path)  # a file that is not text is refused before anything is added
+            # A file that is not text (left out of ``files``) is refused before anything is added.
+            for path in pending.keys() - {f.path for f in files}:
+                self.read(path)
             stored: dict[str, Memory] = {}
             for path, memories in pending.items():
                 stored.update(self._append(path, memories))
