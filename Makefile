@@ -64,8 +64,9 @@ $(DEBIAN_STAMP):
 # The suite runs on xdist's workers, one module per worker at a time (module fixtures
 # start real servers once); the modules holding slow tests first (tests/conftest.py).
 PYTEST_WORKERS ?= 3
+PYTEST_ARGS ?=
 pytest: $(STAMP) $(OPENCLAW_STAMP) $(DEBIAN_STAMP) $(PG_STAMP)
-	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadscope
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
 # The checks run side by side: mypy (2 min from a clean clone) fills the time the tests
 # spend waiting on servers and processes.

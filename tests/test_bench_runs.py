@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,21 +29,10 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
         ("channels.py", ["--size", "100", "--runs", "2"], "one_call_reply"),
         # Both storage backends (a PostgreSQL started for the run).
         ("pg_compare.py", ["--speed-only", "--sizes", "200"], "postgres"),
-        # The real OpenClaw gateway (a cold start of 10-50 s).
-        ("openclaw.py", ["--size", "100", "--runs", "2"], "gateway_search"),
     ],
 )
 def test_a_benchmark_runs_on_a_small_vault(script: str, args: list[str], key: str) -> None:
-    done = subprocess.run(
-        [sys.executable, script, *args, "--json"],
-        cwd=BENCH,
-        capture_output=True,
-        text=True,
-        timeout=5 * WAIT,  # a hang guard: the OpenClaw run took 2 minutes on a loaded machine
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    result = json.loads(done.stdout)
+    result = run_benchmark(script, args)
     if key == "sizes":
         assert result[key] and all(entry["size"] for entry in result[key])
     elif key == "postgres":
@@ -51,3 +41,17 @@ def test_a_benchmark_runs_on_a_small_vault(script: str, args: list[str], key: st
             assert figures["chunks"] > 0 and figures["search"]["hybrid"]["p50_ms"] > 0
     else:
         assert result[key]["p50_ms"] > 0
+
+
+def run_benchmark(script: str, args: list[str]) -> Any:
+    """Run ``bench/SCRIPT ARGS --json`` to the end; what it reported."""
+    done = subprocess.run(
+        [sys.executable, script, *args, "--json"],
+        cwd=BENCH,
+        capture_output=True,
+        text=True,
+        timeout=5 * WAIT,  # a hang guard: the OpenClaw run took 2 minutes on a loaded machine
+        check=False,
+    )
+    assert done.returncode == 0, f"{script}: {done.stderr[-2000:]}"
+    return json.loads(done.stdout)
