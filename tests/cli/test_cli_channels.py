@@ -16,6 +16,7 @@ from channel_support import OWNER, delivered, telegram_config
 from cli_support import EXIT_CONFLICT, EXIT_INVALID, EXIT_NOT_FOUND, fail, invoke, ok, ok_json
 from gateway_support import Live
 from memvault.channels.hub import Hub
+from memvault.channels.store import Sender
 from memvault.config import load_settings
 from memvault.errors import EXIT_FAILED, EXIT_NOT_APPROVED
 from memvault.runtime import Runtime
@@ -64,14 +65,26 @@ def serve(vault: Path) -> Iterator[Callable[[], Live]]:
             live.stop()
 
 
-def stranger_writes(vault: Path, tg: FakeTelegram, text: str = "Hi, is this Ada's bot?") -> None:
-    """Bob writes while a hub runs (as the daemon's does), until it has judged him."""
+def stranger_writes(
+    vault: Path,
+    tg: FakeTelegram,
+    text: str = "Hi, is this Ada's bot?",
+    judged: Callable[[Sender], bool] = lambda sender: True,
+) -> None:
+    """Bob writes while a hub runs (as the daemon's does), until it has judged him: he is
+    recorded and ``judged`` holds of his record (his pairing code is given a moment after
+    he is recorded)."""
     runtime = Runtime.open(load_settings(vault).settings)
     hub = Hub(runtime)
     hub.start()
+
+    def seen() -> bool:
+        sender = hub.store.sender("telegram", str(STRANGER))
+        return sender is not None and judged(sender)
+
     try:
         tg.push_message(STRANGER, text, first_name="Bob", username="bob")
-        wait_for(lambda: hub.store.sender("telegram", str(STRANGER)), "Bob to be seen")
+        wait_for(seen, "Bob to be seen and judged")
     finally:
         hub.stop()
         runtime.close()
@@ -133,7 +146,7 @@ def test_a_stranger_is_refused_until_approved_and_again_once_blocked(
 
 def test_a_pairing_code_approves_its_sender(vault: Path, tg: FakeTelegram) -> None:
     configure(vault, tg, policy="pairing")
-    stranger_writes(vault, tg)
+    stranger_writes(vault, tg, judged=lambda sender: sender.code is not None)
     (waiting,) = ok_json(vault, "channels", "pending")
     code = waiting["code"]
     assert code and len(code) == 8
