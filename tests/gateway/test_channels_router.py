@@ -431,7 +431,10 @@ def test_a_reply_that_failed_is_retried_and_shown_in_the_outbox(
     tg.push_message(OWNER, "/status")
     wait_for(lambda: len(tg.sent) >= 1, "the first attempt")
     hub = live.daemon.hub
-    row = wait_for(lambda: hub.store.outbox(status="pending"), "a pending row")[0]
+    row = wait_for(  # pending from before its first attempt: wait for that attempt
+        lambda: [r for r in hub.store.outbox(status="pending") if r.attempts >= 1],
+        "a pending row tried once",
+    )[0]
     assert row.attempts >= 1 and row.last_error
     # Time passes: the retries go out, the second fails too, then it is sent.
     deadline = time.monotonic() + WAIT
