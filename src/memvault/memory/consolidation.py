@@ -351,11 +351,7 @@ class Consolidator:
         """The nearest memories to ``new`` now in the vault (at most :data:`CANDIDATES`); for
         a token bound to an agent, of that agent's own (another's is never shown or changed)."""
         agent = confined_agent()
-        own = (
-            None
-            if agent is None
-            else frozenset(m.id for m in self.memories.all() if m.agent == agent)
-        )
+        own = None if agent is None else frozenset(self.memories.of_agent(agent))
         try:
             if self._searcher is None:
                 self._searcher = Searcher(self._index())  # its own: these are not recalls

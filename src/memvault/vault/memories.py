@@ -388,6 +388,10 @@ class Memories:
             out.extend(m for m in read.memories if include_archived or not m.retired)
         return out
 
+    def of_agent(self, agent: str) -> dict[str, Memory]:
+        """The memories ``agent`` stored, by id (what a token bound to it may see)."""
+        return {m.id: m for m in self.all() if m.agent == agent}
+
     def readable(self) -> builtins.list[MemoryFile]:
         """Every memory file that reads as text; one that does not is left out (logged),
         so one bad file breaks only itself."""

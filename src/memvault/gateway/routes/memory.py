@@ -76,7 +76,7 @@ def run_search(
     agent = confined_agent()
     own: dict[str, Memory] = {}
     if agent is not None:
-        own = {m.id: m for m in daemon.runtime.memories.all() if m.agent == agent}
+        own = daemon.runtime.memories.of_agent(agent)
         filters = replace(filters, memory_ids=frozenset(own))
     hits = daemon.runtime.searcher.search(
         query,
