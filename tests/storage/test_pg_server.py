@@ -115,10 +115,15 @@ def run_session(pytester: pytest.Pytester, *options: str, **modules: str) -> pyt
     tests = str(Path(__file__).parents[1])
     pytester.makepyfile(**{name: textwrap.dedent(text) for name, text in modules.items()})
     pytester.syspathinsert(tests)
-    return pytester.runpytest_subprocess(
-        "-p", "pg_fixtures", "-p", "no:cacheprovider", "-o", f"pythonpath={tests}",
-        *(options or ("-p", "no:xdist")),
-    )  # fmt: skip
+    with pytest.MonkeyPatch.context() as env:
+        # Under CI (CI or BUILD_NUMBER set) pytest prints each summary line whole, so a
+        # sentence would appear twice; the session prints as on a terminal either way.
+        env.delenv("CI", raising=False)
+        env.delenv("BUILD_NUMBER", raising=False)
+        return pytester.runpytest_subprocess(
+            "-p", "pg_fixtures", "-p", "no:cacheprovider", "-o", f"pythonpath={tests}",
+            *(options or ("-p", "no:xdist")),
+        )  # fmt: skip
 
 
 USES_A_DATABASE = """
