@@ -30,6 +30,9 @@ class Actor:
     agent: str | None = None  # recorded on what it creates; None: the owner
     confined: bool = False  # sees only what ``agent`` stored
     observer: bool = False  # only reads: its searches are not recalls
+    # Whom the conversation is with, when not the owner (:mod:`memvault.privacy.audiences`):
+    # "contact:Contacts/Ada Lovelace" or "group:family". None: the owner.
+    audience: str | None = None
 
 
 OWNER = Actor()
@@ -57,6 +60,12 @@ def sees(agent: str | None) -> bool:
     """Whether the current request may see what ``agent`` stored (None: the owner)."""
     actor = _ACTOR.get()
     return not actor.confined or agent == actor.agent
+
+
+def current_audience() -> str | None:
+    """Whom the current conversation is with when it is not the owner (``contact:PATH`` or
+    ``group:NAME``); None for the owner, the CLI, a job or an API token."""
+    return _ACTOR.get().audience
 
 
 def records_recalls() -> bool:

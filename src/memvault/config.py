@@ -201,6 +201,17 @@ class ContextSettings(Section):
     pinned_tags: list[str] = Field(["core", "preference"], description="memories always included")
 
 
+class PrivacySettings(Section):
+    """Who may know what: secrets kept out, untrusted text marked, reads recorded
+    (``memvault.privacy``)."""
+
+    secrets: Literal["redact", "refuse", "keep"] = Field(
+        "redact",
+        description="a secret (key, token, password, card number) in text being stored: "
+        "redact (replaced by a marker), refuse (nothing is stored) or keep",
+    )
+
+
 class ShellSettings(Section):
     """``[tools.shell]``: the ``run_shell_command`` tool (tier 3: approved every call)."""
 
@@ -822,6 +833,7 @@ class Settings(BaseSettings):
     search: SearchSettings = Field(default_factory=SearchSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
     context: ContextSettings = Field(default_factory=ContextSettings)
+    privacy: PrivacySettings = Field(default_factory=PrivacySettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)

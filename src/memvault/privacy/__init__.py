@@ -1,0 +1,16 @@
+"""Who may know what: audiences, secrets, the trust of text, forgetting, reads.
+
+- :mod:`~memvault.privacy.audiences`: every conversation has an audience (the
+  owner, one contact, a group); anyone but the owner gets a narrowed view of
+  the memory and no tool beyond it, decided here, never by the model.
+- :mod:`~memvault.privacy.secrets`: keys, tokens and card numbers are kept out
+  of what is stored (``[privacy] secrets``).
+- :mod:`~memvault.privacy.trust`: text from anyone but the owner that reads as
+  an instruction to the agent is stored with ``[trust:: low]`` and a reason.
+- :mod:`~memvault.privacy.forgetting`: ``forget`` reaches every copy and says
+  where it looked.
+- :mod:`~memvault.privacy.reads`: who read each memory, when, and how.
+
+The layer sits above ``memory`` and below ``tools``, ``agent`` and
+``channels``: inner layers learn of it only through hooks the runtime wires.
+"""
