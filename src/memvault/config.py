@@ -201,9 +201,24 @@ class ContextSettings(Section):
     pinned_tags: list[str] = Field(["core", "preference"], description="memories always included")
 
 
+class ContactPrivacy(Section):
+    """What one contact sees besides what is shared with them by name."""
+
+    share: list[str] = Field(
+        [], description='names of what they also see, e.g. ["family"] for #share/family'
+    )
+    trusted: bool = Field(False, description="sees everything the owner sees (a partner)")
+
+
 class PrivacySettings(Section):
     """Who may know what: secrets kept out, untrusted text marked, reads recorded
     (``memvault.privacy``)."""
+
+    contacts: dict[str, ContactPrivacy] = Field(
+        {},
+        description="per contact (its name, alias or note path): the names of what it "
+        "also sees, and whether it is trusted with everything",
+    )
 
     secrets: Literal["redact", "refuse", "keep"] = Field(
         "redact",
@@ -436,8 +451,23 @@ class ChannelSettings(Section):
     silence_hours: float = Field(
         0.0, ge=0, description="doctor warns after this long without a message; 0 never warns"
     )
+    share: list[str] = Field(
+        [],
+        description="what everyone but the owner on this channel also sees: items shared "
+        "with these names (#share/NAME, [share:: NAME], share: [NAME])",
+    )
+    groups: dict[str, str] = Field(
+        {},
+        description="a group chat's audience name by its chat id (it sees what is shared "
+        "with that name); an unnamed group is CHANNEL:CHAT_ID",
+    )
+    trusted: list[str] = Field(
+        [],
+        description="sender ids who see everything the owner sees (a partner); their "
+        "private chats only, never a group",
+    )
 
-    @field_validator("owner", "allow", mode="before")
+    @field_validator("owner", "allow", "trusted", mode="before")
     @classmethod
     def _ids_as_text(cls, value: Any) -> Any:
         if isinstance(value, list):

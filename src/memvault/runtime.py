@@ -23,12 +23,13 @@ from memvault.index.search import Searcher, SearchResults
 from memvault.llm.base import Provider
 from memvault.locations import STATE_DB, private_state_dir
 from memvault.memory.consolidation import Consolidator
-from memvault.memory.context import ContextBuilder
+from memvault.memory.context import ContextBuilder, ContextResult, checked_budget
 from memvault.memory.outcomes import Outcomes
 from memvault.memory.recalls import RecallLog
 from memvault.memory.revisions import RevisionLog
 from memvault.memory.sessions import Session, Sessions
 from memvault.memory.state import StateDB, StateStore
+from memvault.text import check_text
 from memvault.vault.contacts import Contacts
 from memvault.vault.entities import Entities
 from memvault.vault.journal import Journal
@@ -40,6 +41,8 @@ from memvault.vault.store import Change, Vault
 from memvault.vault.tasks import Tasks
 
 if TYPE_CHECKING:
+    from memvault.privacy.audiences import Audience, Audiences
+    from memvault.privacy.views import AudienceView
     from memvault.storage.postgres import PostgresStorage
 
 log = logging.getLogger(__name__)
@@ -163,6 +166,44 @@ class Runtime:
             last_session=self._last_session,
             skills_folder=self.settings.jobs.skill_discovery.folder,
         )
+
+    @cached_property
+    def audiences(self) -> Audiences:
+        """Who a conversation is with (the owner, a contact, a group)."""
+        from memvault.privacy.audiences import Audiences
+
+        return Audiences(self.settings, self.contacts)
+
+    def audience_view(self, audience: Audience) -> AudienceView:
+        """What a narrowed audience may see: its context, search and own note."""
+        from memvault.privacy.views import AudienceView
+
+        return AudienceView(
+            audience,
+            memories=self.memories,
+            notes=self.notes,
+            searcher=self.searcher,
+            clock=self.clock,
+        )
+
+    def build_context(
+        self,
+        query: str | None = None,
+        budget_tokens: int | None = None,
+        *,
+        audience: str | None = None,
+        wait_for_model: bool = True,
+    ) -> ContextResult:
+        """The context an agent gets, for the owner or as ``audience`` (``owner``,
+        ``group:NAME`` or a contact) would get it (``memvault context --as``)."""
+        chosen = self.audiences.named(audience) if audience else None
+        if chosen is None or not chosen.narrowed:
+            return self.context.build_result(query, budget_tokens, wait_for_model=wait_for_model)
+        if query:
+            check_text(query, "query")
+        budget = checked_budget(budget_tokens, self.settings.context)
+        view = self.audience_view(chosen)
+        return view.context(query, budget, wait_for_model=wait_for_model)
 
     def _last_session(self) -> Session | None:
         """The latest ended session; None before any session (without creating state.db)."""

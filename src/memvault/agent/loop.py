@@ -25,9 +25,10 @@ import json
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from memvault.acting import acting_as, current_actor
 from memvault.agent.prompt import PromptFacts, build_system_prompt
 from memvault.agent.sessions import SessionCloser
 from memvault.errors import InvalidInputError, MemvaultError
@@ -44,11 +45,14 @@ from memvault.llm.base import (
 )
 from memvault.memory.outcomes import RunOutcome, one_line
 from memvault.memory.sessions import Message, Session, check_key
+from memvault.privacy.audiences import Audience
+from memvault.privacy.views import AudienceView
 from memvault.protocol_tokens import StreamFilter, is_only_protocol, strip_protocol_tokens
 from memvault.runtime import Runtime
 from memvault.tools import ToolRegistry, default_registry
+from memvault.tools.audience_tools import audience_registry
 from memvault.tools.policy import Approver, DenyAll, Policy
-from memvault.tools.registry import ToolContext, ToolResult
+from memvault.tools.registry import Tool, ToolContext, ToolResult
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +136,13 @@ class _Run:
     emit: StepSink
     on_text: TextSink | None
     channel: str | None
+    registry: ToolRegistry
+    specs: list[ToolSpec]
+    # A narrowed audience's view (a contact, a group); None: the owner's whole memory.
+    view: AudienceView | None = None
+    audience: Audience | None = None
+    sender: str | None = None  # who writes, when not the owner at the terminal
+    sender_note: str | None = None  # their contact note
     iterations: int = 0
     usage: Usage = field(default_factory=Usage)
     model: str | None = None
@@ -221,12 +232,15 @@ class Agent:
         policy: Policy | None = None,
         recorded: bool = False,
         sender_note: str | None = None,
+        audience: Audience | None = None,
     ) -> RunResult:
         """Run one command in a session; the outcome is persisted whatever happens.
 
         ``recorded`` says the command is already the session's last message (a channel
         logged it when it arrived), so it is neither logged nor replayed twice.
         ``sender_note`` is the writer's contact note, shown to the model with ``sender``.
+        ``audience`` is whom the conversation is with: a contact or a group gets only what
+        is shared with them, and only the tools of that view (the owner: everything).
         """
         command = command.strip()
         if not command:
@@ -234,6 +248,12 @@ class Agent:
         key = check_key(session)
         if channel is None and key == "cli":
             channel = "cli"  # the terminal's own session
+        view = None
+        registry, specs = self.registry, self._tool_specs()
+        if audience is not None and audience.narrowed:
+            view = self.runtime.audience_view(audience)
+            registry = audience_registry(view, by=sender or audience.display, channel=channel)
+            specs = _specs(registry.offered(self.runtime.settings))
         run = _Run(
             key=key,
             policy=policy or self.policy(key),
@@ -241,7 +261,21 @@ class Agent:
             emit=on_step or (lambda step: None),
             on_text=on_text,
             channel=channel,
+            registry=registry,
+            specs=specs,
+            view=view,
+            audience=audience,
+            sender=sender,
+            sender_note=sender_note,
         )
+        # Every layer below learns whom the conversation is with (records, trust of text).
+        label = audience.label if audience is not None else None
+        actor = replace(current_actor(), audience=label)
+        with acting_as(actor):
+            return self._go(command, run, recorded)
+
+    def _go(self, command: str, run: _Run, recorded: bool) -> RunResult:
+        key, channel = run.key, run.channel
         try:
             if recorded:
                 history = self._history(key)
@@ -251,9 +285,9 @@ class Agent:
             else:
                 self._end_if_idle(run)
                 history = self._history(key)
-                logged, _ = self._log(key, command, role="user", channel=channel, sender=sender)
+                logged, _ = self._log(key, command, role="user", channel=channel, sender=run.sender)
             run.emit(Step("run_started", {"session": key, "command": command}))
-            result = self._run(command, logged, history, run, sender, sender_note)
+            result = self._run(command, logged, history, run)
         except (RunCancelledError, KeyboardInterrupt):
             result = self._result(run, "cancelled", "", "cancelled by the owner")
         except LLMError as exc:
@@ -265,10 +299,7 @@ class Agent:
     def _tool_specs(self) -> list[ToolSpec]:
         """The registry's tools as the model sees them (schemas are built once)."""
         if self._specs is None:
-            self._specs = [
-                ToolSpec(t.name, t.description, t.input_schema())
-                for t in self.registry.offered(self.runtime.settings)
-            ]
+            self._specs = _specs(self.registry.offered(self.runtime.settings))
         return self._specs
 
     def _end_if_idle(self, run: _Run) -> None:
@@ -289,12 +320,13 @@ class Agent:
         session: Session,
         history: list[ChatMessage],
         run: _Run,
-        sender: str | None = None,
-        sender_note: str | None = None,
     ) -> RunResult:
         budget = self.settings.context_budget
-        context = self.runtime.context.build(query=command, budget_tokens=budget)
-        tools = self._tool_specs()
+        if run.view is not None:
+            context = run.view.context(command, budget).markdown
+        else:
+            context = self.runtime.context.build(query=command, budget_tokens=budget)
+        tools = run.specs
         system = build_system_prompt(
             PromptFacts(
                 agent_name=self.settings.name,
@@ -303,8 +335,9 @@ class Agent:
                 channel=session.channel if run.channel is None else run.channel,
                 context=context,
                 tool_names=tuple(t.name for t in tools),
-                sender=sender if sender_note is not None else None,
-                sender_note=sender_note,
+                sender=run.sender if run.sender_note is not None else None,
+                sender_note=run.sender_note,
+                audience=run.audience.display if run.view and run.audience else None,
             )
         )
         messages = [ChatMessage("system", system), *history, ChatMessage("user", command)]
@@ -382,7 +415,7 @@ class Agent:
                 session=run.key,
                 index_followed=self.index_followed,
             )
-            result = self.registry.call(call.name, call.arguments, context)
+            result = run.registry.call(call.name, call.arguments, context)
         text = result.text()
         if len(text) > MAX_TOOL_RESULT_CHARS:
             text = text[:MAX_TOOL_RESULT_CHARS] + "\n[... cut: ask for less, e.g. a smaller limit]"
@@ -470,6 +503,11 @@ class Agent:
         except MemvaultError as exc:
             # The answer still reaches the owner; the log says what could not be written.
             log.error("could not record the run's outcome", extra={"error": exc.message})
+
+
+def _specs(tools: list[Tool]) -> list[ToolSpec]:
+    """Tools as a model is offered them."""
+    return [ToolSpec(t.name, t.description, t.input_schema()) for t in tools]
 
 
 def _first_sentence(text: str) -> str:

@@ -29,6 +29,9 @@ class PromptFacts:
     # Who is writing, when it is not the owner at the terminal: their contact note.
     sender: str | None = None
     sender_note: str | None = None
+    # Whom the conversation is with when it is not the owner (a contact, a group): they
+    # see only what the owner shared with them.
+    audience: str | None = None
 
 
 def identity(facts: PromptFacts) -> str:
@@ -39,7 +42,13 @@ def identity(facts: PromptFacts) -> str:
     )
 
 
-def memory_section() -> str:
+def memory_section(facts: PromptFacts) -> str:
+    if facts.audience:
+        return (
+            "## Your memory\n"
+            'Below, under "What you remember", is what is shared with them. Search it with '
+            "`recall`; keep what they ask you to remember with `remember`."
+        )
     return (
         "## Your memory\n"
         "Before this run, memvault loaded what it found relevant (below, under "
@@ -94,6 +103,18 @@ def sender_section(facts: PromptFacts) -> str:
     return f"## Who is writing\nThis message comes from {facts.sender}. {body}"
 
 
+def audience_section(facts: PromptFacts) -> str:
+    if not facts.audience:
+        return ""
+    return (
+        "## Who you are talking to\n"
+        f"You are talking with {facts.audience}, not with {facts.owner}. You see only what "
+        f"{facts.owner} shared with them, and your tools reach nothing else. Do not guess "
+        f"at or reveal anything else about {facts.owner}; if asked, say it is not yours to "
+        "share. What they ask you to remember is kept in their own note."
+    )
+
+
 def context_section(facts: PromptFacts) -> str:
     body = facts.context.strip() or NO_CONTEXT
     return f"## What you remember\n{body}"
@@ -103,11 +124,12 @@ def build_system_prompt(facts: PromptFacts) -> str:
     """The whole system prompt for one run."""
     parts = [
         identity(facts),
-        memory_section(),
+        memory_section(facts),
         tasks_section(facts),
         communication_section(facts),
         SAFETY,
         sender_section(facts),
+        audience_section(facts),
         context_section(facts),
     ]
     return "\n\n".join(part for part in parts if part) + "\n"

@@ -56,6 +56,7 @@ from memvault.channels.store import (
 from memvault.errors import ConflictError, MemvaultError
 from memvault.memory.outcomes import one_line
 from memvault.memory.sessions import Message, Session
+from memvault.privacy.audiences import Audience
 from memvault.runtime import Runtime
 from memvault.tools.policy import Policy
 
@@ -76,6 +77,9 @@ NO_MODEL = (
     "today's journal. " + HELP
 )
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+# Commands whose answer shows the owner's memory: everyone in a group would read it.
+_PRIVATE_COMMANDS = frozenset({"recall", "tasks", "status", "pending"})
+IN_GROUP = "Ask me that in a private chat: everyone in this group would read the answer."
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,8 @@ class Turn:
     contact: str  # the sender's contact note for the agent's context ("" when there is none)
     policy: Policy
     text: str  # what the agent is asked: the text, with attachments named
+    # Whom the conversation is with: a contact or a group sees only what is shared with it.
+    audience: Audience
 
 
 Responder = Callable[[Turn], str]
@@ -403,7 +409,10 @@ class Router:
     async def _respond(self, message: Inbound, owner: bool, adapter: Adapter) -> str | None:
         text = message.text.strip()
         key = session_key(message.channel, message.chat_id)
+        group = is_group(message)
         if owner and text.startswith("/") and not message.forwarded:
+            if group and _parse_command(text)[0] in _PRIVATE_COMMANDS:
+                return IN_GROUP
             answer = await asyncio.to_thread(self._command, message, text)
             if answer is not None:
                 if not _is_command(text, "new"):  # its answer must not open the next session
@@ -416,13 +425,24 @@ class Router:
                 await asyncio.to_thread(self._log_reply, key, message, NO_MODEL)
                 return NO_MODEL
             return None
+        audience = await asyncio.to_thread(
+            self.runtime.audiences.of_chat,
+            message.channel,
+            message.chat_id,
+            message.sender_id,
+            owner=owner,
+            group=group,
+            sender_name=message.sender_name,
+        )
         turn = Turn(
             message=message,
             session=key,
             owner=owner,
-            contact=await asyncio.to_thread(self.contact_note, message),
+            # In a group everyone reads the answer: nobody's contact note goes in.
+            contact="" if group else await asyncio.to_thread(self.contact_note, message),
             policy=self._policy_for(key, message),
             text=_with_attachments(message),
+            audience=audience,
         )
         typing = asyncio.create_task(_keep_typing(adapter, message.chat_id))
         loop = asyncio.get_running_loop()
@@ -583,6 +603,11 @@ _COMMANDS: dict[str, Callable[[Router, Inbound, str], str]] = {
     "help": Router._help,
     "start": Router._help,
 }
+
+
+def is_group(message: Inbound) -> bool:
+    """Whether others read the chat (a group, a room, a channel), not only the sender."""
+    return message.chat_type != "private"
 
 
 def _parse_command(text: str) -> tuple[str, str]:

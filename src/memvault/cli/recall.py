@@ -407,25 +407,34 @@ def context(
     budget: Annotated[
         int | None, typer.Option("--budget", "-b", help="Token budget, at least 50 (default 2000).")
     ] = None,
+    audience: Annotated[
+        str | None,
+        typer.Option(
+            "--as",
+            help="As this audience would get it: owner, group:NAME, or a contact "
+            "(only what is shared with them).",
+        ),
+    ] = None,
     direct: DirectOption = False,
     no_autostart: NoAutostartOption = False,
     vault: VaultOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Print the memory context an agent gets at the start of a run."""
+    """Print the memory context an agent gets at the start of a run (or a contact's agent,
+    with --as)."""
     result = via_daemon(
         ctx,
         vault,
         "GET",
         "/v1/context",
-        query={"query": query, "budget": budget},
+        query={"query": query, "budget": budget, "as": audience},
         autostart=bool(query),  # only a query is searched for
     )
     if result is None:
         runtime = open_runtime(ctx, vault)
         if query:
             _sync(runtime, quiet=True)
-        built = runtime.context.build_result(query, budget)
+        built = runtime.build_context(query, budget, audience=audience)
         if built.notice:
             stderr.print(built.notice)
         result = built.to_dict()

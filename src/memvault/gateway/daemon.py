@@ -478,6 +478,7 @@ class Daemon:
             policy=turn.policy,
             recorded=True,
             sender_note=turn.contact,
+            audience=turn.audience,
         )
         self._announce_run(result)
         if result.silent:

@@ -110,7 +110,7 @@ class ContextResult:
         return f"{text.rstrip()}\n\n_{self.notice}_\n" if self.notice else text
 
 
-def _worth(hits: list[Hit]) -> list[Hit]:
+def worth_attention(hits: list[Hit]) -> list[Hit]:
     """The hits worth an agent's attention: close to the best, and a real match (a keyword,
     or a cosine that means something)."""
     if not hits:
@@ -125,6 +125,17 @@ def _worth(hits: list[Hit]) -> list[Hit]:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
+
+
+def checked_budget(budget_tokens: int | None, settings: ContextSettings) -> int:
+    """The token budget a context is built for (the settings' when None), checked."""
+    budget = settings.budget_tokens if budget_tokens is None else budget_tokens
+    if not MIN_BUDGET <= budget <= MAX_BUDGET:
+        raise InvalidInputError(
+            f"The context budget must be between {MIN_BUDGET} and {MAX_BUDGET} tokens, "
+            f"not {budget}."
+        )
+    return budget
 
 
 def pinned_memories(memories: Iterable[Memory], pinned_tags: Iterable[str]) -> list[Memory]:
@@ -196,12 +207,7 @@ class ContextBuilder:
         """
         if query:
             check_text(query, "query")  # a channel's text may hold what no answer can carry
-        budget = self.settings.budget_tokens if budget_tokens is None else budget_tokens
-        if not MIN_BUDGET <= budget <= MAX_BUDGET:
-            raise InvalidInputError(
-                f"The context budget must be between {MIN_BUDGET} and {MAX_BUDGET} tokens, "
-                f"not {budget}."
-            )
+        budget = checked_budget(budget_tokens, self.settings)
         used: set[str] = set()
         sections = [
             Section("Owner", self._note_lines("User Profile.md")),
@@ -223,7 +229,7 @@ class ContextBuilder:
         sections.append(Section("Important memories", [self._memory_line(m) for m in top]))
         sections.append(Section("Last session", self._last_session()))
         sections.append(Section("Recent activity", self._recent_activity()))
-        result = self._fit(sections, budget)
+        result = fit_sections(sections, budget)
         result.notice = notice
         return result
 
@@ -319,7 +325,7 @@ class ContextBuilder:
         notice = found.notice
         hits = [hit for hit in found if not self._is_skill(hit.path)]  # they have their section
         lines = []
-        for hit in _worth(hits):
+        for hit in worth_attention(hits):
             if hit.id is not None:
                 if hit.id in used:
                     continue
@@ -354,7 +360,7 @@ class ContextBuilder:
             wait_for_model=wait_for_model,
         )
         paths: list[str] = []
-        for hit in _worth(hits):
+        for hit in worth_attention(hits):
             if hit.path not in paths:
                 paths.append(hit.path)
         lines = []
@@ -396,40 +402,41 @@ class ContextBuilder:
 
     # -- fitting -------------------------------------------------------------------
 
-    def _fit(self, sections: Iterable[Section], budget: int) -> ContextResult:
-        """Fill sections in order; a section stops at the first line that does not fit.
 
-        Room for one closing line is kept back, so whatever was left out can
-        always be named.
-        """
-        limit = budget * CHARS_PER_TOKEN - _TAIL_CHARS
-        out: list[str] = []
-        size = 0
-        ordered = list(sections)
-        for section in ordered:
-            if not section.items:
-                continue
-            heading = f"## {section.title}"
-            gap = 1 if out else 0  # the blank line before a heading
-            if size + gap + len(heading) + 1 + len(section.items[0]) + 1 > limit:
-                section.left_out = len(section.items)
-                continue
-            if out:
-                out.append("")
-            out.append(heading)
-            size += gap + len(heading) + 1
-            for n, item in enumerate(section.items):
-                if size + len(item) + 1 > limit:
-                    section.left_out = len(section.items) - n
-                    break
-                out.append(item)
-                section.shown.append(item)
-                size += len(item) + 1
-        dropped = [s for s in ordered if s.left_out]
-        if dropped:
-            out.extend(["", _left_out_line(dropped, _TAIL_CHARS - 2)])
-        markdown = "\n".join(out) + ("\n" if out else "")
-        return ContextResult(markdown=markdown, budget_tokens=budget, sections=ordered)
+def fit_sections(sections: Iterable[Section], budget: int) -> ContextResult:
+    """Fill sections in order; a section stops at the first line that does not fit.
+
+    Room for one closing line is kept back, so whatever was left out can
+    always be named.
+    """
+    limit = budget * CHARS_PER_TOKEN - _TAIL_CHARS
+    out: list[str] = []
+    size = 0
+    ordered = list(sections)
+    for section in ordered:
+        if not section.items:
+            continue
+        heading = f"## {section.title}"
+        gap = 1 if out else 0  # the blank line before a heading
+        if size + gap + len(heading) + 1 + len(section.items[0]) + 1 > limit:
+            section.left_out = len(section.items)
+            continue
+        if out:
+            out.append("")
+        out.append(heading)
+        size += gap + len(heading) + 1
+        for n, item in enumerate(section.items):
+            if size + len(item) + 1 > limit:
+                section.left_out = len(section.items) - n
+                break
+            out.append(item)
+            section.shown.append(item)
+            size += len(item) + 1
+    dropped = [s for s in ordered if s.left_out]
+    if dropped:
+        out.extend(["", _left_out_line(dropped, _TAIL_CHARS - 2)])
+    markdown = "\n".join(out) + ("\n" if out else "")
+    return ContextResult(markdown=markdown, budget_tokens=budget, sections=ordered)
 
 
 def _left_out_line(sections: list[Section], room: int) -> str:

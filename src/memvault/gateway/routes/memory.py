@@ -257,6 +257,14 @@ def context(
         str | None,
         Query(description="With adapter: 'owner' (the default), a chat id, or a contact's name."),
     ] = None,
+    audience: Annotated[
+        str | None,
+        Query(
+            alias="as",
+            description="Build it as this audience would get it: owner, group:NAME, or a "
+            "contact (name, alias, note path).",
+        ),
+    ] = None,
 ) -> dict[str, Any]:
     """The Markdown an agent gets at the start of a run, within a token budget.
 
@@ -266,6 +274,8 @@ def context(
     With ``adapter`` (the earlier design's ``GET /v1/context?adapter=``), the
     context of a conversation on that channel instead: the chat, its name, the
     sender's contact note, the session, and what the platform says of it.
+    With ``as``, the context a contact or a group would be given: only what is
+    shared with them.
     """
     if adapter:
         channel = daemon.hub.channel_named(adapter)
@@ -273,5 +283,7 @@ def context(
         return {"ok": True, "result": found, "notice": None}
     if query:
         daemon.fresh_index()
-    result = daemon.runtime.context.build_result(query or None, budget, wait_for_model=False)
+    result = daemon.runtime.build_context(
+        query or None, budget, audience=audience, wait_for_model=False
+    )
     return {"ok": True, "result": result.to_dict(), "notice": result.notice}
