@@ -50,6 +50,8 @@ MEMORY_KEYS = {
     "archived",
     "superseded_by",
     "agent",
+    "trust",
+    "trust_reason",
 }
 TASK_KEYS = {
     "path",

@@ -217,3 +217,28 @@ def test_inline_tags_are_reported_when_stored(runtime: Runtime) -> None:
     memory = runtime.memories.remember("Likes #coffee in the morning").memory
     assert memory.tags == ["coffee"]
     assert runtime.memories.get(memory.id).tags == ["coffee"]
+
+
+def test_a_screen_sees_every_new_memory_and_its_fields_are_stored(vault: Vault) -> None:
+    memories = Memories(vault, Clock(TZ))
+    seen: list[tuple[str, str | None]] = []
+
+    def screen(text: str, source: str | None) -> tuple[str, dict[str, str]]:
+        seen.append((text, source))
+        if "shout" not in text:
+            return text, {}
+        return text.upper(), {"trust": "low", "trust_reason": "it shouts]] [x:: y"}
+
+    memories.screen(screen)
+    quiet = memories.remember("A quiet fact", source="cli").memory
+    loud = memories.remember("please shout this", source="agent").memory
+
+    assert seen == [("A quiet fact", "cli"), ("please shout this", "agent")]
+    assert quiet.trust is None and quiet.fields == {}
+    assert loud.text == "PLEASE SHOUT THIS" and loud.trust == "low"
+    # A field's value cannot close the field or forge another one.
+    assert loud.trust_reason == "it shouts)) [x: y"
+    line = (vault.root / loud.path).read_text().splitlines()[loud.line - 1]
+    assert "[trust:: low] [trust_reason:: it shouts)) [x: y]" in line
+    again = memories.get(loud.id)
+    assert (again.trust, again.to_dict()["trust"]) == ("low", "low")

@@ -162,6 +162,12 @@ class MemoryOut(Result):
     agent: str | None = Field(
         None, description="The named API token that stored it; null for the owner."
     )
+    trust: str | None = Field(
+        None,
+        description="low: text from someone other than the owner that reads as an "
+        "instruction to the agent; null when nothing marks it.",
+    )
+    trust_reason: str | None = Field(None, description="Why it is marked low trust.")
 
 
 class Remembered(MemoryOut):

@@ -89,6 +89,17 @@ class Memory:
         return self.fields.get("agent") or None
 
     @property
+    def trust(self) -> str | None:
+        """``low`` for text from someone other than the owner that reads as an instruction
+        to the agent (:mod:`memvault.privacy.trust`); None when nothing marks it."""
+        return self.fields.get("trust") or None
+
+    @property
+    def trust_reason(self) -> str | None:
+        """Why the memory is marked ``low`` (where it came from, what it asks)."""
+        return self.fields.get("trust_reason") or None
+
+    @property
     def retired(self) -> bool:
         """Archived or superseded: left out of default lists, search and context."""
         return self.archived or "superseded" in self.fields
@@ -108,6 +119,8 @@ class Memory:
             "archived": self.archived,
             "superseded_by": self.superseded_by,
             "agent": self.agent,
+            "trust": self.trust,
+            "trust_reason": self.trust_reason,
         }
 
 
@@ -157,6 +170,10 @@ MemoryObserver = Callable[[str, Memory], None]
 # Asked, under the store's lock, for a memory that already holds what a new one says (the
 # files as read there); the one it names is returned and nothing is added.
 HeldBy = Callable[[Memory, Sequence[MemoryFile]], Memory | None]
+# Asked with a new memory's text and source before it is stored: the text to store and the
+# inline fields to add (``trust`` ...). The runtime wires :mod:`memvault.privacy` here, so
+# this layer never imports it.
+Screen = Callable[[str, str | None], tuple[str, dict[str, str]]]
 
 
 def normalize_text(text: str) -> str:
@@ -225,6 +242,12 @@ class Memories:
         self._cache_guard = threading.Lock()
         self._not_text: set[str] = set()  # files already logged as not text
         self._observers: builtins.list[MemoryObserver] = []
+        self._screens: builtins.list[Screen] = []
+
+    def screen(self, screen: Screen) -> None:
+        """Pass every new memory's text through ``screen`` before it is stored (in the
+        order added); what it returns is stored, with the fields it adds."""
+        self._screens.append(screen)
 
     def observe(self, observer: MemoryObserver) -> None:
         """Call ``observer(event, memory)`` after a memory is ``stored`` or ``forgotten``."""
@@ -478,6 +501,10 @@ class Memories:
         source: str | None,
         created: datetime | None,
     ) -> Memory:
+        marks: dict[str, str | None] = {}
+        for screen in self._screens:
+            text, added = screen(str(text), source)
+            marks.update(added)
         clean = " ".join(str(text).split())
         clean = _BLOCK_ID.sub("", clean).strip()
         while _FIELD.search(clean):  # "[a::: b]" made "[a:: b]" once: until none is left
@@ -516,6 +543,7 @@ class Memories:
             line=0,
             fields={"agent": _clean_value(agent, 100) or ""} if agent else {},
         )
+        _set_fields(memory, marks)
         # What is returned and cached must be what the line reads back as, field for field.
         back = self.parse_line(
             render_line(replace(memory, id="m-0")), category=cat, path=memory.path, number=0
