@@ -59,6 +59,7 @@ REAL = [
     (4, "events"),
     (5, "digests"),
     (6, "token agents"),
+    (7, "memory reads"),
 ]
 NOTES = Migration(NEXT, "notes", "CREATE TABLE notes (id serial PRIMARY KEY, body text NOT NULL)")
 SLOW = Migration(
@@ -142,7 +143,7 @@ def test_pooled_connections_read_and_write_vectors(storage: PostgresStorage) -> 
 def test_a_fresh_database_is_migrated_to_the_latest_version(database: str) -> None:
     assert "memvault_schema" not in tables(database)
     with PostgresStorage.open(SETTINGS, environ=env(database)) as storage:
-        assert storage.schema_version == len(MIGRATIONS) == 6
+        assert storage.schema_version == len(MIGRATIONS) == 7
     assert history(database) == REAL
     with psycopg.connect(database) as conn:
         assert conn.execute(

@@ -5,8 +5,8 @@ database holds what exists nowhere else: sessions and their messages, the
 event id counter, location samples, the channels' inbox, outbox, senders
 and approvals, what the importers brought in, the jobs' runs, when a search
 last returned each memory, which reminders were sent, what consolidation
-changed in memories or left for review, and the named API tokens. It is SQLite in
-WAL mode, shared by the daemon's threads through one connection guarded by
+changed in memories or left for review, the named API tokens, and who read
+each memory. It is SQLite in WAL mode, shared by the daemon's threads through one connection guarded by
 a lock; every write is a transaction.
 """
 
@@ -236,6 +236,22 @@ _MIGRATIONS: dict[int, str] = {
     # A named token bound to an agent sees only that agent's memories and sessions.
     8: """
     ALTER TABLE api_tokens ADD COLUMN agent TEXT
+    """,
+    # Reads (privacy/reads.py): who read each memory, when and how; bounded by
+    # [privacy] reads_keep_days and reads_per_memory, pruned as it is written.
+    9: """
+    CREATE TABLE memory_reads (
+        id INTEGER PRIMARY KEY,
+        memory_id TEXT NOT NULL,
+        at TEXT NOT NULL,
+        path TEXT NOT NULL,
+        surface TEXT NOT NULL,
+        agent TEXT,
+        observer INTEGER NOT NULL DEFAULT 0,
+        audience TEXT
+    );
+    CREATE INDEX memory_reads_memory ON memory_reads (memory_id, id);
+    CREATE INDEX memory_reads_at ON memory_reads (at)
     """,
 }
 SCHEMA_VERSION = max(_MIGRATIONS)

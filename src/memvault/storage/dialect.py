@@ -61,6 +61,7 @@ IDENTITY_TABLES = frozenset(
         "memory_changes",
         "memory_reviews",
         "api_tokens",
+        "memory_reads",
     }
 )
 # The conflict target of ``INSERT OR REPLACE`` / ``INSERT OR IGNORE`` per table.

@@ -378,6 +378,22 @@ CREATE INDEX IF NOT EXISTS memvault_events_stored_at ON memvault_events (stored_
 # A named token bound to an agent sees only that agent's memories and sessions.
 TOKEN_AGENTS_SQL = f"ALTER TABLE {STATE_SCHEMA}.api_tokens ADD COLUMN agent text"
 
+# Who read each memory, when and how (memvault.privacy.reads).
+READS_SQL = f"""
+CREATE TABLE {STATE_SCHEMA}.memory_reads (
+    id {_ID},
+    memory_id text NOT NULL,
+    at text NOT NULL,
+    path text NOT NULL,
+    surface text NOT NULL,
+    agent text,
+    observer bigint NOT NULL DEFAULT 0,
+    audience text
+);
+CREATE INDEX memory_reads_memory ON {STATE_SCHEMA}.memory_reads (memory_id, id);
+CREATE INDEX memory_reads_at ON {STATE_SCHEMA}.memory_reads (at)
+"""
+
 # A digest's chunks leave the keyword index (its words are its sources': see
 # MemoryIndex._store_chunks) and mean what their embedded memories say (see
 # MemoryIndex._embeddable): insights are read and embedded again.
@@ -405,4 +421,5 @@ STATE_TABLES = (
     "memory_changes",
     "memory_reviews",
     "api_tokens",
+    "memory_reads",
 )

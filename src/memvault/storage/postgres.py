@@ -45,6 +45,7 @@ from memvault.storage.pg_schema import (
     EVENTS_SQL,
     INDEX_SCHEMA,
     INDEX_SQL,
+    READS_SQL,
     STATE_SCHEMA,
     STATE_SQL,
     TOKEN_AGENTS_SQL,
@@ -78,6 +79,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "events", EVENTS_SQL),
     Migration(5, "digests", DIGESTS_SQL),
     Migration(6, "token agents", TOKEN_AGENTS_SQL),
+    Migration(7, "memory reads", READS_SQL),
 )
 
 
