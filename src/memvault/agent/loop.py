@@ -43,6 +43,7 @@ from memvault.llm.base import (
     ToolSpec,
     Usage,
 )
+from memvault.memory.context import checked_budget
 from memvault.memory.outcomes import RunOutcome, one_line
 from memvault.memory.sessions import Message, Session, check_key
 from memvault.privacy.audiences import Audience
@@ -323,7 +324,8 @@ class Agent:
     ) -> RunResult:
         budget = self.settings.context_budget
         if run.view is not None:
-            context = run.view.context(command, budget).markdown
+            within = checked_budget(budget, self.runtime.settings.context)
+            context = run.view.context(command, within).markdown
         else:
             context = self.runtime.context.build(query=command, budget_tokens=budget)
         tools = run.specs
