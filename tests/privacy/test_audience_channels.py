@@ -17,7 +17,7 @@ import pytest
 
 from channel_support import APPROVAL_TIMEOUT, OWNER, delivered, telegram_config
 from email_servers import PASSWORD, Dovecot, SmtpServer, mail
-from gateway_support import Live, StartDaemon
+from gateway_support import StartDaemon
 from llm_fakes import FakeOpenAI, llm_settings
 from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
@@ -29,7 +29,7 @@ FRIEND = 777
 GROUP = -100
 DOCTOR = "Dr Weiss said the biopsy results come back on Friday"
 SALARY = "My salary is 7400 a month"
-WIFI = "The guest wifi password is sunflower-42"
+ROOM = "The guest room is ready with the blue quilt"
 DINNER = "Family dinner is at grandma's on Sunday at 6"
 # What only the owner's memory holds (the questions may name the topic, never these).
 PRIVATE = ("Weiss", "7400", "come back on Friday")
@@ -49,7 +49,7 @@ def prepared_vault(tmp_path: Path, identities: dict[str, str]) -> Path:
         "# Facts\n\n"
         f"- {DOCTOR} #core [importance:: 0.9] ^m-00000001\n"
         f"- {SALARY} ^m-00000002\n"
-        f"- {WIFI} #share/ada-lovelace ^m-00000003\n"
+        f"- {ROOM} #share/ada-lovelace ^m-00000003\n"
         f"- {DINNER} #share/family ^m-00000004\n"
     )
     return root
@@ -62,7 +62,7 @@ def asks_for_everything(llm: FakeOpenAI) -> None:
         tool_calls=[
             ("vault_read", {"path": "Memory/Facts.md"}),
             ("memory_search", {"query": "biopsy doctor"}),
-            ("recall", {"topic": "biopsy results doctor salary wifi"}),
+            ("recall", {"topic": "biopsy results doctor salary guest room"}),
         ],
     )
     llm.reply("Here is what I can tell you.")
@@ -121,11 +121,11 @@ def test_a_contact_on_telegram_gets_only_what_is_shared_with_them(
     root = prepared_vault(tmp_path, {"telegram": str(FRIEND)})
     start_daemon(root, settings=telegram_settings(tg, llm))
     asks_for_everything(llm)
-    tg.push_message(FRIEND, "What did the doctor say about the biopsy? And my wifi?")
+    tg.push_message(FRIEND, "What did the doctor say about the biopsy? And the guest room?")
     assert wait_for(lambda: delivered(tg, FRIEND), "Ada's answer") == [
         "Here is what I can tell you."
     ]
-    assert_narrowed(llm, WIFI)
+    assert_narrowed(llm, ROOM)
     system = llm.requests[0]["messages"][0]["content"]
     assert "You are talking with Ada Lovelace" in system
     assert "Met at the book club" in system  # her own note
@@ -141,7 +141,7 @@ def test_the_owner_sees_everything_and_a_group_only_its_share(
     wait_for(lambda: delivered(tg, OWNER), "the owner's answer")
     system = llm.requests[0]["messages"][0]["content"]
     assert DOCTOR in system and "You are talking with" not in system
-    assert OWNER_TOOLS <= offered(llm.requests[0])
+    assert offered(llm.requests[0]) >= OWNER_TOOLS
 
     # The owner writes in the family group: everyone there reads the answer.
     llm.requests.clear()
@@ -149,7 +149,7 @@ def test_the_owner_sees_everything_and_a_group_only_its_share(
     tg.push_message(GROUP, "When is dinner? And the biopsy?", sender_id=OWNER)
     wait_for(lambda: delivered(tg, GROUP), "the group's answer")
     assert_narrowed(llm, DINNER)
-    assert WIFI not in everything_sent(llm.requests)  # Ada's share is not the group's
+    assert ROOM not in everything_sent(llm.requests)  # Ada's share is not the group's
     # The owner's memory commands are not answered where the group reads them.
     tg.push_message(GROUP, "/recall biopsy", sender_id=OWNER)
     answers = wait_for(lambda: len(delivered(tg, GROUP)) == 2 and delivered(tg, GROUP), "answer")
@@ -209,9 +209,9 @@ def test_a_contact_on_slack_gets_only_what_is_shared_with_them(
     slack.wait_connected(slack.sockets_opened or 1)
     asks_for_everything(llm)
     dm = slack.dm(SLACK_ADA)
-    slack.push_message(dm, SLACK_ADA, "What did the doctor say? And the wifi?")
+    slack.push_message(dm, SLACK_ADA, "What did the doctor say? And the guest room?")
     wait_for(lambda: slack.posted(dm), "Ada's answer")
-    assert_narrowed(llm, WIFI)
+    assert_narrowed(llm, ROOM)
 
 
 # -- Email ---------------------------------------------------------------------------------
@@ -264,7 +264,7 @@ def test_a_contact_by_email_gets_only_what_is_shared_with_them(
         asks_for_everything(llm)
         dovecot.append(
             mailbox,
-            mail(f"Ada <{EMAIL_ADA}>", mailbox, "What did the doctor say? And the wifi?"),
+            mail(f"Ada <{EMAIL_ADA}>", mailbox, "What did the doctor say? And the guest room?"),
         )
         wait_for(lambda: smtp.to(EMAIL_ADA), "Ada's answer")
-    assert_narrowed(llm, WIFI)
+    assert_narrowed(llm, ROOM)

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from cli_support import EXIT_NOT_FOUND, fail, ok, ok_json
+from gateway_support import StartDaemon
 from memvault.config import Settings
 from memvault.errors import InvalidInputError, NotFoundError
 from memvault.privacy.audiences import OWNER, share_key
@@ -15,9 +17,11 @@ from memvault.vault.store import Vault
 from support import HashEmbedder, MovableClock
 
 DOCTOR = "Dr Weiss said the biopsy results come back on Friday"
-WIFI = "The guest wifi password is sunflower-42"
+ROOM = "The guest room is ready with the blue quilt"
 DINNER = "Family dinner is at grandma's on Sunday at 6"
-CONTACT_NOTE = "---\ntelegram: '777'\naliases: [Ada]\n---\n# Ada Lovelace\n\nMet at the book club.\n"
+CONTACT_NOTE = (
+    "---\ntelegram: '777'\naliases: [Ada]\n---\n# Ada Lovelace\n\nMet at the book club.\n"
+)
 
 
 @pytest.fixture
@@ -37,7 +41,7 @@ def shared(
     # A share field is typed by hand, as in Obsidian (remember defuses fields in its text).
     write(
         "Memory/Notes shared.md",
-        f"# Shared\n\n- {WIFI} [share:: Contacts/Ada Lovelace, neighbours] ^m-0000aaaa\n",
+        f"# Shared\n\n- {ROOM} [share:: Contacts/Ada Lovelace, neighbours] ^m-0000aaaa\n",
     )
     runtime.memories.remember(f"{DINNER} #share/family")
     runtime.memories.remember("The book club reads Middlemarch next #share/book_club")
@@ -60,26 +64,26 @@ def test_share_names_meet_however_they_are_written() -> None:
 
 
 def test_a_contact_sees_only_what_is_shared_with_them(shared: Runtime) -> None:
-    queries = ("wifi password", "biopsy results", "family dinner", "train", "book club")
+    queries = ("guest room", "biopsy results", "family dinner", "train", "book club")
     seen = "".join(shared.build_context(q, 2000, audience="Ada").markdown for q in queries)
-    assert WIFI in seen  # [share:: Contacts/Ada Lovelace]
+    assert ROOM in seen  # [share:: Contacts/Ada Lovelace]
     assert "Middlemarch" in seen  # #share/book_club, a name [privacy.contacts] gives her
     assert "[[Notes/Trip]]" in seen  # frontmatter share: [[Ada Lovelace]]
     for private in ("biopsy results come", DINNER, "Notes/Bank", "Grace", "anxious"):
         assert private not in seen
     owner = "".join(shared.build_context(q, 2000).markdown for q in queries)
-    for everything in (DOCTOR, WIFI, DINNER, "Middlemarch", "Grace", "Notes/Bank"):
+    for everything in (DOCTOR, ROOM, DINNER, "Middlemarch", "Grace", "Notes/Bank"):
         assert everything in owner
 
 
 def test_a_group_sees_only_what_is_shared_with_the_group(shared: Runtime) -> None:
     group = shared.audiences.of_chat("telegram", "-100", "777", owner=True, group=True)
     assert group.narrowed and group.label == "group:family"
-    text = shared.audience_view(group).context("dinner wifi biopsy", 2000).markdown
+    text = shared.audience_view(group).context("dinner guest room biopsy", 2000).markdown
     assert DINNER in text
-    assert WIFI not in text and DOCTOR not in text and "Middlemarch" not in text
+    assert ROOM not in text and DOCTOR not in text and "Middlemarch" not in text
     # By name, as `memvault context --as group:family` builds it: the same view.
-    named = shared.build_context("dinner wifi biopsy", 2000, audience="group:family")
+    named = shared.build_context("dinner guest room biopsy", 2000, audience="group:family")
     assert named.markdown == text
 
 
@@ -140,3 +144,32 @@ def test_a_group_remembers_in_its_own_note_shared_with_it(shared: Runtime) -> No
     ada = shared.audience_view(shared.audiences.named("Ada"))
     assert not ada.sees_path(path)
 
+
+def test_context_as_an_audience_from_the_cli_and_the_http_api(
+    tmp_path: Path, start_daemon: StartDaemon
+) -> None:
+    root = tmp_path / "vault"
+    ok(root, "init")
+    (root / "Contacts" / "Ada Lovelace.md").write_text(CONTACT_NOTE)
+    ok(root, "remember", DOCTOR)
+    ok(root, "remember", f"{ROOM} #share/ada-lovelace")
+    shown = ok(root, "context", "--as", "Ada Lovelace", "-q", "guest room").stdout
+    assert ROOM in shown and DOCTOR not in shown
+    built = ok_json(root, "context", "--as", "group:family", "-q", "guest room")
+    assert ROOM not in built["markdown"] and DOCTOR not in built["markdown"]
+    assert DOCTOR in ok(root, "context", "--as", "owner", "-q", "biopsy").stdout
+    said = fail(root, "context", "--as", "Nobody", code=EXIT_NOT_FOUND)
+    assert said == (
+        "Error: No contact is called 'Nobody'; name one from `memvault contacts`, "
+        "or say owner or group:NAME."
+    )
+
+    live = start_daemon(root)
+    with live.client() as client:
+        answer = client.get("/v1/context", params={"as": "Ada", "query": "guest room"})
+        assert answer.status_code == 200
+        assert ROOM in answer.json()["result"]["markdown"]
+        assert DOCTOR not in answer.json()["result"]["markdown"]
+        missing = client.get("/v1/context", params={"as": "Nobody"})
+        assert missing.status_code == 404
+        assert missing.json()["error"]["message"] == said.removeprefix("Error: ")
