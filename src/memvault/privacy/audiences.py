@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from memvault.config import Settings
 from memvault.errors import InvalidInputError, MemvaultError, NotFoundError, NotTextError
@@ -36,9 +36,9 @@ from memvault.vault.markdown import note_tags
 from memvault.vault.memories import Memory
 from memvault.vault.note import Note
 
-OWNER_KIND = "owner"
-CONTACT_KIND = "contact"
-GROUP_KIND = "group"
+OWNER_KIND: Final = "owner"
+CONTACT_KIND: Final = "contact"
+GROUP_KIND: Final = "group"
 EVERYONE = "everyone"
 SHARE_FIELD = "share"  # a memory's inline field and a note's frontmatter key
 SHARE_TAG = "share/"  # a tag shares with the name after it: #share/family
