@@ -71,6 +71,14 @@ class NotTextError(InvalidInputError):
     """
 
 
+class SecretRefusedError(InvalidInputError):
+    """Text to be stored holds a secret and ``[privacy] secrets = "refuse"``: nothing was
+    stored (:mod:`memvault.privacy.secrets`)."""
+
+    code = "secret_refused"
+    http_status = 422
+
+
 class NotFoundError(MemvaultError):
     """The note, memory, task or contact asked for does not exist."""
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from memvault.errors import InvalidInputError
 
@@ -99,3 +99,15 @@ def strings(value: Any) -> Iterator[str]:
 def first_unencodable(value: Any) -> str | None:
     """The first string inside ``value`` holding a lone surrogate, if any."""
     return next((text for text in strings(value) if unencodable(text)), None)
+
+
+class TextScreen(Protocol):
+    """Checks text about to be stored for secrets, given to the notes and the sessions by
+    the runtime (:class:`memvault.privacy.secrets.SecretScreen`): inner layers only call it.
+
+    Returns the text as it may be stored (a secret replaced by a marker), or raises a
+    MemvaultError when nothing may be stored. Secrets ``kept`` already holds pass (a note
+    being rewritten keeps what it had); ``refuse`` False never refuses, it only redacts.
+    """
+
+    def __call__(self, text: str, *, kept: str = "", refuse: bool = True) -> str: ...

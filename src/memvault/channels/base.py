@@ -130,6 +130,10 @@ class Inbound:
     action: str | None = None
     action_id: str | None = None
     platform_message_id: str | None = None  # the message itself, for replies
+    # Kinds of secret kept out of ``text`` before it was stored ([privacy] secrets), and
+    # whether the whole text was withheld (secrets = "refuse"): the owner is told once.
+    secrets_removed: tuple[str, ...] = ()
+    secret_refused: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -149,6 +153,8 @@ class Inbound:
             "action": self.action,
             "action_id": self.action_id,
             "platform_message_id": self.platform_message_id,
+            "secrets_removed": list(self.secrets_removed),
+            "secret_refused": self.secret_refused,
         }
 
     def scrubbed(self) -> Inbound:
@@ -182,6 +188,8 @@ class Inbound:
             action=data.get("action"),
             action_id=data.get("action_id"),
             platform_message_id=data.get("platform_message_id"),
+            secrets_removed=tuple(data.get("secrets_removed", ())),
+            secret_refused=bool(data.get("secret_refused")),
         )
 
 

@@ -402,6 +402,8 @@ class Hub:
     async def _intake(self, name: str, message: Inbound) -> None:
         """The adapters' handler: store, then route; returning acknowledges the message."""
         message = message.scrubbed()  # a stray surrogate must not make it undeliverable
+        # Secrets are kept out before the message is stored anywhere, the inbox first.
+        message = await asyncio.to_thread(self.router.screened, message)
         inbox_id = await asyncio.to_thread(self.store.receive, message)
         if inbox_id is None:
             return  # delivered before (a redelivery after a crash)

@@ -47,6 +47,7 @@ class RootGroup(ErrorBoundaryGroup):
         "graph": "memvault.cli.graph",
         "tokens": "memvault.cli.tokens",
         "storage": "memvault.cli.storage",
+        "privacy": "memvault.cli.privacy",
     }
 
 

@@ -71,6 +71,10 @@ def _run(
         emit_json(report.to_dict())
         return
     say(report.summary())
+    if report.secrets_removed:
+        from memvault.privacy.secrets import notice_for
+
+        say(str(notice_for(report.secrets_removed)))
     if report.missing:
         say(f"Not in the workspace (skipped): {', '.join(report.missing)}.")
     if report.imported and not report.dry_run:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -15,11 +17,15 @@ from memvault.cli.common import (
     open_runtime,
     read_content,
     say,
+    stderr,
     stdout,
     table,
 )
 from memvault.errors import EXIT_FAILED
 from memvault.vocabulary import counted
+
+if TYPE_CHECKING:
+    from memvault.privacy.secrets import Removed
 
 app = group("Any note in the vault, by vault-relative path.")
 
@@ -74,17 +80,29 @@ def write(
     With --expect, a note changed since it was read is left alone (exit 4).
     """
     runtime = open_runtime(ctx, vault)
-    written = runtime.notes.write(
-        path,
-        read_content(content),
-        overwrite=not no_overwrite,
-        allow_empty=allow_empty,
-        expected_hash=expect,
-    )
+    with _told_secrets() as removed:
+        written = runtime.notes.write(
+            path,
+            read_content(content),
+            overwrite=not no_overwrite,
+            allow_empty=allow_empty,
+            expected_hash=expect,
+        )
     if as_json:
-        emit_json({"path": written, "written": True})
+        emit_json({"path": written, "written": True, **removed.field()})
     else:
         say(f"Wrote {written}")
+
+
+@contextlib.contextmanager
+def _told_secrets() -> Iterator[Removed]:
+    """What the block's write replaced by markers, said once on stderr."""
+    from memvault.privacy.secrets import noticed
+
+    with noticed() as removed:
+        yield removed
+    if removed.kinds:
+        stderr.print(removed.notice())
 
 
 @app.command("append")
@@ -97,9 +115,10 @@ def append(
 ) -> None:
     """Append text to the end of a note, creating it if needed."""
     runtime = open_runtime(ctx, vault)
-    written = runtime.notes.append(path, read_content(content))
+    with _told_secrets() as removed:
+        written = runtime.notes.append(path, read_content(content))
     if as_json:
-        emit_json({"path": written, "appended": True})
+        emit_json({"path": written, "appended": True, **removed.field()})
     else:
         say(f"Appended to {written}")
 

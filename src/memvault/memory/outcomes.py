@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from memvault.clock import Clock
+from memvault.text import TextScreen
 from memvault.vault.journal import Journal
 from memvault.vault.layout import CURRENT_STATUS, KNOWN_ISSUES
 from memvault.vault.store import Vault
@@ -56,16 +57,23 @@ def one_line(text: str, limit: int) -> str:
 class Outcomes:
     """Writes a run's outcome to the journal, Current Status and Known Issues."""
 
-    def __init__(self, vault: Vault, journal: Journal, clock: Clock) -> None:
+    def __init__(
+        self, vault: Vault, journal: Journal, clock: Clock, *, screen: TextScreen | None = None
+    ) -> None:
         self.vault = vault
         self.journal = journal
         self.clock = clock
+        # The owner's command and the run's summary are stored: secrets stay out of them.
+        self.screen = screen
 
     def record(self, outcome: RunOutcome) -> None:
         """Persist ``outcome``: journal line, status note, and a known issue on failure."""
         when = outcome.finished_at or self.clock.now()
-        command = one_line(outcome.command, _COMMAND_CHARS)
-        summary = one_line(outcome.summary, _SUMMARY_CHARS) if outcome.summary.strip() else ""
+        said, summed = outcome.command, outcome.summary
+        if self.screen is not None:  # what was already said is redacted, never refused
+            said, summed = self.screen(said, refuse=False), self.screen(summed, refuse=False)
+        command = one_line(said, _COMMAND_CHARS)
+        summary = one_line(summed, _SUMMARY_CHARS) if summed.strip() else ""
         calls = counted(outcome.iterations, "iteration")
         entry = f'{outcome.status}: "{command}"'
         if summary:

@@ -25,6 +25,7 @@ from memvault.acting import acting_agent, confined_agent, sees
 from memvault.clock import Clock
 from memvault.errors import ConflictError, InvalidInputError, NotFoundError
 from memvault.memory.state import StateStore
+from memvault.text import TextScreen
 from memvault.vault.journal import Journal
 from memvault.vocabulary import counted
 
@@ -139,10 +140,19 @@ def channel_of(key: str, channel: str | None) -> str:
 class Sessions:
     """The sessions and messages of ``state.db``."""
 
-    def __init__(self, db: StateStore, clock: Clock, journal: Journal | None = None) -> None:
+    def __init__(
+        self,
+        db: StateStore,
+        clock: Clock,
+        journal: Journal | None = None,
+        *,
+        screen: TextScreen | None = None,
+    ) -> None:
         self.db = db
         self.clock = clock
         self.journal = journal
+        # Keeps secrets out of state.db ([privacy] secrets; the runtime gives it).
+        self.screen = screen
 
     def log(
         self,
@@ -167,6 +177,10 @@ class Sessions:
             raise InvalidInputError("The message text is empty.")
         if len(text) > MAX_TEXT:
             raise InvalidInputError(f"A message is at most {MAX_TEXT} characters.")
+        if self.screen is not None:
+            # What was already said (a reply) is recorded redacted, never refused.
+            text = self.screen(text, refuse=role == "user")
+            metadata = _screened(metadata, self.screen) if metadata else metadata
         moment = self.clock.localize(sent_at) if sent_at else self.clock.now()
         stamp = moment.isoformat()
         meta = json.dumps(metadata, ensure_ascii=False) if metadata else None
@@ -225,6 +239,8 @@ class Sessions:
         """Close the key's open session; it is noted in today's journal."""
         key = check_key(key)
         now = self.clock.now()
+        if summary and self.screen is not None:
+            summary = self.screen(summary, refuse=False)  # it goes to the journal too
         with self.db.transaction() as conn:
             row = conn.execute(
                 "SELECT * FROM sessions WHERE key = ? AND ended_at IS NULL", (key,)
@@ -319,6 +335,17 @@ class Sessions:
             (session_id, limit),
         )
         return [_message(row) for row in rows]
+
+
+def _screened(value: Any, screen: TextScreen) -> Any:
+    """Every string of a message's metadata screened (a tool call's arguments, say)."""
+    if isinstance(value, str):
+        return screen(value, refuse=False)
+    if isinstance(value, dict):
+        return {key: _screened(item, screen) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_screened(item, screen) for item in value]
+    return value
 
 
 def _session(row: sqlite3.Row) -> Session:

@@ -32,9 +32,16 @@ from typing import TYPE_CHECKING, Any
 
 from memvault import sqlite as sql
 from memvault.clock import Clock
-from memvault.errors import ConflictError, InvalidInputError, MemvaultError, NotFoundError
+from memvault.errors import (
+    ConflictError,
+    InvalidInputError,
+    MemvaultError,
+    NotFoundError,
+    SecretRefusedError,
+)
 from memvault.locations import STATE_DB
 from memvault.memory.sessions import Sessions
+from memvault.privacy.trust import as_kept
 from memvault.vault.memories import normalize_text
 from memvault.vault.paths import safe_filename
 from memvault.vocabulary import CATEGORIES, counted
@@ -112,10 +119,15 @@ class ImportReport:
     problems: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     parts: list[ImportReport] = field(default_factory=list)
+    secrets_removed: list[str] = field(default_factory=list)  # kinds, each once
 
     def add(self, target: str, number: int = 1) -> None:
         """Count ``number`` items written to ``target``."""
         self.items[target] = self.items.get(target, 0) + number
+
+    def secrets(self, kinds: list[str]) -> None:
+        """Note the kinds of secret replaced by a marker in what is imported."""
+        self.secrets_removed.extend(k for k in kinds if k not in self.secrets_removed)
 
     def absorb(self, part: ImportReport) -> None:
         """Take a file kind's report into this workspace report."""
@@ -125,6 +137,7 @@ class ImportReport:
         for target, number in part.items.items():
             self.add(target, number)
         self.problems.extend(part.problems)
+        self.secrets(part.secrets_removed)
 
     def counts(self) -> dict[str, int]:
         """Counts as the summary names them (learnings apart from other memories)."""
@@ -169,6 +182,8 @@ class ImportReport:
             "problems": list(self.problems),
             "summary": self.summary(),
         }
+        if self.secrets_removed:  # kinds replaced by a marker in what was imported
+            out["secrets_removed"] = list(self.secrets_removed)
         if self.kind == "openclaw":
             out["missing"] = list(self.missing)
             out["parts"] = [part.to_dict() for part in self.parts]
@@ -511,6 +526,16 @@ class Importer:
         text = _text(path, report)
         if text is None:
             return []
+        # Secrets are kept out of every item made from the file ([privacy] secrets).
+        try:
+            text, kinds = self.runtime.secrets.screened(text)
+        except SecretRefusedError as exc:
+            named = ", ".join(exc.details.get("kinds", ()))
+            report.problems.append(
+                f"{path.name}: it holds a secret ({named}), so it was not imported."
+            )
+            return []
+        report.secrets(kinds)
         parsed = parse_markdown(text, path.name)
         report.problems.extend(parsed.problems)
         return parsed.entries
@@ -641,8 +666,11 @@ class Importer:
                 message = role_line.group(2).strip()
             if not self.dry_run:
                 try:
+                    # The journal is in every agent's context, not as data: a line that
+                    # reads as an instruction is held there (its words are in the session).
+                    kept = as_kept(text, self.runtime.settings.privacy.trust)
                     written = self.runtime.journal.append(
-                        JOURNAL_SECTION, text, when=moment, timestamp=timed
+                        JOURNAL_SECTION, kept, when=moment, timestamp=timed
                     )
                 except MemvaultError as exc:
                     report.problems.append(f"{where}: {_reason(exc)}")

@@ -171,7 +171,10 @@ class AudienceView:
         cannot become a tag, a field or a link (``#share/...`` would widen who
         sees the note).
         """
-        clean = _flat(text).translate(_MARKUP).replace("::", ":")[:_MAX_TEXT]
+        clean = _flat(text).translate(_MARKUP).replace("::", ":")
+        if self.notes.screen is not None:  # secrets stay out, as from anyone ([privacy] secrets)
+            clean = self.notes.screen(clean)
+        clean = clean[:_MAX_TEXT]
         if not clean:
             raise MemvaultError("There is nothing to remember; say it in a sentence.")
         when = self.clock.now().strftime("%Y-%m-%d %H:%M")

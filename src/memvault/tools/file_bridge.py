@@ -80,6 +80,8 @@ def _read_from_path(ctx: ToolContext, args: ReadFileFromPath) -> dict[str, Any]:
         outside_vault(folder_fd, ctx.runtime.vault, str(given))
         data = _read_outside(folder_fd, name, str(given), settings.max_bytes, ctx.runtime.vault)
     destination = args.destination or f"Attachments/{given.name}"
+    if _is_text(data):  # a text file (an .env, say) brings no secret in ([privacy] secrets)
+        data = ctx.runtime.secrets(data.decode("utf-8")).encode("utf-8")
     try:
         written = ctx.runtime.vault.create_bytes(destination, data)
     except ConflictError:

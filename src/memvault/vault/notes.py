@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from memvault.errors import ConflictError, InvalidInputError, NotFoundError
+from memvault.errors import ConflictError, InvalidInputError, MemvaultError, NotFoundError
+from memvault.text import TextScreen
 from memvault.vault.links import LinkResolver
 from memvault.vault.markdown import (
     Link,
@@ -146,8 +147,11 @@ class Backlink:
 class Notes:
     """Generic note operations on a vault."""
 
-    def __init__(self, vault: Vault) -> None:
+    def __init__(self, vault: Vault, *, screen: TextScreen | None = None) -> None:
         self.vault = vault
+        # Keeps secrets out of what a person or a tool writes ([privacy] secrets; the
+        # runtime gives it). Typed notes and jobs write through the vault, not here.
+        self.screen = screen
 
     def locate(self, raw: str) -> str:
         """The existing file ``raw`` names, trying it as given and with ``.md``."""
@@ -204,6 +208,9 @@ class Notes:
         if content and not content.endswith("\n"):
             content += "\n"
         if expected_hash is None:
+            if self.screen is not None:
+                # A secret the note already holds is the owner's to keep: only new ones go.
+                content = self.screen(content, kept=self._current(path))
             return self.vault.write_text(path, content, overwrite=overwrite)
         if not overwrite:
             raise InvalidInputError(
@@ -226,10 +233,17 @@ class Notes:
                     "nothing was written: read it again and reapply your change.",
                     current_hash=now,
                 )
-            return content
+            return content if self.screen is None else self.screen(content, kept=current)
 
         self.vault.edit_text(path, replace_if_as_read, must_exist=False)
         return path
+
+    def _current(self, path: str) -> str:
+        """The note's text now ("" when there is none, or it is not text)."""
+        try:
+            return self.vault.read_text(path) if self.vault.is_file(path) else ""
+        except MemvaultError:
+            return ""
 
     def append(self, raw: str, content: str) -> str:
         """Append lines to a note, creating it if needed."""
@@ -237,6 +251,8 @@ class Notes:
         if not content.strip():
             raise InvalidInputError("Nothing to append: the content is empty.")
         path = ensure_note_suffix(normalize_relpath(raw))
+        if self.screen is not None:
+            content = self.screen(content)
         return self.vault.append_text(path, content)
 
     def list(

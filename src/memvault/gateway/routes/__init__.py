@@ -68,6 +68,8 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
         404: "Not found (not_found)",
         409: "Conflict (conflict, embedder_changed)",
         413: "Request body too large (payload_too_large)",
+        422: "Nothing stored: the text holds a secret and [privacy] secrets is refuse "
+        "(secret_refused)",
         503: "Temporarily unavailable (vault_unavailable, embedding_failed, unhealthy)",
     }
     return {

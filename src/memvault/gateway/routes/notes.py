@@ -15,7 +15,9 @@ from memvault.gateway.schemas import (
     NoteOut,
     NoteWriteBody,
     NoteWritten,
+    NoticedEnvelope,
 )
+from memvault.privacy.secrets import noticed
 from memvault.vault.notes import parse_hash
 
 router = APIRouter(prefix="/v1", tags=["notes"])
@@ -61,8 +63,8 @@ def read_note(path: NotePath, daemon: DaemonDep, response: Response) -> dict[str
 
 @router.put(
     "/notes/{path:path}",
-    response_model=Envelope[NoteWritten],
-    responses=errors(*COMMON_ERRORS, 409),
+    response_model=NoticedEnvelope[NoteWritten],
+    responses=errors(*COMMON_ERRORS, 409, 422),
 )
 def write_note(
     path: NotePath,
@@ -77,25 +79,33 @@ def write_note(
 
     With ``expected_hash`` (or ``If-Match``) the note is replaced only if it
     still has that hash: a change since it was read is a 409, nothing written.
+    A new secret in the content is replaced by a marker (the notice names it), or is a
+    422 with ``[privacy] secrets = "refuse"``.
     """
     expected = body.expected_hash
     if if_match is not None:
         if expected is not None and parse_hash(expected) != parse_hash(if_match):
             raise InvalidInputError("expected_hash and If-Match differ; send one hash.")
         expected = if_match
-    written = daemon.runtime.notes.write(
-        path, body.content, overwrite=body.overwrite, expected_hash=expected
-    )
-    return {"ok": True, "result": {"path": written}}
+    with noticed() as removed:
+        written = daemon.runtime.notes.write(
+            path, body.content, overwrite=body.overwrite, expected_hash=expected
+        )
+    answer = {"path": written, **removed.field()}
+    return {"ok": True, "result": answer, "notice": removed.notice()}
 
 
 @router.post(
-    "/notes/{path:path}", response_model=Envelope[NoteWritten], responses=errors(*COMMON_ERRORS)
+    "/notes/{path:path}",
+    response_model=NoticedEnvelope[NoteWritten],
+    responses=errors(*COMMON_ERRORS, 422),
 )
 def append_note(path: NotePath, body: NoteAppendBody, daemon: DaemonDep) -> dict[str, Any]:
-    """Append lines to a note, creating it if needed."""
-    written = daemon.runtime.notes.append(path, body.content)
-    return {"ok": True, "result": {"path": written}}
+    """Append lines to a note, creating it if needed (a secret in them as for a write)."""
+    with noticed() as removed:
+        written = daemon.runtime.notes.append(path, body.content)
+    answer = {"path": written, **removed.field()}
+    return {"ok": True, "result": answer, "notice": removed.notice()}
 
 
 @router.delete(

@@ -12,11 +12,13 @@ from memvault.gateway.schemas import (
     Envelope,
     Logged,
     MessageBody,
+    NoticedEnvelope,
     SessionDetail,
     SessionOut,
     moment,
 )
 from memvault.memory.sessions import CHANNEL_PATTERN
+from memvault.privacy.secrets import noticed
 
 router = APIRouter(prefix="/v1", tags=["sessions"])
 
@@ -44,22 +46,26 @@ def list_sessions(
 
 @router.post(
     "/sessions/{key:path}/messages",
-    response_model=Envelope[Logged],
-    responses=errors(*COMMON_ERRORS),
+    response_model=NoticedEnvelope[Logged],
+    responses=errors(*COMMON_ERRORS, 422),
 )
 def log_message(key: SessionKey, body: MessageBody, daemon: DaemonDep) -> dict[str, Any]:
-    """Log an inbound or outbound message; opens a session for the key if none is open."""
-    session, message = daemon.log_message(
-        key,
-        body.text,
-        role=body.role,
-        direction=body.direction,
-        channel=body.channel,
-        sender=body.sender,
-        sent_at=moment(body.timestamp) if body.timestamp is not None else None,
-        metadata=body.metadata,
-    )
-    return {"ok": True, "result": {"session": session.to_dict(), "message": message.to_dict()}}
+    """Log an inbound or outbound message; opens a session for the key if none is open.
+    A secret in the text is logged as a marker (the notice names it); a user's message
+    holding one is a 422 with ``[privacy] secrets = "refuse"``."""
+    with noticed() as removed:
+        session, message = daemon.log_message(
+            key,
+            body.text,
+            role=body.role,
+            direction=body.direction,
+            channel=body.channel,
+            sender=body.sender,
+            sent_at=moment(body.timestamp) if body.timestamp is not None else None,
+            metadata=body.metadata,
+        )
+    answer = {"session": session.to_dict(), "message": message.to_dict()}
+    return {"ok": True, "result": answer, "notice": removed.notice()}
 
 
 @router.post(
