@@ -1,0 +1,1149 @@
+"""Forgetting everywhere, with a receipt: a memory leaves every place that holds a copy.
+
+``memvault forget ID`` (the ``forget`` tool, ``DELETE /v1/memories/{id}``) removes more
+than the memory's line. What the memory left elsewhere is found by its trace
+(:mod:`memvault.privacy.traces`: its id, its text, its distinctive words) and removed:
+
+1. *The memory's line* in ``Memory/<Category>.md`` (:meth:`Memories.forget`).
+2. *Insights* (the distill job) that embedded it: one that keeps enough other
+   sources is *refreshed* (its lines about the memory go, its ``sources`` no longer
+   list it, so the job's next run writes it again from the rest); one left with too
+   few, or whose title names the memory, is *dropped*, and its other sources wait
+   for a cluster again. An insight holding text of the owner's is never dropped.
+3. *Entity notes* (the knowledge_graph job): the mentions, facts and relations
+   citing the memory; an entity note the job made for a name only this memory used,
+   and that holds nothing else, is dropped.
+4. *MEMORY.md's* living summary and *the days' summaries*: the lines that cite,
+   copy or name it (a sentence of prose alone, when the rest does not).
+5. *Captured copies*: journal entries (Commands Received, the consolidation's and
+   the agent's lines) and contacts' interaction lines that cite or copy it; chat
+   messages in state.db (deleted), the channels' inbox, outbox and approvals
+   (their text replaced), sessions' summaries, consolidation's history and reviews,
+   the recall and read logs; job runs' output has its words replaced.
+6. *The index* follows every file changed here; forgetting then checks that no
+   keyword or vector row of the memory is left (and re-indexes when one is), and
+   that no link of the graph still points at it.
+
+Every file is changed through :meth:`Vault.edit_text` (a person's concurrent edit is
+kept and the change is made again on it) and only memvault's own lines are
+touched. The receipt says, for each place, what was found and done; it also names
+what is not touched by design (git history, the jobs' undo copies in
+``.memvault/jobs/runs/``) and the notes of the owner's own that still hold a trace.
+
+``forget --contact NAME`` and ``--about TEXT`` first make a :class:`Plan`: the
+memories about the person (their names as whole words, or a tag) or the topic (what
+a search finds), the notes to drop (the contact's note; insights about the topic)
+and, for a person, their identities and chats. Applying a plan forgets its memories
+as above and removes the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from memvault.acting import acting_as, current_actor
+from memvault.clock import Clock
+from memvault.config import Settings
+from memvault.errors import InvalidInputError, MemvaultError, NotFoundError
+from memvault.index.filters import SearchFilters
+from memvault.index.index import MemoryIndex
+from memvault.index.search import Searcher
+from memvault.memory.sessions import JOURNAL_SECTION as SESSIONS_SECTION
+from memvault.memory.state import StateStore
+from memvault.privacy.reads import reading
+from memvault.privacy.traces import (
+    Trace,
+    blocks,
+    distinctive_words,
+    prose_of,
+    scrub_blocks,
+    scrub_items,
+    section_of,
+    words_of,
+)
+from memvault.vault.collection import stem
+from memvault.vault.contacts import CONTACTS_DIR, Contact, Contacts
+from memvault.vault.entities import Entities, parse_entity
+from memvault.vault.journal import Journal
+from memvault.vault.memories import Memories, Memory
+from memvault.vault.note import Note
+from memvault.vault.store import Vault
+from memvault.vocabulary import counted
+
+log = logging.getLogger(__name__)
+
+UNDO_DIR = Path("jobs") / "runs"  # the jobs' copies from before each run (jobs/changes.py)
+ENTITY_TAG = "entity"  # the tag the knowledge_graph job gives the notes it makes
+ABOUT_LIMIT = 50  # memories (and insights) a topic's search may name at most
+_SCAFFOLD = re.compile(r"^[ \t]*(?:#{1,6}[ \t].*|)$")  # headings and blank lines
+
+
+@dataclass(frozen=True)
+class Place:
+    """One place forgetting looked at: what it did there, and how many things."""
+
+    place: str
+    action: str  # removed, refreshed, dropped, deleted, redacted, verified, not touched
+    detail: str
+    count: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "place": self.place,
+            "action": self.action,
+            "detail": self.detail,
+            "count": self.count,
+        }
+
+
+@dataclass
+class Receipt:
+    """What forgetting removed, where, and what it left alone by design."""
+
+    forgotten: list[Memory]
+    places: list[Place] = field(default_factory=list)
+    untouched: list[Place] = field(default_factory=list)
+    still_found: list[str] = field(default_factory=list)  # the owner's notes with a trace
+    subject: str | None = None  # "contact:Contacts/Ada.md" or "about:TOPIC"
+    # Whether a text holds a trace of what was forgotten (for places only a caller knows,
+    # such as a daemon's event buffer); never sent.
+    holds: Callable[[str], bool] = field(default=lambda text: False, repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "subject": self.subject,
+            "forgotten": [{"id": m.id, "text": m.text, "path": m.path} for m in self.forgotten],
+            "places": [p.to_dict() for p in self.places],
+            "untouched": [p.to_dict() for p in self.untouched],
+            "still_found": list(self.still_found),
+        }
+
+
+@dataclass
+class Plan:
+    """What ``forget --contact`` or ``--about`` would remove, shown before it does."""
+
+    kind: str  # "contact" or "about"
+    subject: str  # the contact's note path, or the topic
+    memories: list[Memory]
+    notes: list[str]  # notes dropped whole: the contact's note, insights about the topic
+    identities: dict[str, list[str]] = field(default_factory=dict)  # channel -> ids
+    chats: int = 0  # messages captured from (or sent to) the person
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "kind": self.kind,
+            "subject": self.subject,
+            "memories": [{"id": m.id, "text": m.text, "path": m.path} for m in self.memories],
+            "notes": list(self.notes),
+            "identities": {k: list(v) for k, v in self.identities.items()},
+            "chat_messages": self.chats,
+        }
+
+
+@dataclass
+class Person:
+    """Someone being forgotten: their note, the names they go by, their identities."""
+
+    path: str
+    names: list[str]
+    identities: dict[str, list[str]]
+
+    def __post_init__(self) -> None:
+        spelled = sorted({" ".join(n.split()) for n in self.names if n.strip()}, key=len)
+        alternatives = "|".join(
+            r"\s+".join(re.escape(w) for w in name.split()) for name in reversed(spelled)
+        )
+        self._names = re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)", re.IGNORECASE)
+        self.keys = {f"{ch}:{v}" for ch, values in self.identities.items() for v in values}
+        self.slugs = {re.sub(r"[\W_]+", "-", n.casefold()).strip("-") for n in spelled}
+
+    def mentions(self, line: str) -> bool:
+        """Whether ``line`` names the person, links to their note or holds a chat key."""
+        if self._names.search(line) is not None:
+            return True
+        return any(key in line for key in self.keys)
+
+    def tagged(self, memory: Memory) -> bool:
+        """Whether ``memory`` names the person or carries their name as a tag."""
+        if self._names.search(memory.text) is not None:
+            return True
+        return any(part in self.slugs for tag in memory.tags for part in tag.casefold().split("/"))
+
+
+@dataclass
+class _Scope:
+    """One forgetting pass: its trace, and what the passes before found."""
+
+    trace: Trace
+    person: Person | None
+    receipt: Receipt
+    dropped: set[str] = field(default_factory=set)  # note stems dropped this pass
+
+    def derived(self, line: str) -> bool:
+        """The rule for job-written lines, with the person and the dropped notes."""
+        return (
+            self.trace.strong(line)
+            or (self.person is not None and self.person.mentions(line))
+            or self.links_dropped(line)
+        )
+
+    def captured(self, line: str) -> bool:
+        """The rule for what people and conversations wrote, with the person."""
+        return self.trace.exact(line) or (self.person is not None and self.person.mentions(line))
+
+    def links_dropped(self, line: str) -> bool:
+        """Whether ``line`` links to a note dropped in this pass."""
+        return any(
+            re.search(rf"\[\[(?:[^\]|#]*/)?{re.escape(s)}(?:[#|][^\]]*)?\]\]", line)
+            for s in self.dropped
+        )
+
+
+class Forgetter:
+    """Forgets memories (and people, and topics) in every place that holds a copy."""
+
+    def __init__(
+        self,
+        *,
+        vault: Vault,
+        memories: Memories,
+        contacts: Contacts,
+        entities: Entities,
+        journal: Journal,
+        clock: Clock,
+        settings: Settings,
+        index: Callable[[], MemoryIndex],
+        state: Callable[[], StateStore],
+        searcher: Callable[[], Searcher],
+    ) -> None:
+        self.vault = vault
+        self.memories = memories
+        self.contacts = contacts
+        self.entities = entities
+        self.journal = journal
+        self.clock = clock
+        self.settings = settings
+        self._index = index
+        self._state = state
+        self._searcher = searcher
+        self._observers: list[Callable[[Receipt], None]] = []
+
+    def observe(self, observer: Callable[[Receipt], None]) -> None:
+        """Call ``observer(receipt)`` after each forgetting, before the receipt is returned:
+        what holds copies this layer cannot see (a daemon's event buffer) forgets them too
+        and adds its place to the receipt."""
+        self._observers.append(observer)
+
+    # -- what to forget ----------------------------------------------------------------
+
+    def forget(self, memory_id: str) -> Receipt:
+        """Forget one memory everywhere; NotFoundError when there is no such memory."""
+        memory = self.memories.get(memory_id)
+        return self._forget([memory], None, [])
+
+    def plan_contact(self, name: str) -> Plan:
+        """What forgetting the person ``name`` (a contact's name, alias or note) would
+        remove: their note, the memories naming or tagging them, their identities and
+        the messages captured from them."""
+        contact = self.contacts.get(name)
+        person = _person(contact)
+        memories = [m for m in self.memories.all() if person.tagged(m)]
+        return Plan(
+            "contact",
+            contact.path,
+            memories,
+            [contact.path],
+            {k: list(v) for k, v in person.identities.items()},
+            self._count_chats(person),
+        )
+
+    def plan_about(self, topic: str) -> Plan:
+        """What forgetting everything about ``topic`` would remove: the memories a search
+        for it finds, and the insight notes it finds (the distill job's)."""
+        if not topic.strip():
+            raise InvalidInputError("Say what to forget about: forget --about TOPIC.")
+        searcher = self._searcher()
+        # Looking up what to forget is neither a recall nor a read: nothing of it is kept.
+        quiet = replace(current_actor(), observer=True)
+        with acting_as(quiet), reading(collect=[]):
+            hits = searcher.search(
+                topic, limit=ABOUT_LIMIT, filters=SearchFilters(kinds=("memory",))
+            )
+            insights = searcher.search(
+                topic, limit=ABOUT_LIMIT, filters=SearchFilters(kinds=("insight",))
+            )
+        by_id = {m.id: m for m in self.memories.all()}
+        found = dict.fromkeys(h.id for h in hits if h.id in by_id)  # once each, best first
+        memories = [by_id[i] for i in found if i is not None]
+        notes = sorted({h.path for h in insights if h.id is None and self._job_insight(h.path)})
+        return Plan("about", topic.strip(), memories, notes)
+
+    def apply(self, plan: Plan, memory_ids: Collection[str] | None = None) -> Receipt:
+        """Carry out ``plan`` (made just now): of its memories only ``memory_ids`` when
+        given (those the person was shown before saying yes)."""
+        chosen = [m for m in plan.memories if memory_ids is None or m.id in memory_ids]
+        person = _person(self.contacts.get(plan.subject)) if plan.kind == "contact" else None
+        receipt = self._forget(chosen, person, plan.notes)
+        receipt.subject = f"{plan.kind}:{plan.subject}"
+        return receipt
+
+    # -- one pass ----------------------------------------------------------------------
+
+    def _forget(
+        self, chosen: Sequence[Memory], person: Person | None, notes: Sequence[str]
+    ) -> Receipt:
+        """Forget ``chosen`` (and ``person``, and drop ``notes``) everywhere."""
+        ids = {m.id for m in chosen}
+        rest = [m for m in self.memories.all() if m.id not in ids]
+        kept_names = self._kept_names(person)
+        words: set[str] = set()
+        for memory in chosen:
+            words |= distinctive_words(memory.text, (m.text for m in rest), kept_names)
+        if person is not None:
+            words -= {w for n in person.names for w in words_of(n)}  # the names match whole
+        trace = Trace(frozenset(ids), tuple(m.text for m in chosen), frozenset(words))
+        receipt = Receipt(list(chosen))
+        scope = _Scope(trace, person, receipt)
+        chunks = self._memory_chunks(ids)
+        self._memory_lines(chosen, scope)
+        self._drop_notes(notes, scope)
+        distill = self.settings.jobs.distill.folder
+        state = "state.db" if isinstance(self._state().path, Path) else "the state database"
+        present = {m.id for m in rest}
+        steps: list[tuple[Callable[[], None], str, str]] = [
+            (lambda: self._insights(scope, present), f"{distill}/", "no insight"),
+            (lambda: self._entity_notes(scope), "entity notes", "no mention, fact or relation"),
+            (
+                lambda: self._living_summary(scope),
+                self.settings.jobs.living_summary.path,
+                "no line",
+            ),
+            (lambda: self._journal(scope), "Journal/", "no day's summary or entry"),
+            (lambda: self._state_rows(scope), state, "no chat message, log or job run"),
+        ]
+        # Each place is named in the receipt, also where nothing held it.
+        for step, place, nothing in steps:
+            before = len(receipt.places)
+            step()
+            if len(receipt.places) == before:
+                receipt.places.append(Place(place, "checked", f"{nothing} held it"))
+        self._check_index(ids, chunks, scope)
+        receipt.holds = scope.derived
+        for observer in self._observers:
+            try:
+                observer(receipt)
+            except Exception:  # what the observer holds is said left; forgetting stands
+                log.exception("forgetting: an observer failed")
+        self._untouched(scope)
+        self._still_found(scope)
+        return receipt
+
+    # -- the vault -------------------------------------------------------------------
+
+    def _memory_lines(self, chosen: Sequence[Memory], scope: _Scope) -> None:
+        """Remove each memory's bullet from its file."""
+        by_path: dict[str, int] = {}
+        for memory in chosen:
+            try:
+                gone = self.memories.forget(memory.id)
+            except NotFoundError:  # removed meanwhile (by hand, by another request)
+                continue
+            by_path[gone.path] = by_path.get(gone.path, 0) + 1
+        for path, count in by_path.items():
+            scope.receipt.places.append(
+                Place(path, "removed", f"{counted(count, 'memory line')}", count)
+            )
+
+    def _drop_notes(self, notes: Sequence[str], scope: _Scope) -> None:
+        """Delete the notes a plan drops whole (a contact's note, insights on a topic)."""
+        for path in notes:
+            if not self.vault.is_file(path):
+                continue
+            self.vault.delete(path)
+            scope.dropped.add(stem(path))
+            what = "the person's note" if path.startswith(f"{CONTACTS_DIR}/") else "an insight"
+            scope.receipt.places.append(Place(path, "deleted", f"{what}, dropped whole", 1))
+
+    def _insights(self, scope: _Scope, present: set[str]) -> None:
+        """Refresh or drop the insight notes that embedded a forgotten memory."""
+        distill = self.settings.jobs.distill
+        for path in self._notes_in(distill.folder):
+            try:
+                note = Note.parse(self.vault.read_text(path))
+            except MemvaultError:
+                continue
+            if str(note.get("type", "")) != "insight":
+                continue
+            sources = [str(s).strip().lstrip("^") for s in (note.get("sources") or [])]
+            cited = [s for s in sources if s in scope.trace.ids]
+            _, lines = scrub_blocks(note.body, scope.derived)
+            if not cited and not lines:
+                continue
+            left = [s for s in sources if s not in scope.trace.ids and s in present]
+            named = scope.derived(stem(path))
+            too_few = cited and (len(left) < distill.min_cluster_size or named)
+            if (too_few or (named and not left)) and not _owner_text(note.body):
+                self._drop_insight(path, left, scope)
+                continue
+            removed = self._edit(path, lambda text: _refreshed_insight(text, scope))
+            scope.receipt.places.append(
+                Place(
+                    path,
+                    "refreshed",
+                    f"{counted(len(removed), 'line')} about it removed; the distill job writes "
+                    f"it again from the {counted(len(left), 'memory', 'memories')} left",
+                    len(removed),
+                )
+            )
+
+    def _drop_insight(self, path: str, left: list[str], scope: _Scope) -> None:
+        """Delete an insight note, and let its other sources wait for a cluster again."""
+        self.vault.delete(path)
+        scope.dropped.add(stem(path))
+        value = path.removesuffix(".md")
+        unmarked = 0
+        for memory_id in left:
+            try:
+                memory = self.memories.get(memory_id)
+                if memory.fields.get("distilled") == value:
+                    self.memories.update_fields(memory_id, distilled=None)
+                    unmarked += 1
+            except NotFoundError:
+                continue
+        detail = "an insight that embedded it"
+        if unmarked:
+            detail += f"; its {counted(unmarked, 'other source')} wait for the distill job"
+        scope.receipt.places.append(Place(path, "dropped", detail, 1))
+
+    def _entity_notes(self, scope: _Scope) -> None:
+        """Mentions, facts and relations citing the memory; interaction lines copying it;
+        entity notes made only for it."""
+        person = scope.person
+        for path in self.entities.paths():
+            if person is not None and path == person.path:
+                continue
+
+            def change(text: str, path: str = path) -> tuple[str, list[str]]:
+                note = Note.parse(text)
+                body, removed = scrub_blocks(note.body, scope.derived)
+
+                def facts(number: int, lines: list[str]) -> bool:
+                    return section_of(lines, number) in ("Observations", "Relations")
+
+                def cites(line: str) -> bool:
+                    return (
+                        scope.trace.cites(line)
+                        or scope.links_dropped(line)
+                        or (person is not None and person.mentions(line))
+                    )
+
+                body, more = scrub_items(body, cites, facts)
+                removed += more
+                if path.startswith(f"{CONTACTS_DIR}/"):
+
+                    def log_lines(number: int, lines: list[str]) -> bool:
+                        return section_of(lines, number) == "Interactions"
+
+                    body, more = scrub_items(body, scope.captured, log_lines)
+                    removed += more
+                if not removed:
+                    return text, []
+                note.body = body
+                return note.render(), removed
+
+            removed = self._edit(path, change)
+            if self._made_for_it(path, scope):
+                self.vault.delete(path)
+                scope.dropped.add(stem(path))
+                scope.receipt.places.append(
+                    Place(path, "dropped", "an entity note the knowledge graph made for it", 1)
+                )
+            elif removed:
+                scope.receipt.places.append(
+                    Place(
+                        path,
+                        "removed",
+                        f"{counted(len(removed), 'line')}: mentions, facts or interactions",
+                        len(removed),
+                    )
+                )
+
+    def _made_for_it(self, path: str, scope: _Scope) -> bool:
+        """Whether ``path`` is an entity note the knowledge_graph job made whose name only
+        the forgotten memories used, holding nothing else now."""
+        if not scope.trace.names(stem(path)):
+            return False
+        try:
+            text = self.vault.read_text(path)
+        except MemvaultError:
+            return False
+        note = Note.parse(text)
+        tags = note.get("tags") or []
+        listed = tags if isinstance(tags, list) else [tags]
+        if ENTITY_TAG not in [str(t).strip().lstrip("#") for t in listed]:
+            return False
+        entity = parse_entity(path, text)
+        return not entity.facts and not entity.relations and not _owner_text(note.body)
+
+    def _living_summary(self, scope: _Scope) -> None:
+        """The lines of MEMORY.md's memvault block that cite, copy or name it."""
+        path = self.settings.jobs.living_summary.path
+        if not self.vault.is_file(path):
+            return
+        removed = self._edit(path, lambda text: scrub_blocks(text, scope.derived))
+        if removed:
+            scope.receipt.places.append(
+                Place(
+                    path,
+                    "removed",
+                    f"{counted(len(removed), 'line')} of the living summary",
+                    len(removed),
+                )
+            )
+
+    def _journal(self, scope: _Scope) -> None:
+        """Each day's summary lines, and the entries that cite or copy it."""
+        for day in self.journal.days():
+            path = self.journal.path_for(day)
+
+            def change(text: str) -> tuple[str, list[str]]:
+                out, summary = scrub_blocks(text, scope.derived)
+                note = Note.parse(out)
+                body, entries = scrub_items(note.body, scope.captured, _not_sessions)
+                # A session's line ends with its summary: a job's or a model's words.
+                body, ended = scrub_items(body, scope.derived, _in_sessions, sentences=True)
+                if not summary and not entries and not ended:
+                    return text, []
+                note.body = body
+                return note.render(), summary + entries + ended
+
+            removed = self._edit(path, change)
+            if removed:
+                scope.receipt.places.append(
+                    Place(
+                        path,
+                        "removed",
+                        f"{counted(len(removed), 'line')}: the day's summary and entries",
+                        len(removed),
+                    )
+                )
+
+    def _edit(self, path: str, change: Callable[[str], tuple[str, list[str]]]) -> list[str]:
+        """Change one note through the vault's checked edit; what ``change`` removed (from
+        the text as it read when the edit succeeded)."""
+        removed: list[str] = []
+
+        def apply(text: str | None) -> str | None:
+            if text is None:
+                return None
+            new, gone = change(text)
+            removed[:] = gone
+            return new if gone else None
+
+        try:
+            self.vault.edit_text(path, apply)
+        except NotFoundError:
+            return []
+        return removed
+
+    def _notes_in(self, folder: str) -> list[str]:
+        try:
+            return [e.path for e in self.vault.list(folder) if not e.is_dir]
+        except (NotFoundError, InvalidInputError):
+            return []
+
+    def _job_insight(self, path: str) -> bool:
+        """Whether ``path`` is an insight note the distill job wrote, with no text of the
+        owner's in it (such a note is dropped whole by ``--about``)."""
+        try:
+            note = Note.parse(self.vault.read_text(path))
+        except MemvaultError:
+            return False
+        return str(note.get("type", "")) == "insight" and not _owner_text(note.body)
+
+    def _kept_names(self, person: Person | None) -> list[str]:
+        """The names of the people and projects the owner keeps notes on (not the one being
+        forgotten): a fact about them does not make their name the fact's own word."""
+        names: list[str] = []
+        for entity in self.entities.list():
+            if person is not None and entity.path == person.path:
+                continue
+            if ENTITY_TAG in [t.casefold() for t in entity.tags]:
+                continue  # the knowledge graph's: made for a name a memory used
+            if entity.path.startswith((f"{CONTACTS_DIR}/", "Projects/")):
+                names += [entity.name, stem(entity.path), *entity.aliases]
+        return names
+
+    # -- the databases ---------------------------------------------------------------
+
+    def _memory_chunks(self, ids: set[str]) -> list[int]:
+        """The index's chunks of these memories now (to check they are gone after)."""
+        if not ids:
+            return []
+        index = self._index()
+        marks = ",".join("?" * len(ids))
+        with index.lock:
+            rows = index.conn.execute(
+                f"SELECT chunk_id FROM memories WHERE id IN ({marks})", sorted(ids)
+            ).fetchall()
+        return [int(r[0]) for r in rows]
+
+    def _check_index(self, ids: set[str], chunks: list[int], scope: _Scope) -> None:
+        """Verify the index holds no row of the forgotten memories (re-index their files
+        when one is left), then that no graph link points at one."""
+        index = self._index()
+        receipt = scope.receipt
+        marks = ",".join("?" * len(ids)) if ids else "NULL"
+        left, vectors = self._rows_left(index, ids, chunks)
+        if left or vectors:  # the index did not follow (another process wrote): re-index
+            index.sync_paths(sorted({m.path for m in receipt.forgotten}))
+            left, vectors = self._rows_left(index, ids, chunks)
+        if left or vectors:
+            log.warning("forgetting: index rows left", extra={"rows": left, "vectors": vectors})
+        where = "index.db" if index.storage is None else "the index database"
+        if ids:
+            if left or vectors:
+                detail = f"{left} keyword rows and {vectors} vectors could not be removed"
+                receipt.places.append(Place(where, "left", detail, left))
+            else:
+                receipt.places.append(
+                    Place(
+                        where,
+                        "verified",
+                        f"keyword and vector index: {counted(len(chunks), 'chunk')} and "
+                        f"{'its vector' if len(chunks) == 1 else 'their vectors'} gone; "
+                        "no row holds the memory",
+                        len(chunks),
+                    )
+                )
+        if index.storage is None:
+            self._compact_keywords(index)
+        with index.lock:
+            links = (
+                index.conn.execute(
+                    f"SELECT DISTINCT n.path FROM links l JOIN notes n ON n.id = l.note_id "
+                    f"WHERE l.subpath IN ({marks})",
+                    [f"^{i}" for i in sorted(ids)],
+                ).fetchall()
+                if ids
+                else []
+            )
+        if links:
+            receipt.places.append(
+                Place(
+                    "graph",
+                    "left",
+                    "links still point at it from notes of yours: "
+                    + ", ".join(str(r[0]) for r in links),
+                    len(links),
+                )
+            )
+        else:
+            receipt.places.append(Place("graph", "verified", "no link or relation points at it", 0))
+
+    @staticmethod
+    def _rows_left(index: MemoryIndex, ids: set[str], chunks: list[int]) -> tuple[int, int]:
+        """The index's rows still holding the memories, and the vectors of their old
+        chunks still stored (a chunk id taken since by another chunk is that one's)."""
+        if not ids:
+            return 0, 0
+        wanted = sorted(ids)
+        marks = ",".join("?" * len(wanted))
+        with index.lock:
+            conn = index.conn
+            rows = int(
+                conn.execute(
+                    f"SELECT count(*) FROM chunks WHERE memory_id IN ({marks})", wanted
+                ).fetchone()[0]
+            )
+            rows += int(
+                conn.execute(
+                    f"SELECT count(*) FROM memories WHERE id IN ({marks})", wanted
+                ).fetchone()[0]
+            )
+            if not chunks or not index.vectors.exists():
+                return rows, 0
+            taken = {
+                int(r[0])
+                for r in conn.execute(
+                    f"SELECT id FROM chunks WHERE id IN ({','.join('?' * len(chunks))})", chunks
+                ).fetchall()
+            }
+            gone = [c for c in chunks if c not in taken]
+            return rows, len(index.vectors.get(gone)) if gone else 0
+
+    def _compact_keywords(self, index: MemoryIndex) -> None:
+        """Merge the keyword index's segments, so the words of deleted rows leave SQLite's
+        full-text tables too (deleting a row only marks it gone there)."""
+        try:
+            with index.lock:
+                index.conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('optimize')")
+        except Exception:  # a read-only index: the rows are gone, the segments stay
+            log.debug("forgetting: keyword index not merged", exc_info=True)
+
+    def _count_chats(self, person: Person) -> int:
+        state = self._state()
+        keys = sorted(person.keys)
+        if not keys:
+            return 0
+        marks = ",".join("?" * len(keys))
+        rows = state.query(
+            f"SELECT count(*) FROM messages m JOIN sessions s ON s.id = m.session_id "
+            f"WHERE s.key IN ({marks})",
+            tuple(keys),
+        )
+        return int(rows[0][0]) if rows else 0
+
+    def _state_rows(self, scope: _Scope) -> None:
+        """The captured copies and logs in state.db (or PostgreSQL's state)."""
+        state = self._state()
+        where = "state.db" if isinstance(state.path, Path) else "the state database"
+        trace, person, receipt = scope.trace, scope.person, scope.receipt
+        ids = sorted(trace.ids)
+        counts: dict[str, int] = {}
+        with state.transaction() as conn:
+            if person is not None:
+                counts.update(_forget_person_rows(conn, person))
+            if ids:
+                marks = ",".join("?" * len(ids))
+                for table, column in (
+                    ("memory_recalls", "memory_id"),
+                    ("memory_reads", "memory_id"),
+                ):
+                    counts[table] = _deleted(
+                        conn.execute(f"DELETE FROM {table} WHERE {column} IN ({marks})", ids)
+                    )
+                counts["memory_changes"] = _deleted(
+                    conn.execute(
+                        f"DELETE FROM memory_changes WHERE memory_id IN ({marks}) "
+                        f"OR related_id IN ({marks})",
+                        ids + ids,
+                    )
+                )
+                reviews = [
+                    int(r["id"])
+                    for r in conn.execute(
+                        "SELECT id, memory_id, text, target, candidates FROM memory_reviews"
+                    ).fetchall()
+                    if str(r["memory_id"]) in trace.ids
+                    or str(r["target"] or "") in trace.ids
+                    or trace.exact(str(r["text"]))
+                    or trace.cites(str(r["candidates"] or ""))
+                ]
+                counts["memory_reviews"] = _delete_ids(conn, "memory_reviews", reviews)
+            if not trace.empty:
+                counts["messages"] = _forget_messages(conn, scope)
+                counts["session summaries"] = _scrub_summaries(conn, scope)
+                counts["channel inbox"], counts["channel outbox"], counts["approvals"] = (
+                    _scrub_channels(conn, scope)
+                )
+                counts["job runs"] = _redact_runs(conn, trace)
+                if where != "state.db":  # PostgreSQL: the events daemons sent each other
+                    counts["events"] = _scrub_events(conn, scope)
+        labels = {
+            "memory_recalls": ("removed", "when searches returned it"),
+            "memory_reads": ("removed", "who read it"),
+            "memory_changes": ("removed", "consolidation's history of it"),
+            "memory_reviews": ("removed", "consolidation's reviews of it"),
+            "messages": ("removed", "chat messages that cited or copied it"),
+            "session summaries": ("removed", "sentences of sessions' summaries"),
+            "channel inbox": ("redacted", "messages received: their text"),
+            "channel outbox": ("redacted", "messages sent: their text"),
+            "approvals": ("redacted", "approval requests: their summary"),
+            "job runs": ("redacted", "job runs' output: its words"),
+            "events": ("removed", "events daemons sent each other (memvault_events)"),
+            "sessions": ("removed", "the person's sessions and their messages"),
+            "senders": ("removed", "the person's identities on the channels"),
+        }
+        for key, count in counts.items():
+            if count:
+                action, detail = labels.get(key, ("removed", key))
+                receipt.places.append(Place(f"{where}: {key}", action, detail, count))
+
+    # -- the receipt's last lines -----------------------------------------------------
+
+    def _untouched(self, scope: _Scope) -> None:
+        """What forgetting leaves alone by design, and whether it holds a trace."""
+        receipt = scope.receipt
+        if (self.vault.root / ".git").exists():
+            receipt.untouched.append(
+                Place(
+                    "git history",
+                    "not touched",
+                    "the vault is a git repository: commits made before now still hold it "
+                    "(memvault never rewrites history)",
+                )
+            )
+        else:
+            receipt.untouched.append(
+                Place("git history", "not touched", "the vault is not a git repository")
+            )
+        runs = self._undo_copies(scope)
+        named = f"run {runs[0]}" if len(runs) == 1 else f"runs {', '.join(runs)}"
+        detail = (
+            f"what {named} kept of files from before changing them still holds it "
+            "(memvault never edits those copies; delete the run's folder to drop them)"
+            if runs
+            else "no copy kept from before a job run holds it"
+        )
+        receipt.untouched.append(
+            Place(".memvault/jobs/runs (the undo store)", "not touched", detail, len(runs))
+        )
+
+    def _undo_copies(self, scope: _Scope) -> list[str]:
+        """The job runs whose undo copies hold a trace."""
+        folder = self.vault.state_dir / UNDO_DIR
+        found: list[str] = []
+        try:
+            runs = sorted(
+                (p for p in folder.iterdir() if p.is_dir()),
+                key=lambda p: (not p.name.isdigit(), int(p.name) if p.name.isdigit() else 0),
+            )
+        except OSError:
+            return found
+        for run in runs:
+            for copy in run.iterdir():
+                try:
+                    text = copy.read_text("utf-8", errors="replace")
+                except OSError:
+                    continue
+                if scope.derived(text):
+                    found.append(run.name)
+                    break
+        return found
+
+    def _still_found(self, scope: _Scope) -> None:
+        """The notes that still hold a trace: the owner's own text, left as it is."""
+        index = self._index()
+        trace = scope.trace
+        words = sorted(trace.words)
+        paths: set[str] = set()
+        patterns = [f"%{w}%" for w in words] + [f"%{i}%" for i in sorted(trace.ids)]
+        if scope.person is not None:
+            patterns += [f"%{n.casefold()}%" for n in scope.person.names]
+        if not patterns:
+            return
+        clause = " OR ".join("lower(c.text) LIKE ?" for _ in patterns)
+        with index.lock:
+            rows = index.conn.execute(
+                f"SELECT DISTINCT n.path, c.text FROM chunks c JOIN notes n ON n.id = c.note_id "
+                f"WHERE {clause}",
+                patterns,
+            ).fetchall()
+        for row in rows:
+            text = str(row[1])
+            if trace.strong(text) or (scope.person is not None and scope.person.mentions(text)):
+                paths.add(str(row[0]))
+        scope.receipt.still_found = sorted(paths)
+
+
+# -- helpers --------------------------------------------------------------------------
+
+
+def _person(contact: Contact) -> Person:
+    identities = {
+        channel: [v.strip() for v in value.split(",") if v.strip()]
+        for channel, value in contact.identities.items()
+    }
+    return Person(contact.path, [contact.name, *contact.aliases], identities)
+
+
+def _in_sessions(number: int, lines: list[str]) -> bool:
+    """Whether line ``number`` of a journal note is under its Sessions heading."""
+    return section_of(lines, number) == SESSIONS_SECTION
+
+
+def _not_sessions(number: int, lines: list[str]) -> bool:
+    return not _in_sessions(number, lines)
+
+
+def _owner_text(body: str) -> bool:
+    """Whether a job-made note's body holds text besides headings and memvault's blocks."""
+    lines = body.splitlines()
+    inside = {n for b in blocks(lines) for n in range(b.first - 1, b.last + 1)}
+    return any(not _SCAFFOLD.match(line) for n, line in enumerate(lines) if n not in inside)
+
+
+def _refreshed_insight(text: str, scope: _Scope) -> tuple[str, list[str]]:
+    """An insight note without its lines about the forgotten memories, and without them
+    in ``sources`` (so the distill job sees its sources changed and writes it again)."""
+    note = Note.parse(text)
+    body, removed = scrub_blocks(note.body, scope.derived)
+    sources = [str(s).strip().lstrip("^") for s in (note.get("sources") or [])]
+    kept = [s for s in sources if s not in scope.trace.ids]
+    if len(kept) != len(sources):
+        note.set("sources", kept)
+        removed.append(f"sources: {', '.join(s for s in sources if s not in kept)}")
+    if not removed:
+        return text, []
+    note.body = body
+    return note.render(), removed
+
+
+def _deleted(cursor: Any) -> int:
+    return max(int(getattr(cursor, "rowcount", 0) or 0), 0)
+
+
+def _delete_ids(conn: Any, table: str, ids: Sequence[int]) -> int:
+    if not ids:
+        return 0
+    total = 0
+    for start in range(0, len(ids), 500):
+        batch = list(ids[start : start + 500])
+        total += _deleted(
+            conn.execute(f"DELETE FROM {table} WHERE id IN ({','.join('?' * len(batch))})", batch)
+        )
+    return total
+
+
+def _likes(trace: Trace, person: Person | None) -> list[str]:
+    """LIKE patterns (lower case) that every row holding a trace matches one of: the ids,
+    a word of each text, the distinctive words, the person's names and chat keys."""
+    patterns = {f"%{i}%" for i in trace.ids}
+    for text in trace.texts:
+        longest = max(re.findall(r"[a-z0-9]+", text) or [""], key=len)
+        patterns.add(f"%{longest}%" if len(longest) >= 3 else "%")
+    patterns |= {f"%{w}%" for w in trace.words if w.isascii()}
+    if any(not w.isascii() for w in trace.words):
+        patterns.add("%")  # SQLite's lower() folds ASCII only: look at every row
+    if person is not None:
+        patterns |= {f"%{n.casefold()}%" if n.isascii() else "%" for n in person.names}
+        patterns |= {f"%{k.casefold()}%" for k in person.keys}
+    return sorted(patterns)
+
+
+def _where_like(column: str, patterns: Sequence[str]) -> str:
+    if "%" in patterns:
+        return "1 = 1"
+    return "(" + " OR ".join(f"lower({column}) LIKE ?" for _ in patterns) + ")"
+
+
+def _params(patterns: Sequence[str]) -> list[str]:
+    return [] if "%" in patterns else list(patterns)
+
+
+def _forget_messages(conn: Any, scope: _Scope) -> int:
+    """Delete the chat messages that cite or copy a forgotten memory (or that the person
+    sent); their sessions' counts follow."""
+    patterns = _likes(scope.trace, scope.person)
+    rows = conn.execute(
+        f"SELECT id, session_id, role, text, sender, metadata FROM messages "
+        f"WHERE {_where_like('text', patterns)}",
+        _params(patterns),
+    ).fetchall()
+    person = scope.person
+    doomed = [
+        (int(r["id"]), int(r["session_id"]))
+        for r in rows
+        if scope.trace.exact(str(r["text"]))
+        or (
+            person is not None
+            and (
+                person.mentions(str(r["text"]))
+                or (str(r["role"]) == "user" and person.mentions(str(r["sender"] or "")))
+            )
+        )
+    ]
+    if person is not None:  # what the person sent in a group chat, by their sender id
+        values = sorted({v for vs in person.identities.values() for v in vs})
+        for value in values:
+            for row in conn.execute(
+                "SELECT id, session_id, metadata FROM messages WHERE role = 'user' "
+                "AND metadata LIKE ?",
+                (f"%{value}%",),
+            ).fetchall():
+                try:
+                    meta = json.loads(row["metadata"] or "{}")
+                except ValueError:
+                    continue
+                if isinstance(meta, dict) and str(meta.get("sender_id", "")) == value:
+                    doomed.append((int(row["id"]), int(row["session_id"])))
+    ids = sorted({d[0] for d in doomed})
+    count = _delete_ids(conn, "messages", ids)
+    for session_id in sorted({d[1] for d in doomed}):
+        conn.execute(
+            "UPDATE sessions SET message_count = "
+            "(SELECT count(*) FROM messages WHERE session_id = ?) WHERE id = ?",
+            (session_id, session_id),
+        )
+    return count
+
+
+def _scrub_summaries(conn: Any, scope: _Scope) -> int:
+    """Sessions' summaries (a job's or a model's words): their sentences about it go."""
+    changed = 0
+    for row in conn.execute(
+        "SELECT id, summary FROM sessions WHERE summary IS NOT NULL"
+    ).fetchall():
+        summary = str(row["summary"])
+        left = prose_of(summary, scope.derived)
+        if left != summary:
+            conn.execute("UPDATE sessions SET summary = ? WHERE id = ?", (left, int(row["id"])))
+            changed += 1
+    return changed
+
+
+FORGOTTEN = "[forgotten]"
+
+
+def _scrub_channels(conn: Any, scope: _Scope) -> tuple[int, int, int]:
+    """The channels' inbox (what arrived), outbox (what was sent) and approval requests:
+    text that cites or copies it is replaced (the rows stay, so a redelivered message is
+    still known as one)."""
+    patterns = _likes(scope.trace, scope.person)
+    inbox = 0
+    for row in conn.execute(
+        f"SELECT id, payload FROM channel_inbox WHERE {_where_like('payload', patterns)}",
+        _params(patterns),
+    ).fetchall():
+        try:
+            payload = json.loads(row["payload"])
+        except ValueError:
+            continue
+        if not isinstance(payload, dict) or not scope.captured(str(payload.get("text", ""))):
+            continue
+        payload["text"] = FORGOTTEN
+        conn.execute(
+            "UPDATE channel_inbox SET payload = ? WHERE id = ?",
+            (json.dumps(payload, ensure_ascii=False), int(row["id"])),
+        )
+        inbox += 1
+    outbox = 0
+    for row in conn.execute(
+        f"SELECT id, text FROM channel_outbox WHERE {_where_like('text', patterns)}",
+        _params(patterns),
+    ).fetchall():
+        if scope.captured(str(row["text"])) or scope.trace.strong(str(row["text"])):
+            conn.execute(
+                "UPDATE channel_outbox SET text = ? WHERE id = ?", (FORGOTTEN, int(row["id"]))
+            )
+            outbox += 1
+    approvals = 0
+    for row in conn.execute(
+        f"SELECT id, summary FROM channel_approvals WHERE {_where_like('summary', patterns)}",
+        _params(patterns),
+    ).fetchall():
+        if scope.captured(str(row["summary"])):
+            conn.execute(
+                "UPDATE channel_approvals SET summary = ? WHERE id = ?",
+                (FORGOTTEN, int(row["id"])),
+            )
+            approvals += 1
+    return inbox, outbox, approvals
+
+
+def _scrub_events(conn: Any, scope: _Scope) -> int:
+    """The events PostgreSQL keeps an hour for daemons that reconnect (a stored memory's
+    text, a message's): those holding a trace go; ``memory_forgotten`` stays, so every
+    daemon's clients learn what to drop."""
+    patterns = _likes(scope.trace, scope.person)
+    rows = conn.execute(
+        f"SELECT seq, type, payload::text AS payload FROM memvault_events "
+        f"WHERE {_where_like('payload::text', patterns)}",
+        _params(patterns),
+    ).fetchall()
+    doomed = [
+        int(r["seq"])
+        for r in rows
+        if r["type"] != "memory_forgotten" and scope.derived(str(r["payload"]))
+    ]
+    total = 0
+    for start in range(0, len(doomed), 500):
+        batch = doomed[start : start + 500]
+        total += _deleted(
+            conn.execute(
+                f"DELETE FROM memvault_events WHERE seq IN ({','.join('?' * len(batch))})", batch
+            )
+        )
+    return total
+
+
+def _redact_runs(conn: Any, trace: Trace) -> int:
+    """Job runs' output, error and metadata with the memory's ids and words replaced (a
+    run's line names an insight by its title, and a title is made of such words)."""
+    patterns = sorted({f"%{i}%" for i in trace.ids} | {f"%{w}%" for w in trace.words})
+    if not patterns:
+        return 0
+    columns = ("output", "coalesce(error, '')", "metadata")
+    clause = " OR ".join(f"lower({c}) LIKE ?" for _ in patterns for c in columns)
+    params = [p for p in patterns for _ in range(3)]
+    changed = 0
+    for row in conn.execute(
+        f"SELECT id, output, error, metadata FROM job_runs WHERE {clause}", params
+    ).fetchall():
+        output = trace.redact(str(row["output"] or ""))
+        error = None if row["error"] is None else trace.redact(str(row["error"]))
+        metadata = _redact_json(str(row["metadata"] or "{}"), trace)
+        if (output, error, metadata) != (row["output"], row["error"], row["metadata"]):
+            conn.execute(
+                "UPDATE job_runs SET output = ?, error = ?, metadata = ? WHERE id = ?",
+                (output, error, metadata, int(row["id"])),
+            )
+            changed += 1
+    return changed
+
+
+def _redact_json(text: str, trace: Trace) -> str:
+    """A JSON document with its string values redacted (its keys and shape kept)."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return trace.redact(text)
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, str):
+            return trace.redact(value)
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in value.items()}
+        return value
+
+    redacted = walk(data)
+    return text if redacted == data else json.dumps(redacted)
+
+
+def _forget_person_rows(conn: Any, person: Person) -> dict[str, int]:
+    """The person's sessions (their messages go with them), their identities on the
+    channels (a message from them is a stranger's again), and what was queued to them."""
+    counts = {"sessions": 0, "senders": 0}
+    keys = sorted(person.keys)
+    if keys:
+        marks = ",".join("?" * len(keys))
+        sessions = [
+            int(r[0]) for r in conn.execute(f"SELECT id FROM sessions WHERE key IN ({marks})", keys)
+        ]
+        for session_id in sessions:  # not left to the foreign key: it may be off
+            conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
+        counts["sessions"] = _delete_ids(conn, "sessions", sessions)
+    for channel, values in person.identities.items():
+        for value in values:
+            counts["senders"] += _deleted(
+                conn.execute(
+                    "DELETE FROM channel_senders WHERE channel = ? AND sender_id = ?",
+                    (channel, value),
+                )
+            )
+            conn.execute(
+                "DELETE FROM channel_outbox WHERE channel = ? AND chat_id = ?", (channel, value)
+            )
+            conn.execute(
+                "DELETE FROM channel_approvals WHERE channel = ? AND chat_id = ?",
+                (channel, value),
+            )
+            conn.execute(
+                "DELETE FROM channel_inbox WHERE channel = ? AND sender_id = ? "
+                "AND status NOT IN ('new', 'held')",
+                (channel, value),
+            )
+    return counts
