@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memvault.llm.untrusted import DATA_TAG, UNTRUSTED
 from memvault.memory.guide import MEMORY_GUIDE
 
 NO_CONTEXT = "(Nothing is stored yet: this may be the first conversation. Learn and remember.)"
@@ -117,6 +118,9 @@ def audience_section(facts: PromptFacts) -> str:
 
 def context_section(facts: PromptFacts) -> str:
     body = facts.context.strip() or NO_CONTEXT
+    if f"<{DATA_TAG}>" in body:
+        # Low-trust material (memvault.privacy.trust) is in the data tags: say what they mean.
+        body = f"{UNTRUSTED}\n\n{body}"
     return f"## What you remember\n{body}"
 
 

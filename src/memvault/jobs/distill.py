@@ -57,7 +57,7 @@ from memvault.jobs.engine import JobContext
 from memvault.jobs.marked_section import Markers
 from memvault.jobs.model_draft import draft
 from memvault.vault.collection import Collection, stem
-from memvault.vault.memories import Memory
+from memvault.vault.memories import LOW_TRUST, Memory
 from memvault.vault.note import Note
 from memvault.vault.paths import normalize_relpath
 from memvault.vocabulary import counted
@@ -208,12 +208,14 @@ def sources_hash(memories: Sequence[Memory]) -> str:
 
 def waiting(runtime: Runtime, settings: DistillJob, memories: list[Memory]) -> list[Memory]:
     """The memories a run may distil: not yet distilled, archived or superseded, old enough
-    (a bullet typed without a date counts as old), the newest ``MAX_CANDIDATES``."""
+    (a bullet typed without a date counts as old), the newest ``MAX_CANDIDATES``. A
+    low-trust memory is never distilled: an insight note would show it as the owner's."""
     cutoff = runtime.clock.now() - timedelta(days=settings.min_age_days)
     chosen = [
         m
         for m in memories
         if DISTILLED not in m.fields
+        and m.trust != LOW_TRUST
         and not m.archived
         and not superseded(m)
         and (m.created is None or m.created <= cutoff)

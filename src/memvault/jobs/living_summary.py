@@ -34,6 +34,7 @@ from memvault.jobs.marked_section import Markers
 from memvault.jobs.model_draft import draft
 from memvault.memory.context import pinned_memories, rank_memories
 from memvault.vault.layout import MEMORY
+from memvault.vault.memories import LOW_TRUST
 from memvault.vault.note import Note
 from memvault.vault.paths import normalize_relpath
 from memvault.vocabulary import PRIORITIES, counted
@@ -187,7 +188,8 @@ def _short(text: str, limit: int = MAX_ITEM_CHARS) -> str:
 
 
 def _memories(services: Runtime, limit: int) -> list[str]:
-    memories = services.memories.list()  # archived ones are left out
+    # Archived ones are left out, and low-trust ones: MEMORY.md is read as core context.
+    memories = [m for m in services.memories.list() if m.trust != LOW_TRUST]
     context = services.settings.context
     pinned = pinned_memories(memories, context.pinned_tags)
     seen = {m.id for m in pinned}

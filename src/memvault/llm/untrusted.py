@@ -28,7 +28,17 @@ def unfence(answer: str) -> str:
     return fenced.group(1).strip() if fenced else text
 
 
+# An opening or closing data tag however spaced, and with invisible characters or other
+# joiners in it ("< /vault-data>", "</vault\u200b-data>", "<vault_data>"): a model may
+# read any of them as the tag.
+_TAG_LIKE = re.compile(
+    r"<[\s\u200b-\u200f\u2060-\u2064\ufeff]*(/?)[\s\u200b-\u200f\u2060-\u2064\ufeff]*"
+    r"vault[\W_]{0,3}data",
+    re.IGNORECASE,
+)
+
+
 def wrap_material(material: str) -> str:
-    """``material`` inside the data tags (a closing tag within it is defused)."""
-    safe = re.sub(rf"<(/?)\s*{DATA_TAG}", rf"<\1{DATA_TAG}-text", material, flags=re.IGNORECASE)
+    """``material`` inside the data tags (a tag within it is defused)."""
+    safe = _TAG_LIKE.sub(rf"<\1{DATA_TAG}-text", material)
     return f"<{DATA_TAG}>\n{safe}\n</{DATA_TAG}>"

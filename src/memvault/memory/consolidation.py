@@ -16,7 +16,10 @@ model only nominates, code applies, and nothing is deleted):
    the new text are handed over as data, never as instructions), else by a
    conservative rule: text that is the same once normalised, or nearly the
    same (token-set Jaccard >= 0.9) in the same category, is a no-op;
-   anything else is added.
+   anything else is added. A memory marked ``[trust:: low]`` (text from
+   someone other than the owner that reads as an order, see
+   :mod:`memvault.privacy.trust`) is always left to the rule: it never
+   rewrites nor retires another memory.
 3. **Checks**: an update or supersede or no-op must name one of the
    candidates, an update's merged text must be a valid memory. A model
    answer that is cut off, malformed, names another memory, or is less sure
@@ -311,6 +314,10 @@ class Consolidator:
         if provider is None:
             return self._by_rule(text, category, importance, tags, source)
         new = self.memories.prepare(text, category, importance, tags, source)
+        if new.trust == "low":
+            # Text that reads as an order from someone else never rewrites nor retires a
+            # memory: it is added beside them, or declined as a near-identical duplicate.
+            return self._by_rule(text, category, importance, tags, source)
         candidates = self._candidates(new)
         rule = rule_decision(new, candidates)
         decision: Decision | Held = rule

@@ -35,11 +35,12 @@ from memvault.index.chunking import CHARS_PER_TOKEN, estimate_tokens
 from memvault.index.filters import SearchFilters
 from memvault.index.index import MemoryIndex
 from memvault.index.search import Hit, Searcher
+from memvault.llm.untrusted import wrap_material
 from memvault.memory.sessions import Session
 from memvault.text import check_text
 from memvault.vault.journal import Journal
 from memvault.vault.layout import CORE_NOTES
-from memvault.vault.memories import Memories, Memory
+from memvault.vault.memories import LOW_TRUST, Memories, Memory
 from memvault.vault.note import Note
 from memvault.vault.notes import Notes
 from memvault.vault.skills import SKILLS_DIR, Skill
@@ -56,6 +57,7 @@ _SEARCH_LIMIT = 200
 _RELEVANT_SHARE = 0.5  # keep hits scoring at least half the best one
 _RELEVANT_COSINE = 0.35  # a hit without keywords must be this close in meaning
 _CORE_NOTES = frozenset({"User Profile.md", "Current Status.md"})
+_LOW_TRUST_FIELD = re.compile(r"\[trust::\s*low\s*\]", re.IGNORECASE)
 _JOURNAL_TAIL = 8
 # The token budgets a context can be built for (the HTTP API and the tools check the same).
 MIN_BUDGET = 50
@@ -139,10 +141,14 @@ def checked_budget(budget_tokens: int | None, settings: ContextSettings) -> int:
 
 
 def pinned_memories(memories: Iterable[Memory], pinned_tags: Iterable[str]) -> list[Memory]:
-    """The memories tagged (or categorised) with one of ``pinned_tags``, most important first."""
+    """The memories tagged (or categorised) with one of ``pinned_tags``, most important first.
+    A low-trust memory is never pinned, whatever its tags (:mod:`memvault.privacy.trust`)."""
     wanted = {t.casefold() for t in pinned_tags}
     pinned = [
-        m for m in memories if wanted & ({t.casefold() for t in m.tags} | {m.category.casefold()})
+        m
+        for m in memories
+        if wanted & ({t.casefold() for t in m.tags} | {m.category.casefold()})
+        and m.trust != LOW_TRUST
     ]
     return sorted(pinned, key=lambda m: -m.importance)
 
@@ -330,7 +336,13 @@ class ContextBuilder:
                 if hit.id in used:
                     continue
                 used.add(hit.id)
-                lines.append(f"- {_one_line(hit.snippet)} ({hit.category or 'memory'}, ^{hit.id})")
+                doubted = self._low_trust(hit)
+                if doubted is not None:
+                    lines.append(_untrusted_line(doubted, hit.snippet))
+                else:
+                    lines.append(
+                        f"- {_one_line(hit.snippet)} ({hit.category or 'memory'}, ^{hit.id})"
+                    )
             elif hit.path not in _CORE_NOTES:
                 link = hit.path.removesuffix(".md")
                 heading = hit.heading.rsplit(" > ", 1)[-1]
@@ -339,10 +351,31 @@ class ContextBuilder:
                 body = _one_line(
                     " ".join(x for x in hit.snippet.split("\n") if not x.startswith("#"))
                 )
-                lines.append(f"- [[{link}]]: {body[:200]}" if body else f"- [[{link}]]")
+                line = f"- [[{link}]]: {body[:200]}" if body else f"- [[{link}]]"
+                if self._holds_low_trust(hit):  # a contact's words kept in their note
+                    line = wrap_material(f"{line} (holds low-trust text from someone else)")
+                lines.append(line)
             if len(lines) >= _MAX_RELEVANT:
                 break
         return lines, notice
+
+    def _low_trust(self, hit: Hit) -> Memory | None:
+        """The memory a hit shows when it is marked low trust (the file as it reads now)."""
+        try:
+            memory = self.memories.read(hit.path).find(hit.id or "")
+        except (NotFoundError, NotTextError):
+            return None
+        return memory if memory is not None and memory.trust == LOW_TRUST else None
+
+    def _holds_low_trust(self, hit: Hit) -> bool:
+        """Whether the lines of a note a hit shows hold ``[trust:: low]`` (what a contact
+        asked to remember is kept in their note so), read from the note as it is now."""
+        try:
+            text = self.notes.read(hit.path).text
+        except (NotFoundError, NotTextError):
+            return False
+        shown = text.split("\n")[max(hit.start_line - 1, 0) : hit.end_line]
+        return any(_LOW_TRUST_FIELD.search(line) for line in shown)
 
     def _is_skill(self, path: str) -> bool:
         """Whether ``path`` is a skill note (shown in its own section)."""
@@ -379,7 +412,7 @@ class ContextBuilder:
 
     def _top_memories(self, memories: list[Memory], used: set[str]) -> list[Memory]:
         chosen = rank_memories(
-            [m for m in memories if m.id not in used],
+            [m for m in memories if m.id not in used and m.trust != LOW_TRUST],
             now=self.clock.now(),
             recency_bias=self.settings.recency_bias,
         )
@@ -437,6 +470,16 @@ def fit_sections(sections: Iterable[Section], budget: int) -> ContextResult:
         out.extend(["", _left_out_line(dropped, _TAIL_CHARS - 2)])
     markdown = "\n".join(out) + ("\n" if out else "")
     return ContextResult(markdown=markdown, budget_tokens=budget, sections=ordered)
+
+
+def _untrusted_line(memory: Memory, snippet: str) -> str:
+    """A low-trust memory as a model may see it: inside the data tags, with where it came
+    from and why it is doubted, so nothing in it reads as an instruction."""
+    where = memory.fields.get("trust_from") or memory.source or "someone other than the owner"
+    why = memory.trust_reason or "reads as an instruction"
+    return wrap_material(
+        f"- {_one_line(snippet)} (from {where}; low trust: {why}; {memory.category}, ^{memory.id})"
+    )
 
 
 def _left_out_line(sections: list[Section], room: int) -> str:

@@ -43,6 +43,9 @@ log = logging.getLogger(__name__)
 
 MEMORY_DIR = "Memory"
 _TITLE_TO_CATEGORY = {title.casefold(): cat for cat, title in CATEGORIES.items()}
+# ``[trust:: low]``: text from someone other than the owner that reads as an order to the
+# agent (:mod:`memvault.privacy.trust` marks it; the context builder keeps it in the data).
+LOW_TRUST = "low"
 DEFAULT_CATEGORY = "fact"
 DEFAULT_IMPORTANCE = 0.5
 MAX_TEXT_CHARS = 4000
