@@ -48,7 +48,6 @@ from pathlib import Path
 from typing import Any
 
 from memvault.acting import acting_as, current_actor
-from memvault.clock import Clock
 from memvault.config import Settings
 from memvault.errors import InvalidInputError, MemvaultError, NotFoundError
 from memvault.index.filters import SearchFilters
@@ -220,7 +219,6 @@ class Forgetter:
         contacts: Contacts,
         entities: Entities,
         journal: Journal,
-        clock: Clock,
         settings: Settings,
         index: Callable[[], MemoryIndex],
         state: Callable[[], StateStore],
@@ -231,7 +229,6 @@ class Forgetter:
         self.contacts = contacts
         self.entities = entities
         self.journal = journal
-        self.clock = clock
         self.settings = settings
         self._index = index
         self._state = state
