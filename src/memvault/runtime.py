@@ -29,6 +29,7 @@ from memvault.memory.recalls import RecallLog
 from memvault.memory.revisions import RevisionLog
 from memvault.memory.sessions import Session, Sessions
 from memvault.memory.state import StateDB, StateStore
+from memvault.privacy.secrets import SecretScreen
 from memvault.text import check_text
 from memvault.vault.contacts import Contacts
 from memvault.vault.entities import Entities
@@ -57,13 +58,17 @@ class Runtime:
         self.settings = settings
         self.clock = clock
         self.vault = Vault(settings.vault, lock_timeout=settings.lock_timeout)
-        self.notes = Notes(self.vault)
+        # Secrets are kept out of what is stored ([privacy] secrets): notes, memories and
+        # sessions get the screen; it is the memories' first, so no later screen sees one.
+        self.secrets = SecretScreen(settings.privacy.secrets)
+        self.notes = Notes(self.vault, screen=self.secrets)
         self.memories = Memories(
             self.vault,
             clock,
             default_category=settings.memory.default_category,
             default_importance=settings.memory.default_importance,
         )
+        self.memories.screen(self.secrets.for_memory)
         self.tasks = Tasks(self.vault, clock)
         self.contacts = Contacts(self.vault, clock)
         self.projects = Projects(self.vault, clock, self.tasks)
@@ -225,7 +230,7 @@ class Runtime:
     @cached_property
     def sessions(self) -> Sessions:
         """Every conversation the agent takes part in."""
-        return Sessions(self.state, self.clock, self.journal)
+        return Sessions(self.state, self.clock, self.journal, screen=self.secrets)
 
     @cached_property
     def consolidation(self) -> Consolidator:
@@ -262,7 +267,7 @@ class Runtime:
     @cached_property
     def outcomes(self) -> Outcomes:
         """Writes what an agent run did to the journal, Current Status and Known Issues."""
-        return Outcomes(self.vault, self.journal, self.clock)
+        return Outcomes(self.vault, self.journal, self.clock, screen=self.secrets)
 
     def close(self) -> None:
         """Release the databases."""

@@ -53,10 +53,11 @@ from memvault.channels.store import (
     ChannelStore,
     Sender,
 )
-from memvault.errors import ConflictError, MemvaultError
+from memvault.errors import ConflictError, MemvaultError, SecretRefusedError
 from memvault.memory.outcomes import one_line
 from memvault.memory.sessions import Message, Session
 from memvault.privacy.audiences import Audience
+from memvault.privacy.secrets import joined, notice_for
 from memvault.runtime import Runtime
 from memvault.tools.policy import Policy
 
@@ -194,7 +195,12 @@ class Router:
         if status != INBOX_CAPTURED:
             message = await self._save_attachments(message, adapter)
             await asyncio.to_thread(self._capture, inbox_id, message)
-        answer = await self._respond(message, owner, adapter)
+        if message.secret_refused:  # only a line saying so was kept: nothing to answer
+            answer = _refused(message.secrets_removed) if owner else None
+        else:
+            answer = await self._respond(message, owner, adapter)
+            if owner and message.secrets_removed:  # the owner is told once, in the reply
+                answer = joined(answer, notice_for(message.secrets_removed))
         if answer:
             parts = self.split(adapter, answer)
             await asyncio.to_thread(
@@ -214,6 +220,25 @@ class Router:
     def split(adapter: Adapter, text: str) -> list[str]:
         """A reply cut to the channel's length limit."""
         return split_text(text, adapter.max_message_length) or [text]
+
+    def screened(self, message: Inbound) -> Inbound:
+        """The message with its secrets kept out (``[privacy] secrets``), before it is
+        stored anywhere: the inbox, the session, the journal, the contact note, the agent's
+        turn. Replaced by markers; or, when the owner refuses secrets, the whole text by a
+        line saying so (the owner is told in the reply)."""
+        if not message.text:
+            return message
+        try:
+            text, kinds = self.runtime.secrets.screened(message.text)
+        except SecretRefusedError as exc:
+            kinds = list(exc.details.get("kinds", ()))
+            withheld = f"[message not stored: it held a secret ({', '.join(kinds)})]"
+            return replace(
+                message, text=withheld, secrets_removed=tuple(kinds), secret_refused=True
+            )
+        if not kinds:
+            return message
+        return replace(message, text=text, secrets_removed=tuple(kinds))
 
     # -- strangers ---------------------------------------------------------------------
 
@@ -603,6 +628,14 @@ _COMMANDS: dict[str, Callable[[Router, Inbound, str], str]] = {
     "help": Router._help,
     "start": Router._help,
 }
+
+
+def _refused(kinds: tuple[str, ...]) -> str:
+    """The owner's answer when a message was not kept because it held a secret."""
+    return (
+        f"I did not keep that message: it holds a secret ({', '.join(kinds)}). Send it "
+        "again without the secret."
+    )
 
 
 def is_group(message: Inbound) -> bool:

@@ -19,6 +19,7 @@ from memvault.cli.common import (
     open_runtime,
     say,
     split_tags,
+    stderr,
     stdout,
     table,
     via_daemon,
@@ -78,10 +79,15 @@ def remember(
     }
 
     def here() -> dict[str, Any]:
-        result = open_runtime(ctx, vault).consolidation.remember(
-            text, category=category, importance=importance, tags=tag_list, source=source
-        )
-        return result.response()
+        from memvault.privacy.secrets import noticed
+
+        with noticed() as removed:
+            result = open_runtime(ctx, vault).consolidation.remember(
+                text, category=category, importance=importance, tags=tag_list, source=source
+            )
+        if removed.kinds:  # said once, on stderr, as the daemon's notice is
+            stderr.print(removed.notice())
+        return {**result.response(), **removed.field()}
 
     data = via_daemon(ctx, vault, "POST", "/v1/memories", body=body) or here()
     action = (data.get("consolidation") or {}).get("action", "add")

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 
 from memvault.errors import InvalidInputError, MemvaultError, NotFoundError
+from memvault.privacy.secrets import joined, noticed
 from memvault.text import check_fields
 from memvault.tools.policy import ApprovalRequest, Policy, Tier
 
@@ -325,7 +326,8 @@ class ToolRegistry:
             return ToolResult(False, error=decision.reason, code="not_approved")
         context.notice = None
         try:
-            data = tool.handler(context, parsed)
+            with noticed() as removed:  # secrets kept out of what the call stores
+                data = tool.handler(context, parsed)
         except NotFoundError as exc:
             message = str(exc)
             if tool.not_found_hint:
@@ -341,4 +343,9 @@ class ToolRegistry:
                 "try again or use another tool.",
                 code="internal_error",
             )
-        return ToolResult(True, data=data, notice=context.notice)
+        said = removed.notice()
+        if said and isinstance(data, dict):
+            # In the data too: a model reads the result's data, and MCP sends only that.
+            data["secrets_removed"] = list(removed.kinds)
+            data["notice"] = joined(data.get("notice"), said)
+        return ToolResult(True, data=data, notice=joined(context.notice, said))

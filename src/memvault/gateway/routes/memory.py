@@ -32,6 +32,7 @@ from memvault.gateway.schemas import (
 )
 from memvault.index.filters import SearchFilters, parse_day
 from memvault.index.search import snippet
+from memvault.privacy.secrets import noticed
 from memvault.vault.memories import Memory
 
 router = APIRouter(prefix="/v1", tags=["memory"])
@@ -105,19 +106,26 @@ def visible(daemon: Daemon, memory_id: str) -> Memory:
     return memory
 
 
-@router.post("/memories", response_model=Envelope[Remembered], responses=errors(*COMMON_ERRORS))
+@router.post(
+    "/memories",
+    response_model=NoticedEnvelope[Remembered],
+    responses=errors(*COMMON_ERRORS, 422),
+)
 def remember(body: RememberBody, daemon: DaemonDep) -> dict[str, Any]:
     """Store a memory with consolidation on write; a duplicate, or an update merged into an
     existing memory, returns that memory (``created_new`` false); ``consolidation`` says
-    what was decided."""
-    result = daemon.runtime.consolidation.remember(
-        body.text,
-        category=body.category,
-        importance=body.importance,
-        tags=body.tags,
-        source=body.source if body.source is not None else "api",
-    )
-    return {"ok": True, "result": result.response()}
+    what was decided. A secret in the text is replaced by a marker (``secrets_removed``
+    and the notice name it) or, with ``[privacy] secrets = "refuse"``, is a 422."""
+    with noticed() as removed:
+        result = daemon.runtime.consolidation.remember(
+            body.text,
+            category=body.category,
+            importance=body.importance,
+            tags=body.tags,
+            source=body.source if body.source is not None else "api",
+        )
+    answer = {**result.response(), **removed.field()}
+    return {"ok": True, "result": answer, "notice": removed.notice()}
 
 
 @router.get("/memories", response_model=Envelope[list[MemoryOut]], responses=errors(*COMMON_ERRORS))
