@@ -5,6 +5,11 @@ A session ends explicitly (``/new`` in ``memvault chat``, ``POST
 ``agent.session_idle_minutes``. Its summary is written by the LLM when one
 is configured (``agent.summary = auto | llm``), otherwise extracted from
 the transcript without a model (key sentences, decisions, names).
+
+The transcript goes to the model as data, never as instructions, and a
+summary that reads as an instruction to the agent (a contact's words repeated,
+:mod:`memvault.privacy.trust`) is kept as a line saying so: the next run's
+context shows the last session's summary, and not as data.
 """
 
 from __future__ import annotations
@@ -16,8 +21,10 @@ from datetime import datetime, timedelta
 from memvault.config import AgentSettings
 from memvault.errors import MemvaultError, NotFoundError
 from memvault.llm.base import ChatMessage, LLMNotConfiguredError, Provider
+from memvault.llm.untrusted import UNTRUSTED, wrap_material
 from memvault.memory.sessions import Message, Session, Sessions
 from memvault.memory.summary import Turn, extractive_summary
+from memvault.privacy.trust import as_kept
 
 log = logging.getLogger(__name__)
 
@@ -60,11 +67,13 @@ class SessionCloser:
         provider: Provider | None = None,
         *,
         end: EndSession | None = None,
+        trust: str = "mark",
     ) -> None:
         self.sessions = sessions
         self.settings = settings
         self.provider = provider
         self._end = end or sessions.end
+        self.trust = trust  # [privacy] trust: "off" keeps a summary as it is
 
     def summarize(self, session: Session) -> tuple[str, str]:
         """``(summary, method)`` of a session's transcript; method is ``llm`` or ``extractive``."""
@@ -82,7 +91,10 @@ class SessionCloser:
                     return "", "extractive"
                 try:
                     completion = self.provider.complete(
-                        [ChatMessage("system", SUMMARY_PROMPT), ChatMessage("user", text)],
+                        [
+                            ChatMessage("system", f"{SUMMARY_PROMPT}\n\n{UNTRUSTED}"),
+                            ChatMessage("user", wrap_material(text)),
+                        ],
                         max_tokens=300,
                     )
                     summary = " ".join(completion.text.split())
@@ -103,7 +115,7 @@ class SessionCloser:
         if summary is None or not summary.strip():
             session = self.sessions.get(key)
             if session.active:
-                summary = self.summarize(session)[0] or None
+                summary = as_kept(self.summarize(session)[0], self.trust) or None
         return self._end(key, summary)
 
     def end_idle(self) -> list[Session]:
