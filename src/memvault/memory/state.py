@@ -6,8 +6,8 @@ event id counter, location samples, the channels' inbox, outbox, senders
 and approvals, what the importers brought in, the jobs' runs, when a search
 last returned each memory, which reminders were sent, what consolidation
 changed in memories or left for review, the named API tokens, and who read
-each memory. It is SQLite in WAL mode, shared by the daemon's threads through one connection guarded by
-a lock; every write is a transaction.
+each memory. It is SQLite in WAL mode, shared by the daemon's threads through
+one connection guarded by a lock; every write is a transaction.
 """
 
 from __future__ import annotations
