@@ -225,6 +225,15 @@ class PrivacySettings(Section):
         description="a secret (key, token, password, card number) in text being stored: "
         "redact (replaced by a marker), refuse (nothing is stored) or keep",
     )
+    reads_keep_days: int = Field(
+        90,
+        ge=0,
+        le=3650,
+        description="days each memory's reads (who, when, how) are kept; 0 records none",
+    )
+    reads_per_memory: int = Field(
+        1000, ge=1, le=1_000_000, description="reads kept per memory at most (the newest)"
+    )
 
 
 class ShellSettings(Section):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sqlite3
+from collections.abc import Iterable
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,7 @@ from memvault.memory.recalls import RecallLog
 from memvault.memory.revisions import RevisionLog
 from memvault.memory.sessions import Session, Sessions
 from memvault.memory.state import StateDB, StateStore
+from memvault.privacy.reads import ReadLog, RecordedContext, current_way
 from memvault.privacy.secrets import SecretScreen
 from memvault.text import check_text
 from memvault.vault.contacts import Contacts
@@ -43,6 +45,7 @@ from memvault.vault.tasks import Tasks
 
 if TYPE_CHECKING:
     from memvault.privacy.audiences import Audience, Audiences
+    from memvault.privacy.forgetting import Forgetter
     from memvault.privacy.views import AudienceView
     from memvault.storage.postgres import PostgresStorage
 
@@ -140,6 +143,7 @@ class Runtime:
         """Hybrid search over the index; the memories each search returns are recorded."""
         searcher = Searcher(self.index)
         searcher.observe(self._record_recalls)
+        searcher.observe(self._record_reads)
         return searcher
 
     @cached_property
@@ -157,9 +161,58 @@ class Runtime:
             log.debug("recall not recorded", exc_info=True)
 
     @cached_property
+    def reads(self) -> ReadLog:
+        """Who read each memory, when and how (``[privacy] reads_keep_days``)."""
+        privacy = self.settings.privacy
+        return ReadLog(
+            self.state,
+            self.clock.now,
+            keep_days=privacy.reads_keep_days,
+            per_memory=privacy.reads_per_memory,
+        )
+
+    def _record_reads(self, results: SearchResults) -> None:
+        ids = [hit.id for hit in results if hit.id]
+        way = current_way()
+        if way.collect is not None:  # a context build: written once, when it is done
+            way.collect.extend(ids)
+            return
+        self.record_reads(ids)
+
+    def record_reads(self, memory_ids: Iterable[str], path: str | None = None) -> None:
+        """Record a read of each memory (``path``: search, context, tool or get; else the
+        way the current request reads)."""
+        ids = list(memory_ids)
+        if not ids or self.settings.privacy.reads_keep_days <= 0:
+            return
+        try:
+            self.reads.record(ids, path)
+        except (MemvaultError, sqlite3.Error):  # a read-only vault: the read still answers
+            log.debug("read not recorded", exc_info=True)
+
+    @cached_property
+    def forgetter(self) -> Forgetter:
+        """Forgets memories, people and topics in every place that holds a copy."""
+        from memvault.privacy.forgetting import Forgetter
+
+        return Forgetter(
+            vault=self.vault,
+            memories=self.memories,
+            contacts=self.contacts,
+            entities=self.entities,
+            journal=self.journal,
+            settings=self.settings,
+            index=lambda: self.index,
+            state=lambda: self.state,
+            searcher=lambda: self.searcher,
+        )
+
+    @cached_property
     def context(self) -> ContextBuilder:
-        """Builds the Markdown an agent gets at the start of a run."""
-        return ContextBuilder(
+        """Builds the Markdown an agent gets at the start of a run (each build's reads
+        are recorded)."""
+        return RecordedContext(
+            record=self.record_reads,
             clock=self.clock,
             notes=self.notes,
             memories=self.memories,

@@ -61,6 +61,10 @@ CASES: list[tuple[str, ...]] = [
     ("get", "m-0/../x"),
     ("forget", UNKNOWN),
     ("forget", ""),
+    ("forget", "--contact", "Nobody", "--yes"),
+    ("forget", "--about", "   ", "--yes"),
+    ("forget", UNKNOWN, "--about", "boats"),
+    ("memory", "access", UNKNOWN),
     ("memories", "--category", "nonsense"),
     ("memories", "--limit", "0"),
     # search, recall, context

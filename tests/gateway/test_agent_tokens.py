@@ -34,6 +34,7 @@ AGENT_ROUTES = {
     ("POST", "/v1/memories"),
     ("GET", "/v1/memories/search"),
     ("GET", "/v1/memories/{memory_id}/history"),
+    ("GET", "/v1/memories/{memory_id}/access"),
     ("GET", "/v1/memories/{memory_id}"),
     ("DELETE", "/v1/memories/{memory_id}"),
     ("GET", "/v1/search"),

@@ -47,6 +47,7 @@ from memvault.memory.context import checked_budget
 from memvault.memory.outcomes import RunOutcome, one_line
 from memvault.memory.sessions import Message, Session, check_key
 from memvault.privacy.audiences import Audience
+from memvault.privacy.reads import reading
 from memvault.privacy.views import AudienceView
 from memvault.protocol_tokens import StreamFilter, is_only_protocol, strip_protocol_tokens
 from memvault.runtime import Runtime
@@ -272,7 +273,7 @@ class Agent:
         # Every layer below learns whom the conversation is with (records, trust of text).
         label = audience.label if audience is not None else None
         actor = replace(current_actor(), audience=label)
-        with acting_as(actor):
+        with acting_as(actor), reading(surface="agent"):
             return self._go(command, run, recorded)
 
     def _go(self, command: str, run: _Run, recorded: bool) -> RunResult:

@@ -57,6 +57,7 @@ from memvault.errors import ConflictError, MemvaultError, SecretRefusedError
 from memvault.memory.outcomes import one_line
 from memvault.memory.sessions import Message, Session
 from memvault.privacy.audiences import Audience
+from memvault.privacy.reads import reading
 from memvault.privacy.secrets import joined, notice_for
 from memvault.runtime import Runtime
 from memvault.tools.policy import Policy
@@ -496,7 +497,8 @@ class Router:
         if handler is None:
             return None if self.hooks.responder is not None else f"Unknown command /{name}. {HELP}"
         try:
-            return handler(self, message, arg)
+            with reading(surface="channel"):  # a /recall's reads are the channel's
+                return handler(self, message, arg)
         except MemvaultError as exc:
             return exc.message
 

@@ -24,6 +24,7 @@ from memvault.cli.common import (
     table,
     via_daemon,
 )
+from memvault.cli.forgetting import forget
 from memvault.vocabulary import CATEGORIES, counted
 
 CategoryOption = Annotated[
@@ -115,9 +116,14 @@ def get(
     as_json: JsonOption = False,
 ) -> None:
     """Show one memory."""
-    memory = via_daemon(ctx, vault, "GET", f"/v1/memories/{_segment(memory_id)}") or (
-        open_runtime(ctx, vault).memories.get(memory_id).to_dict()
-    )
+
+    def here() -> dict[str, Any]:
+        runtime = open_runtime(ctx, vault)
+        found = runtime.memories.get(memory_id)
+        runtime.record_reads([found.id], "get")  # as the daemon's route records it
+        return found.to_dict()
+
+    memory = via_daemon(ctx, vault, "GET", f"/v1/memories/{_segment(memory_id)}") or here()
     if as_json:
         emit_json(memory)
         return
@@ -129,24 +135,6 @@ def get(
         + (f" · from {memory['source']}" if memory["source"] else "")
     )
     say(f"{memory['path']}:{memory['line']}")
-
-
-def forget(
-    ctx: typer.Context,
-    memory_id: Annotated[str, typer.Argument(metavar="ID", help="Memory id, e.g. m-3f9a1c2b.")],
-    direct: DirectOption = False,
-    vault: VaultOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Remove a memory from the vault."""
-    memory = via_daemon(ctx, vault, "DELETE", f"/v1/memories/{_segment(memory_id)}") or {
-        **open_runtime(ctx, vault).memories.forget(memory_id).to_dict(),
-        "forgotten": True,
-    }
-    if as_json:
-        emit_json(memory)
-    else:
-        say(f"Forgot {memory['id']}: {_short(memory['text'])}")
 
 
 def memories(
@@ -199,5 +187,5 @@ def register(app: typer.Typer) -> None:
     """Add the memory commands to the root app."""
     app.command()(remember)
     app.command()(get)
-    app.command()(forget)
+    app.command()(forget)  # memvault.cli.forgetting: everywhere, with a receipt
     app.command()(memories)

@@ -22,6 +22,7 @@ from memvault.cli.common import (
     stdout,
     table,
 )
+from memvault.cli.reads import access
 from memvault.errors import InvalidInputError
 from memvault.vocabulary import counted
 
@@ -129,3 +130,6 @@ def history(
             rows,
         )
     )
+
+
+app.command()(access)  # memvault.cli.reads: who read a memory, when and how

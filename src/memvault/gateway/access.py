@@ -54,8 +54,10 @@ ROUTE_SCOPES: dict[tuple[str, str], Scope] = {
     ("GET", "/v1/memories/search"): READ,
     ("GET", "/v1/memories/reviews"): READ,
     ("GET", "/v1/memories/{memory_id:path}/history"): READ,
+    ("GET", "/v1/memories/{memory_id:path}/access"): READ,
     ("GET", "/v1/memories/{memory_id:path}"): READ,
     ("DELETE", "/v1/memories/{memory_id:path}"): WRITE,
+    ("POST", "/v1/forget"): WRITE,
     ("GET", "/v1/search"): READ,
     ("GET", "/v1/context"): READ,
     # the knowledge graph
@@ -119,6 +121,7 @@ AGENT_ROUTES = frozenset(
         ("POST", "/v1/memories"),
         ("GET", "/v1/memories/search"),
         ("GET", "/v1/memories/{memory_id:path}/history"),
+        ("GET", "/v1/memories/{memory_id:path}/access"),
         ("GET", "/v1/memories/{memory_id:path}"),
         ("DELETE", "/v1/memories/{memory_id:path}"),
         ("GET", "/v1/search"),

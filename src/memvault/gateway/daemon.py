@@ -51,11 +51,13 @@ from memvault.llm.factory import make_provider
 from memvault.locations import APPROVAL_FILE, TOKEN_FILE, tighten
 from memvault.mcp.server import MemvaultMCP
 from memvault.memory.sessions import Message, Session
+from memvault.privacy.forgetting import Place, Receipt
 from memvault.runtime import Runtime
 from memvault.tools import ToolRegistry
 from memvault.tools.policy import AllowAll, DenyAll, Policy
 from memvault.vault.memories import Memory
 from memvault.vault.store import Change
+from memvault.vocabulary import counted
 
 if TYPE_CHECKING:
     from memvault.storage.notify import EventFanOut
@@ -152,6 +154,7 @@ class Daemon:
         self._last_progress = 0.0
         runtime.vault.observe(self._vault_changed)
         runtime.memories.observe(self._memory_changed)
+        runtime.forgetter.observe(self._forgotten)
 
     @property
     def role(self) -> str:
@@ -312,6 +315,18 @@ class Daemon:
             self._announce_change(path, "deleted", None, origin="external")
         for old, new in report.moved:
             self._announce_change(old, "moved", new, origin="external")
+
+    def _forgotten(self, receipt: Receipt) -> None:
+        """What was forgotten leaves the event buffer too (``/v1/poll``, ``/v1/events``);
+        the ``memory_forgotten`` events stay, so clients learn what to drop."""
+        emptied = self.bus.scrub(receipt.holds, spare=("memory_forgotten",))
+        detail = (
+            f"{counted(emptied, 'recent event')}: payload emptied"
+            if emptied
+            else "no recent event held it"
+        )
+        action = "redacted" if emptied else "checked"
+        receipt.places.append(Place("event stream (in memory)", action, detail, emptied))
 
     def _memory_changed(self, event: str, memory: Memory) -> None:
         if event == "stored":

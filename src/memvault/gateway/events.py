@@ -19,9 +19,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
+import json
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -162,6 +164,25 @@ class EventBus:
         with self._lock:
             events = [e for e in self._buffer if cursor is None or e.id > cursor]
         return events[:limit] if limit is not None else events
+
+    def scrub(self, holds: Callable[[str], bool], *, spare: Collection[str] = ()) -> int:
+        """Empty the payload of every buffered event whose payload ``holds`` accepts (as
+        JSON), but for the event types in ``spare``: a memory forgotten is not handed out
+        again by ``/v1/poll`` or a reconnecting stream. The events keep their ids and types;
+        returns how many were emptied."""
+        with self._lock:
+            kept: list[Event] = []
+            emptied = 0
+            for event in self._buffer:
+                payload = json.dumps(event.payload, ensure_ascii=False)
+                if event.payload and event.type not in spare and holds(payload):
+                    event = dataclasses.replace(event, payload={"forgotten": True})
+                    emptied += 1
+                kept.append(event)
+            if emptied:
+                self._buffer.clear()
+                self._buffer.extend(kept)
+        return emptied
 
     def oldest_id(self) -> int | None:
         """The id of the oldest buffered event."""

@@ -20,6 +20,7 @@ from memvault.acting import acting_as
 from memvault.gateway.errors import ApiError
 from memvault.gateway.security import bearer, matches
 from memvault.gateway.tokens import OWNER, Principal
+from memvault.privacy.reads import reading
 
 log = logging.getLogger("memvault.gateway.access")
 
@@ -179,7 +180,8 @@ class Guard:
             given = True
             return {"type": "http.request", "body": body, "more_body": False}
 
-        with acting_as(principal.actor if principal is not None else None):
+        actor = principal.actor if principal is not None else None
+        with acting_as(actor), reading(surface="http"):  # who reads, and through what
             await self.app(scope, replay, send)
 
     async def _body(self, receive: Receive) -> bytes | None:

@@ -174,8 +174,69 @@ class Remembered(MemoryOut):
     created_new: bool = Field(description="False when an identical memory already existed.")
 
 
+class ForgetPlace(Result):
+    place: str = Field(description="A file, a table of a database, the index or the graph.")
+    action: str = Field(
+        description="removed, refreshed, dropped, deleted, redacted, verified, checked, "
+        "left or not touched"
+    )
+    detail: str
+    count: int
+
+
+class ForgottenMemory(Result):
+    id: str
+    text: str
+    path: str
+
+
+class ForgetReceipt(Result):
+    subject: str | None = Field(None, description="contact:PATH or about:TOPIC, if either")
+    forgotten: list[ForgottenMemory]
+    places: list[ForgetPlace] = Field(description="Each place looked at, and what was done.")
+    untouched: list[ForgetPlace] = Field(
+        description="What is left alone by design: git history, the jobs' undo copies."
+    )
+    still_found: list[str] = Field(
+        description="Notes of the owner's own that still hold a trace (not changed)."
+    )
+
+
 class Forgotten(MemoryOut):
     forgotten: Literal[True] = True
+    receipt: ForgetReceipt
+
+
+class ForgetBody(Body):
+    contact: str | None = Field(None, description="A contact's name, alias or note path.")
+    about: str | None = Field(None, description="A topic: what a search for it finds.")
+    dry_run: bool = Field(False, description="Only say what would be removed.")
+    memory_ids: list[str] | None = Field(
+        None,
+        description="Of the plan's memories only these (those shown before saying yes); "
+        "default all.",
+    )
+
+
+class ForgetPlan(Result):
+    kind: Literal["contact", "about"]
+    subject: str
+    memories: list[ForgottenMemory]
+    notes: list[str] = Field(description="Notes dropped whole.")
+    identities: dict[str, list[str]] = Field(description="The person's ids per channel.")
+    chat_messages: int
+
+
+class MemoryRead(Result):
+    memory_id: str
+    at: str = Field(description="When, ISO 8601 in UTC.")
+    path: Literal["search", "context", "tool", "get"]
+    surface: str = Field(description="cli, http, mcp, agent, channel or job")
+    agent: str | None = Field(description="The named API token's agent; null for the owner.")
+    observer: bool = Field(description="Whether the token only reads (read scope).")
+    audience: str | None = Field(
+        description="Whom the conversation was with (contact:PATH, group:NAME); null: the owner."
+    )
 
 
 class Hit(Result):

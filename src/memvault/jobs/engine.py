@@ -31,6 +31,7 @@ from memvault.jobs.budget import BudgetedModel
 from memvault.jobs.schedule import Schedule, backoff
 from memvault.llm.base import Provider
 from memvault.memory.state import StateStore
+from memvault.privacy.reads import reading
 from memvault.processes import process_alive, process_start
 
 if TYPE_CHECKING:
@@ -349,7 +350,8 @@ class JobEngine:
         self._emit("job_started", {"job": name, "run_id": run_id})
         status, error, output = "ok", None, ""
         try:
-            result = job.run(context)
+            with reading(surface="job"):  # what a job reads of memories is the job's
+                result = job.run(context)
             output = "\n".join([*context.lines, *([result] if result else [])])
         except SkipRun as exc:
             status, error = "skipped", exc.message

@@ -146,8 +146,9 @@ def _recall(ctx: ToolContext, args: Recall) -> dict[str, Any]:
 
 
 def _forget(ctx: ToolContext, args: Forget) -> dict[str, Any]:
-    memory = ctx.runtime.memories.forget(args.id)
-    return {"id": memory.id, "forgotten": True, "text": memory.text}
+    receipt = ctx.runtime.forgetter.forget(args.id)
+    (memory,) = receipt.forgotten
+    return {"id": memory.id, "forgotten": True, "text": memory.text, "receipt": receipt.to_dict()}
 
 
 def _memory_search(ctx: ToolContext, args: MemorySearch) -> dict[str, Any]:
@@ -178,6 +179,8 @@ def _memory_get(ctx: ToolContext, args: MemoryGet) -> dict[str, Any]:
     ref = args.path.strip().lstrip("^")
     if ref.startswith("m-") and "/" not in ref and not ref.endswith(".md"):
         memory = ctx.runtime.memories.get(ref)
+        with ctx.reading():
+            ctx.runtime.record_reads([memory.id])
         return {
             "path": memory.path,
             "text": memory.text,
@@ -207,9 +210,10 @@ def _memory_get(ctx: ToolContext, args: MemoryGet) -> dict[str, Any]:
 def _get_context(ctx: ToolContext, args: GetContext) -> str:
     if args.query:
         ctx.fresh_index()
-    built = ctx.runtime.context.build_result(
-        args.query, args.budget, wait_for_model=ctx.wait_for_model
-    )
+    with ctx.reading():  # the context's reads: this surface's, by path "context"
+        built = ctx.runtime.context.build_result(
+            args.query, args.budget, wait_for_model=ctx.wait_for_model
+        )
     ctx.notice = built.notice
     return built.text()
 
@@ -264,8 +268,10 @@ TOOLS = [
         name="forget",
         title="Forget a memory",
         description=(
-            "Delete one memory by id (from recall or memory_search). Needs the owner's "
-            "approval every time; prefer remembering a correction when something changed."
+            "Delete one memory by id (from recall or memory_search) everywhere: its line, "
+            "the index, insights, entity notes, MEMORY.md, the journal and chat copies; the "
+            "receipt lists each place. Needs the owner's approval every time; prefer "
+            "remembering a correction when something changed."
         ),
         input_model=Forget,
         handler=_forget,

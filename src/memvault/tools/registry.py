@@ -17,6 +17,7 @@ refused by :meth:`ToolRegistry.call` with a sentence naming the setting.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import logging
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 
 from memvault.errors import InvalidInputError, MemvaultError, NotFoundError
+from memvault.privacy.reads import reading
 from memvault.privacy.secrets import joined, noticed
 from memvault.text import check_fields
 from memvault.tools.policy import ApprovalRequest, Policy, Tier
@@ -72,9 +74,17 @@ class ToolContext:
         if not self.index_followed:
             self.runtime.index.sync()
 
+    def reading(self) -> contextlib.AbstractContextManager[None]:
+        """The block's reads of memories are this call's: by a tool, through this surface
+        (:mod:`memvault.privacy.reads`)."""
+        return reading(surface=self.surface, path="tool")
+
     def search(self, query: str, **options: Any) -> SearchResults:
         """A search as this surface wants it; its notice, if any, is kept for the caller."""
-        results = self.runtime.searcher.search(query, wait_for_model=self.wait_for_model, **options)
+        with self.reading():
+            results = self.runtime.searcher.search(
+                query, wait_for_model=self.wait_for_model, **options
+            )
         self.notice = results.notice or self.notice
         return results
 

@@ -14,17 +14,21 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query
 
 from memvault.acting import confined_agent, sees
-from memvault.errors import NotFoundError
+from memvault.errors import InvalidInputError, NotFoundError
 from memvault.gateway.daemon import Daemon
 from memvault.gateway.routes import COMMON_ERRORS, DaemonDep, errors
 from memvault.gateway.schemas import (
     ChannelContext,
     Context,
     Envelope,
+    ForgetBody,
+    ForgetPlan,
+    ForgetReceipt,
     Forgotten,
     Hit,
     MemoryChange,
     MemoryOut,
+    MemoryRead,
     MemoryReview,
     NoticedEnvelope,
     RememberBody,
@@ -192,13 +196,32 @@ def memory_history(memory_id: MemoryId, daemon: DaemonDep) -> dict[str, Any]:
 
 
 @router.get(
+    "/memories/{memory_id:path}/access",
+    response_model=Envelope[list[MemoryRead]],
+    responses=errors(*COMMON_ERRORS, 404),
+)
+def memory_access(
+    memory_id: MemoryId,
+    daemon: DaemonDep,
+    limit: Annotated[int, Query(ge=1, le=10_000, description="At most this many.")] = 100,
+) -> dict[str, Any]:
+    """Who read a memory, when and how (what ``memvault memory access`` shows), newest
+    first, within ``[privacy] reads_keep_days``."""
+    memory = visible(daemon, memory_id)
+    reads = daemon.runtime.reads.of(memory.id, limit)
+    return {"ok": True, "result": [r.to_dict() for r in reads]}
+
+
+@router.get(
     "/memories/{memory_id:path}",
     response_model=Envelope[MemoryOut],
     responses=errors(*COMMON_ERRORS, 404),
 )
 def get_memory(memory_id: MemoryId, daemon: DaemonDep) -> dict[str, Any]:
-    """One memory."""
-    return {"ok": True, "result": visible(daemon, memory_id).to_dict()}
+    """One memory (its read is recorded, path ``get``)."""
+    memory = visible(daemon, memory_id)
+    daemon.runtime.record_reads([memory.id], "get")
+    return {"ok": True, "result": memory.to_dict()}
 
 
 @router.delete(
@@ -207,11 +230,34 @@ def get_memory(memory_id: MemoryId, daemon: DaemonDep) -> dict[str, Any]:
     responses=errors(*COMMON_ERRORS, 404),
 )
 def forget(memory_id: MemoryId, daemon: DaemonDep) -> dict[str, Any]:
-    """Remove a memory from the vault."""
+    """Forget a memory everywhere (its line, the index, insights, entity notes, MEMORY.md,
+    the journal, chat copies); ``receipt`` lists each place and what was done there."""
     if confined_agent() is not None:
         visible(daemon, memory_id)
-    memory = daemon.runtime.memories.forget(memory_id)
-    return {"ok": True, "result": {**memory.to_dict(), "forgotten": True}}
+    receipt = daemon.runtime.forgetter.forget(memory_id)
+    (memory,) = receipt.forgotten
+    answer = {**memory.to_dict(), "forgotten": True, "receipt": receipt.to_dict()}
+    return {"ok": True, "result": answer}
+
+
+@router.post(
+    "/forget",
+    response_model=Envelope[ForgetPlan | ForgetReceipt],
+    responses=errors(*COMMON_ERRORS, 404),
+)
+def forget_everything(body: ForgetBody, daemon: DaemonDep) -> dict[str, Any]:
+    """Forget everything about a person (``contact``) or a topic (``about``): with
+    ``dry_run`` what would be removed (the plan), else the receipt of removing it."""
+    if (body.contact is None) == (body.about is None):
+        raise InvalidInputError("Name one thing to forget: contact or about.")
+    forgetter = daemon.runtime.forgetter
+    if body.contact is not None:
+        plan = forgetter.plan_contact(body.contact)
+    else:
+        plan = forgetter.plan_about(body.about or "")
+    if body.dry_run:
+        return {"ok": True, "result": plan.to_dict()}
+    return {"ok": True, "result": forgetter.apply(plan, body.memory_ids).to_dict()}
 
 
 @router.get("/search", response_model=NoticedEnvelope[list[Hit]], responses=errors(*COMMON_ERRORS))
