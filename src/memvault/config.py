@@ -225,6 +225,12 @@ class PrivacySettings(Section):
         description="a secret (key, token, password, card number) in text being stored: "
         "redact (replaced by a marker), refuse (nothing is stored) or keep",
     )
+    trust: Literal["mark", "off"] = Field(
+        "mark",
+        description="text from anyone but the owner (contacts, groups, emails, what the "
+        "model read, imports) that reads as an instruction to the agent: mark (stored as "
+        "[trust:: low] with a reason, shown to models only as data) or off",
+    )
     reads_keep_days: int = Field(
         90,
         ge=0,

@@ -32,6 +32,7 @@ from memvault.memory.sessions import Session, Sessions
 from memvault.memory.state import StateDB, StateStore
 from memvault.privacy.reads import ReadLog, RecordedContext, current_way
 from memvault.privacy.secrets import SecretScreen
+from memvault.privacy.trust import TrustScreen
 from memvault.text import check_text
 from memvault.vault.contacts import Contacts
 from memvault.vault.entities import Entities
@@ -72,6 +73,8 @@ class Runtime:
             default_importance=settings.memory.default_importance,
         )
         self.memories.screen(self.secrets.for_memory)
+        # Text from anyone but the owner that reads as an order to the agent: [trust:: low].
+        self.memories.screen(TrustScreen(settings.privacy.trust))
         self.tasks = Tasks(self.vault, clock)
         self.contacts = Contacts(self.vault, clock)
         self.projects = Projects(self.vault, clock, self.tasks)

@@ -46,8 +46,9 @@ from memvault.llm.base import (
 from memvault.memory.context import checked_budget
 from memvault.memory.outcomes import RunOutcome, one_line
 from memvault.memory.sessions import Message, Session, check_key
-from memvault.privacy.audiences import Audience
+from memvault.privacy.audiences import OWNER_KIND, Audience
 from memvault.privacy.reads import reading
+from memvault.privacy.trust import as_kept
 from memvault.privacy.views import AudienceView
 from memvault.protocol_tokens import StreamFilter, is_only_protocol, strip_protocol_tokens
 from memvault.runtime import Runtime
@@ -176,7 +177,9 @@ class Agent:
         self.mode = mode or runtime.settings.tools.mode
         self.index_followed = index_followed
         self._log = log_message or runtime.sessions.log
-        self.closer = closer or SessionCloser(runtime.sessions, self.settings, provider)
+        self.closer = closer or SessionCloser(
+            runtime.sessions, self.settings, provider, trust=runtime.settings.privacy.trust
+        )
         self._policies: dict[str, Policy] = {}
         self._specs: list[ToolSpec] | None = None
         self._lock = threading.Lock()
@@ -294,7 +297,8 @@ class Agent:
             result = self._result(run, "cancelled", "", "cancelled by the owner")
         except LLMError as exc:
             result = self._result(run, "failed", "", exc.message)
-        self._persist(command, result)
+        someone_else = run.audience is not None and run.audience.kind != OWNER_KIND
+        self._persist(command, result, someone_else=someone_else)
         run.emit(Step("run_finished", result.to_dict()))
         return result
 
@@ -493,11 +497,15 @@ class Agent:
             error=summary if status == "failed" else None,
         )
 
-    def _persist(self, command: str, result: RunResult) -> None:
+    def _persist(self, command: str, result: RunResult, *, someone_else: bool = False) -> None:
+        # The journal and Current Status are in every agent's context, not as data: the
+        # model's summary, and the command of anyone but the owner, are kept there only
+        # when they do not read as an instruction (memvault.privacy.trust).
+        mode = self.runtime.settings.privacy.trust
         outcome = RunOutcome(
-            command=command,
+            command=as_kept(command, mode) if someone_else else command,
             status=result.status,
-            summary=result.summary,
+            summary=as_kept(result.summary, mode),
             iterations=result.iterations,
             session=result.session,
         )

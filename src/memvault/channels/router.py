@@ -59,6 +59,7 @@ from memvault.memory.sessions import Message, Session
 from memvault.privacy.audiences import Audience
 from memvault.privacy.reads import reading
 from memvault.privacy.secrets import joined, notice_for
+from memvault.privacy.trust import as_kept
 from memvault.runtime import Runtime
 from memvault.tools.policy import Policy
 
@@ -361,6 +362,7 @@ class Router:
                 "forwarded": message.forwarded or None,
             },
         )
+        text = self._as_kept(message, text)
         line = (
             f"{message.channel} {message.sender_name or message.sender_id}: {one_line(text, 300)}"
         )
@@ -386,6 +388,15 @@ class Router:
             },
             f"channel:{message.channel}",
         )
+
+    def _as_kept(self, message: Inbound, text: str) -> str:
+        """What the journal and the contact note keep of a message: its words, unless
+        someone other than the owner wrote them (or the owner forwarded them) and they read
+        as an instruction to the agent (:mod:`memvault.privacy.trust`); then a line saying
+        so. The journal is in every agent's context, and not as data."""
+        if self.access.is_owner(message.channel, message.sender_id) and not message.forwarded:
+            return text
+        return as_kept(text, self.runtime.settings.privacy.trust)
 
     def _log_on_contact(self, message: Inbound, text: str) -> None:
         try:

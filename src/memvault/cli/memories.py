@@ -45,6 +45,7 @@ def _memory_rows(memories: list[dict[str, Any]]) -> list[list[str]]:
             f"{m['importance']:.2f}",
             ("(superseded) " if m.get("superseded_by") is not None else "")
             + ("(archived) " if m.get("archived") else "")
+            + ("(low trust) " if m.get("trust") == "low" else "")
             + _short(m["text"]),
             " ".join(f"#{t}" for t in m["tags"]),
             (m["created"] or "")[:16].replace("T", " "),

@@ -1,6 +1,7 @@
-"""``memvault memory review [ID --apply|--dismiss] | history ID``: consolidation on write.
+"""``memvault memory review [ID --apply|--dismiss] | review --trust low | trust ID |
+history ID``: consolidation on write, and what the owner decides of low-trust memories.
 
-Both work on the vault and state.db directly, also while a daemon serves
+They work on the vault and state.db directly, also while a daemon serves
 the vault (a review applied here edits the vault under its lock; the
 daemon's watcher re-indexes it).
 """
@@ -24,9 +25,14 @@ from memvault.cli.common import (
 )
 from memvault.cli.reads import access
 from memvault.errors import InvalidInputError
+from memvault.privacy.trust import low_trust, set_trust
+from memvault.vault.memories import LOW_TRUST, Memory
 from memvault.vocabulary import counted
 
-app = group("Consolidation on write: decisions held for review, a memory's history.")
+app = group(
+    "Consolidation on write: decisions held for review, a memory's history; "
+    "low-trust memories to review and trust."
+)
 
 
 def _short(text: str | None, width: int = 70) -> str:
@@ -44,11 +50,28 @@ def review(
     dismiss: Annotated[
         bool, typer.Option("--dismiss", help="Drop it; the memory stays as it was added.")
     ] = False,
+    trust: Annotated[
+        str | None,
+        typer.Option(
+            "--trust",
+            metavar="LEVEL",
+            help="List the memories of this trust instead (low: text from someone else "
+            "that reads as an instruction to the agent).",
+        ),
+    ] = None,
     direct: DirectOption = False,
     vault: VaultOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List the consolidation decisions held for review, or apply or dismiss one."""
+    """List the consolidation decisions held for review, or apply or dismiss one; with
+    --trust low, the memories marked low trust, with why and where they came from."""
+    if trust is not None:
+        if review_id is not None or apply or dismiss:
+            raise InvalidInputError(
+                "--trust lists memories; trust one with `memvault memory trust ID`."
+            )
+        _review_trust(ctx, vault, trust, as_json)
+        return
     if apply and dismiss:
         raise InvalidInputError("Choose --apply or --dismiss, not both.")
     if (apply or dismiss) and review_id is None:
@@ -93,6 +116,70 @@ def review(
         )
     )
     say("Apply one with `memvault memory review ID --apply`, or drop it with --dismiss.")
+
+
+def _from(memory: Memory) -> str:
+    return memory.fields.get("trust_from") or memory.source or ""
+
+
+def _review_trust(ctx: typer.Context, vault: VaultOption, level: str, as_json: bool) -> None:
+    """``memory review --trust low``: the low-trust memories for the owner to look at."""
+    if level.strip().casefold() != LOW_TRUST:
+        raise InvalidInputError(f"Only low-trust memories are listed: --trust low, not {level!r}.")
+    doubted = low_trust(open_runtime(ctx, vault).memories)
+    if as_json:
+        emit_json([{**m.to_dict(), "from": _from(m)} for m in doubted])
+        return
+    if not doubted:
+        say("No memory is marked low trust.")
+        return
+    rows = [
+        [
+            m.id,
+            _short(m.text, 50),
+            _short(_from(m), 30),
+            _short(m.trust_reason, 60),
+            m.created.strftime("%Y-%m-%d %H:%M") if m.created else "",
+        ]
+        for m in doubted
+    ]
+    stdout.print(
+        table(
+            f"{counted(len(doubted), 'memory')} marked low trust",
+            ["ID", "Text", "From", "Why", "Stored"],
+            rows,
+        )
+    )
+    say(
+        "They are shown to models only as data. Trust one with `memvault memory trust ID`, "
+        "or forget it with `memvault forget ID`."
+    )
+
+
+@app.command("trust")
+def trust_memory(
+    ctx: typer.Context,
+    memory_id: Annotated[str, typer.Argument(metavar="ID", help="Memory id, e.g. m-3f9a1c2b.")],
+    low: Annotated[
+        bool, typer.Option("--low", help="Mark it low trust instead (shown only as data).")
+    ] = False,
+    reason: Annotated[
+        str | None, typer.Option("--reason", help="Why, with --low.", show_default=False)
+    ] = None,
+    direct: DirectOption = False,
+    vault: VaultOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Trust a memory marked low trust (the owner decides), or mark one low with --low."""
+    if reason is not None and not low:
+        raise InvalidInputError("--reason goes with --low: say why it is not to be trusted.")
+    memory = set_trust(open_runtime(ctx, vault).memories, memory_id, low=low, reason=reason)
+    if as_json:
+        emit_json(memory.to_dict())
+    elif low:
+        say(f"Marked {memory.id} low trust: {memory.trust_reason}.")
+    else:
+        say(f"Trusted {memory.id}: it may be pinned and shown as your own again.")
 
 
 @app.command()

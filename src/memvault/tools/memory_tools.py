@@ -7,12 +7,15 @@ from typing import Any
 
 from pydantic import Field
 
-from memvault.errors import InvalidInputError
+from memvault.errors import InvalidInputError, MemvaultError
 from memvault.index.filters import SearchFilters
 from memvault.index.graph import backlinks, related
+from memvault.index.search import Hit
+from memvault.llm.untrusted import wrap_material
 from memvault.tools.inputs import ToolInput, limit_field, min_score_field, names, path_field
 from memvault.tools.policy import DELETIONS, FILE_WRITES, Tier
 from memvault.tools.registry import Annotations, Tool, ToolContext, noted
+from memvault.vault.memories import LOW_TRUST, Memory
 from memvault.vocabulary import CATEGORIES
 
 _MEMORY_ID = names("id", "memory_id", "memoryId")
@@ -121,7 +124,32 @@ def _remember(ctx: ToolContext, args: Remember) -> dict[str, Any]:
         "category": memory.category,
         "path": memory.path,
         "line": memory.line,
+        **_trust(memory),
     }
+
+
+def _doubted(ctx: ToolContext, hit: Hit) -> Memory | None:
+    """The memory a hit shows, when it is marked low trust (:mod:`memvault.privacy.trust`)."""
+    if hit.id is None:
+        return None
+    try:
+        memory = ctx.runtime.memories.read(hit.path).find(hit.id)
+    except MemvaultError:
+        return None
+    return memory if memory is not None and memory.trust == LOW_TRUST else None
+
+
+def _trust(memory: Memory | None) -> dict[str, Any]:
+    """A low-trust memory's mark, for a tool's answer (nothing for any other)."""
+    if memory is None or memory.trust != LOW_TRUST:
+        return {}
+    where = memory.fields.get("trust_from") or memory.source
+    return {"trust": LOW_TRUST, "trust_reason": memory.trust_reason, "from": where}
+
+
+def _shown(text: str, memory: Memory | None) -> str:
+    """What a model reads of a memory: a low-trust one's text only inside the data tags."""
+    return wrap_material(text) if memory is not None else text
 
 
 def _recall(ctx: ToolContext, args: Recall) -> dict[str, Any]:
@@ -133,13 +161,15 @@ def _recall(ctx: ToolContext, args: Recall) -> dict[str, Any]:
         "memories": [
             {
                 "id": h.id,
-                "text": h.snippet,
+                "text": _shown(h.snippet, doubted),
                 "category": h.category,
                 "tags": h.tags,
                 "created": h.created.isoformat(timespec="minutes") if h.created else None,
                 "score": round(h.score, 3),
+                **_trust(doubted),
             }
             for h in hits
+            for doubted in [_doubted(ctx, h)]
         ],
     }
     return noted(data, hits)
@@ -161,13 +191,15 @@ def _memory_search(ctx: ToolContext, args: MemorySearch) -> dict[str, Any]:
                 "startLine": h.start_line,
                 "endLine": h.end_line,
                 "score": round(h.score, 4),
-                "snippet": h.snippet,
+                "snippet": _shown(h.snippet, doubted),
                 "source": "memory",
                 "citation": f"Source: {h.path}#L{h.start_line}-L{h.end_line}",
                 "kind": h.kind,
                 "id": h.id,
+                **_trust(doubted),
             }
             for h in hits
+            for doubted in [_doubted(ctx, h)]
         ],
         "backend": "memvault",
         "provider": ctx.runtime.embedder.identity,
@@ -181,13 +213,15 @@ def _memory_get(ctx: ToolContext, args: MemoryGet) -> dict[str, Any]:
         memory = ctx.runtime.memories.get(ref)
         with ctx.reading():
             ctx.runtime.record_reads([memory.id])
+        doubted = memory if memory.trust == LOW_TRUST else None
         return {
             "path": memory.path,
-            "text": memory.text,
+            "text": _shown(memory.text, doubted),
             "startLine": memory.line,
             "endLine": memory.line,
             "id": memory.id,
             "category": memory.category,
+            **_trust(doubted),
         }
     view = ctx.runtime.notes.read(args.path)
     lines = view.text.splitlines()
