@@ -37,7 +37,7 @@ from memvault.gateway.schemas import (
 from memvault.index.filters import SearchFilters, parse_day
 from memvault.index.search import snippet
 from memvault.privacy.secrets import noticed
-from memvault.vault.memories import Memory
+from memvault.vault.memories import LOW_TRUST, Memory
 
 router = APIRouter(prefix="/v1", tags=["memory"])
 
@@ -139,10 +139,19 @@ def list_memories(
     tag: Annotated[str | None, Query(description="Only memories with this tag.")] = None,
     archived: Annotated[bool, Query(description="Include archived memories.")] = False,
     limit: Annotated[int | None, Query(ge=1, description="At most this many (newest).")] = None,
+    trust: Annotated[
+        str | None,
+        Query(
+            description="Only memories of this trust: low (text from someone else that "
+            "reads as an instruction to the agent)."
+        ),
+    ] = None,
 ) -> dict[str, Any]:
     """Memories, oldest first."""
+    if trust is not None and trust.strip().casefold() != LOW_TRUST:
+        raise InvalidInputError(f"trust takes only {LOW_TRUST!r}, not {trust[:40]!r}.")
     found = daemon.runtime.memories.list(category=category, tag=tag, include_archived=archived)
-    found = [m for m in found if sees(m.agent)]
+    found = [m for m in found if sees(m.agent) and (trust is None or m.trust == LOW_TRUST)]
     if limit is not None:
         found = found[-limit:]
     return {"ok": True, "result": [m.to_dict() for m in found]}
@@ -295,7 +304,7 @@ def search(
 @router.get(
     "/context",
     response_model=NoticedEnvelope[Context | ChannelContext],
-    responses=errors(*COMMON_ERRORS),
+    responses=errors(*COMMON_ERRORS, 404),
 )
 def context(
     daemon: DaemonDep,
