@@ -245,6 +245,7 @@ class Runtime:
             notes=self.notes,
             searcher=self.searcher,
             clock=self.clock,
+            record=self.record_reads,
         )
 
     def build_context(

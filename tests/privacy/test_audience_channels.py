@@ -119,7 +119,7 @@ def test_a_contact_on_telegram_gets_only_what_is_shared_with_them(
     tmp_path: Path, start_daemon: StartDaemon, tg: FakeTelegram, llm: FakeOpenAI
 ) -> None:
     root = prepared_vault(tmp_path, {"telegram": str(FRIEND)})
-    start_daemon(root, settings=telegram_settings(tg, llm))
+    live = start_daemon(root, settings=telegram_settings(tg, llm))
     asks_for_everything(llm)
     tg.push_message(FRIEND, "What did the doctor say about the biopsy? And the guest room?")
     assert wait_for(lambda: delivered(tg, FRIEND), "Ada's answer") == [
@@ -129,6 +129,12 @@ def test_a_contact_on_telegram_gets_only_what_is_shared_with_them(
     system = llm.requests[0]["messages"][0]["content"]
     assert "You are talking with Ada Lovelace" in system
     assert "Met at the book club" in system  # her own note
+    # Who read what: her agent's context read the memory shared with her, as hers.
+    reads = live.daemon.runtime.reads.of("m-00000003")
+    assert any(
+        r.path == "context" and r.audience == "contact:Contacts/Ada Lovelace" for r in reads
+    )
+    assert live.daemon.runtime.reads.of("m-00000001") == []  # the doctor's: never read
 
 
 def test_the_owner_sees_everything_and_a_group_only_its_share(

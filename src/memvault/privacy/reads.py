@@ -232,8 +232,19 @@ class RecordedContext(ContextBuilder):
 
     def build_result(self, *args: Any, **kwargs: Any) -> ContextResult:
         """The context (see :meth:`ContextBuilder.build_result`); its reads recorded."""
-        searched: list[str] = []
-        with reading(path="context", collect=searched):
-            result = super().build_result(*args, **kwargs)
-        self._record([*searched, *shown_ids(result)], "context")
-        return result
+        return recorded_context(
+            self._record, lambda: super(RecordedContext, self).build_result(*args, **kwargs)
+        )
+
+
+def recorded_context(
+    record: Callable[[Iterable[str], str], Any] | None, build: Callable[[], ContextResult]
+) -> ContextResult:
+    """``build()``'s context, with each memory it searched for or shows recorded as read
+    (path ``context``) in one batch: the owner's context and a narrowed audience's alike."""
+    searched: list[str] = []
+    with reading(path="context", collect=searched):
+        result = build()
+    if record is not None:
+        record([*searched, *shown_ids(result)], "context")
+    return result

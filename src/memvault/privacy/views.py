@@ -16,7 +16,9 @@ never into the owner's memory categories.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from memvault.clock import Clock
 from memvault.errors import MemvaultError, NotFoundError, NotTextError
@@ -30,6 +32,8 @@ from memvault.memory.context import (
     worth_attention,
 )
 from memvault.privacy.audiences import CONTACT_KIND, SHARE_FIELD, Audience
+from memvault.privacy.reads import recorded_context
+from memvault.privacy.trust import REASON_FIELD, judge, reveal
 from memvault.vault.collection import Collection
 from memvault.vault.contacts import CONTACTS_DIR
 from memvault.vault.markdown import append_to_section
@@ -37,10 +41,12 @@ from memvault.vault.memories import Memories, Memory
 from memvault.vault.note import Note
 from memvault.vault.notes import Notes
 from memvault.vault.paths import safe_filename
+from memvault.vocabulary import KINDS
 
 GROUPS_DIR = "Groups"
 TOLD_SECTION = "Told by them"
 _SEARCH_LIMIT = 200
+_NOTE_KINDS = tuple(kind for kind in KINDS if kind != "memory")
 _MAX_RELEVANT = 10
 _MAX_TEXT = 1000
 _RECENCY_BIAS = 0.3
@@ -72,8 +78,10 @@ class AudienceView:
         notes: Notes,
         searcher: Searcher,
         clock: Clock,
+        record: Callable[[Iterable[str], str], Any] | None = None,
     ) -> None:
         self.audience = audience
+        self._record = record
         self.memories = memories
         self.notes = notes
         self.searcher = searcher
@@ -109,9 +117,14 @@ class AudienceView:
             )
             found.extend(Found(h, shared[h.id]) for h in hits if h.id in shared)
         checked: dict[str, bool] = {}
-        for hit in self.searcher.search(query, limit=_SEARCH_LIMIT, wait_for_model=wait_for_model):
+        # Notes only (a memory is never returned here, so none is read that is not theirs).
+        notes = SearchFilters(kinds=_NOTE_KINDS)
+        hits = self.searcher.search(
+            query, limit=_SEARCH_LIMIT, filters=notes, wait_for_model=wait_for_model
+        )
+        for hit in hits:
             if hit.id is not None:
-                continue  # a memory: only the shared ones, searched above
+                continue
             if hit.path not in checked:
                 checked[hit.path] = self.sees_path(hit.path)
             if checked[hit.path]:
@@ -124,7 +137,15 @@ class AudienceView:
     def context(
         self, query: str | None, budget_tokens: int, *, wait_for_model: bool = True
     ) -> ContextResult:
-        """What their agent is told at the start of a run, within ``budget_tokens``."""
+        """What their agent is told at the start of a run, within ``budget_tokens``; every
+        memory it searched for or shows is recorded as read (path ``context``)."""
+        return recorded_context(
+            self._record, lambda: self._context(query, budget_tokens, wait_for_model)
+        )
+
+    def _context(
+        self, query: str | None, budget_tokens: int, wait_for_model: bool
+    ) -> ContextResult:
         used: set[str] = set()
         sections: list[Section] = []
         if query and query.strip():
@@ -167,11 +188,13 @@ class AudienceView:
     def remember(self, text: str, *, by: str, channel: str | None) -> str:
         """Keep what they asked to remember in their own place; returns the note's path.
 
-        The words are theirs: attributed, marked low trust, and defused so they
-        cannot become a tag, a field or a link (``#share/...`` would widen who
+        The words are theirs: attributed, marked low trust (with the reason, when they
+        read as an instruction to the agent), hidden characters made visible, and defused
+        so they cannot become a tag, a field or a link (``#share/...`` would widen who
         sees the note).
         """
-        clean = _flat(text).translate(_MARKUP).replace("::", ":")
+        verdict = judge(text)
+        clean = _flat(reveal(text)).translate(_MARKUP).replace("::", ":")
         if self.notes.screen is not None:  # secrets stay out, as from anyone ([privacy] secrets)
             clean = self.notes.screen(clean)
         clean = clean[:_MAX_TEXT]
@@ -180,6 +203,9 @@ class AudienceView:
         when = self.clock.now().strftime("%Y-%m-%d %H:%M")
         where = f" on {channel}" if channel else ""
         line = f"- {when} {_flat(by)}{where}: {clean} [trust:: low]"
+        if verdict.instruction:
+            why = verdict.reason.translate(_MARKUP).replace("::", ":")
+            line += f" [{REASON_FIELD}:: {why}]"
         path = self._own_note()
 
         def add(note: Note) -> None:
