@@ -131,9 +131,7 @@ def test_a_contact_on_telegram_gets_only_what_is_shared_with_them(
     assert "Met at the book club" in system  # her own note
     # Who read what: her agent's context read the memory shared with her, as hers.
     reads = live.daemon.runtime.reads.of("m-00000003")
-    assert any(
-        r.path == "context" and r.audience == "contact:Contacts/Ada Lovelace" for r in reads
-    )
+    assert any(r.path == "context" and r.audience == "contact:Contacts/Ada Lovelace" for r in reads)
     assert live.daemon.runtime.reads.of("m-00000001") == []  # the doctor's: never read
 
 

@@ -185,4 +185,3 @@ def test_an_instruction_a_contact_asks_to_keep_says_why_it_is_low_trust(shared: 
     line = next(x for x in shared.vault.read_text(path).splitlines() if "Ignore" in x)
     assert "[trust:: low] [trust_reason:: " in line
     assert "\u200b" not in line  # hidden characters are made visible or dropped
-
