@@ -23,6 +23,7 @@ import locomo
 import pg_compare
 import remember
 import scale
+import trust
 
 import agent
 import channels
@@ -46,6 +47,8 @@ def main() -> int:
     graphed = graph.run([locomo.DEFAULT_FILE], limit=1 if args.quick else None, quiet=True)
     print("Known-item search on real notes...", file=sys.stderr)
     known = knownitem.run(quick=args.quick, quiet=True)
+    print("Untrusted text: the red team and ordinary text...", file=sys.stderr)
+    judged = trust.run()
     print(f"Scale at {', '.join(f'{s:,}' for s in sizes)} items...", file=sys.stderr)
     figures = {
         "machine": scale.machine(),
@@ -97,6 +100,14 @@ def main() -> int:
             "queries have none. Per mode: the right note first, in the first five, MRR@20.",
             "",
             knownitem.render(known),
+            "",
+            "## Privacy: text that reads as an instruction to the agent",
+            "",
+            "memvault.privacy.trust.judge on the red-team set (tests/privacy/redteam: several",
+            "languages and encodings) and on ordinary text it must leave alone: LoCoMo's chat",
+            "turns, a public Obsidian vault's paragraphs, hand-written near misses.",
+            "",
+            trust.render(judged),
             "",
             "## Scale: synthetic vaults",
             "",

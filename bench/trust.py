@@ -65,12 +65,8 @@ def flagged(texts: list[str]) -> list[tuple[str, str]]:
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--locomo", type=Path, default=LOCOMO)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-
+def run(locomo: Path = LOCOMO) -> dict[str, Any]:
+    """The red team caught, ordinary text flagged by mistake per corpus, and the cost."""
     entries = [json.loads(line) for line in REDTEAM.read_text(encoding="utf-8").splitlines()]
     verdicts = [judge(e["text"]) for e in entries]
     caught = sum(v.instruction for v in verdicts)
@@ -83,8 +79,8 @@ def main() -> None:
         "public_vault paragraphs": vault_paragraphs(PUBLIC_VAULT),
         "ordinary.txt messages": ordinary_lines(ORDINARY),
     }
-    if args.locomo.exists():
-        corpora["LoCoMo dev turns"] = locomo_turns(args.locomo)
+    if locomo.exists():
+        corpora["LoCoMo dev turns"] = locomo_turns(locomo)
     for name, texts in corpora.items():
         wrong = flagged(texts)
         report["ordinary"][name] = {
@@ -105,23 +101,42 @@ def main() -> None:
         "p95": round(samples[int(0.95 * (len(samples) - 1))], 3),
         "max": round(samples[-1], 3),
     }
+    return report
+
+
+def render(report: dict[str, Any]) -> str:
+    """The report as a Markdown table (and the mistakes, if any, listed under it)."""
+    red = report["redteam"]
+    rows = [
+        "| texts | judged instructions | share |",
+        "|---|---:|---:|",
+        f"| red team (should all be) | {red['caught']}/{red['texts']} "
+        f"({red['expected_reason']} for the expected reason) | "
+        f"{100 * red['caught'] / max(red['texts'], 1):.1f}% |",
+    ]
+    examples: list[str] = []
+    for name, figures in report["ordinary"].items():
+        rows.append(
+            f"| {name} (should be none) | {figures['flagged']}/{figures['texts']} | "
+            f"{100 * figures['rate']:.2f}% |"
+        )
+        examples.extend(f"- {name}: {e}" for e in figures["examples"])
+    ms = report["judge_ms"]
+    rows.append("")
+    rows.append(f"One judgement: p50 {ms['p50']} ms, p95 {ms['p95']} ms, max {ms['max']} ms.")
+    return "\n".join(rows + examples)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--locomo", type=Path, default=LOCOMO)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    report = run(args.locomo)
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False))
-        return
-    red = report["redteam"]
-    print(
-        f"red team: {red['caught']}/{red['texts']} flagged, "
-        f"{red['expected_reason']}/{red['texts']} for the expected reason"
-    )
-    for name, figures in report["ordinary"].items():
-        print(
-            f"{name}: {figures['flagged']}/{figures['texts']} flagged "
-            f"({100 * figures['rate']:.2f}%)"
-        )
-        for example in figures["examples"]:
-            print(f"    {example}")
-    ms = report["judge_ms"]
-    print(f"judge: p50 {ms['p50']} ms, p95 {ms['p95']} ms, max {ms['max']} ms")
+    else:
+        print(render(report))
 
 
 if __name__ == "__main__":
