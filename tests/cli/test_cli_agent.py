@@ -37,6 +37,7 @@ from llm_fakes import (
     llm_settings,
 )
 from memvault.agent.sessions import SUMMARY_PROMPT
+from memvault.llm.untrusted import UNTRUSTED
 from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
 from waiting import WAIT, wait_for
@@ -405,7 +406,7 @@ def test_chat_session(vault: Path, fake: FakeOpenAI, terminals: list[Terminal]) 
     assert "Session cli ended: The owner named the boat Halcyon" in shown
     assert "New session." in shown
     summary_request = fake.requests[-1]
-    assert summary_request["messages"][0]["content"] == SUMMARY_PROMPT
+    assert summary_request["messages"][0]["content"] == f"{SUMMARY_PROMPT}\n\n{UNTRUSTED}"
     assert "My boat is called Halcyon" in summary_request["messages"][1]["content"]
 
     # A new session asks again; a refusal goes back to the model and nothing is stored.
@@ -473,7 +474,7 @@ def test_chat_ctrl_c_before_the_answer_starts_cancels_only_that_command(
     fake.reply_with(held("The owner said hello.", summary_may_come))
     term.send("Tell me more\r")
     wait_for(lambda: len(fake.requests) == 2, "the idle session's summary to be asked for")
-    assert fake.requests[1]["messages"][0]["content"] == SUMMARY_PROMPT
+    assert fake.requests[1]["messages"][0]["content"] == f"{SUMMARY_PROMPT}\n\n{UNTRUSTED}"
     term.wait_blocked()
     term.send("\x03")
     assert "Cancelled." in term.expect("you > ")

@@ -136,4 +136,5 @@ def test_the_spec_promises_a_notice_where_searches_answer(api: httpx.Client) -> 
     ):
         notice = envelope(path, method)["notice"]
         assert {"type": "null"} in notice["anyOf"] and notice["description"], path
-    assert "notice" not in envelope("/v1/memories", "post")
+    # Remembering searches nothing; its notice says a secret was kept out (privacy).
+    assert "secret" in envelope("/v1/memories", "post")["notice"]["description"].lower()

@@ -17,6 +17,7 @@ import pytest
 
 from gateway_support import Live, StartDaemon
 from llm_fakes import FakeOpenAI, llm_settings
+from memvault.channels.router import HELP
 from openclaw_bridge_fake import CLI_TIMEOUT, UNREACHABLE, FakeOpenClaw, real_home
 from support import LoopbackHandler, LoopbackServer, MovableClock
 from waiting import WAIT, wait_for
@@ -128,7 +129,7 @@ def test_a_failed_read_and_a_failed_send_are_retried(
     fake.fail("message read", UNREACHABLE)
     fake.fail("message read", "timeout")
     fake.fail("message send", UNREACHABLE)
-    asked = fake.say(*ROOM, "/tasks", author="42", name="Ada")
+    asked = fake.say(*ROOM, "/help", author="42", name="Ada")
     # Short, for the read that never answers; yet every other call must fit in it: the
     # stand-in's (a Python start) and the real `openclaw --version` (a fraction of a second).
     live = start_daemon(settings=channels(fake, timeout=10))
@@ -142,7 +143,7 @@ def test_a_failed_read_and_a_failed_send_are_retried(
         assert time.monotonic() < deadline, "the reply was never retried"
         clock.set(clock.now() + timedelta(minutes=5))
         time.sleep(0.3)
-    assert [(s["message"], s["reply_to"]) for s in fake.sent] == [("No open tasks.", asked)]
+    assert [(s["message"], s["reply_to"]) for s in fake.sent] == [(HELP, asked)]
     assert len([c for c in fake.calls if c[:2] == ["message", "send"]]) == 2
     assert inbox(live) == [(f"{CHAT}:{asked}", "done")]
     states = [

@@ -197,7 +197,7 @@ def test_a_contact_on_telegram_plants_every_red_team_text_in_vain(
     note = (root / "Contacts" / "Ada Lovelace.md").read_text(encoding="utf-8")
     for entry in ENTRIES:
         told = [line for line in note.splitlines() if entry["topic"] in line]
-        assert told and all(line.endswith("[trust:: low]") for line in told), entry["id"]
+        assert told and all("[trust:: low]" in line for line in told), entry["id"]
     assert live.daemon.runtime.memories.list() == []  # her words never became memories
     # The day's journal (in every agent's context, not as data) says a message was held.
     received = live.daemon.runtime.journal.sections()["Commands Received"]

@@ -47,8 +47,9 @@ MEMORY_NOTES = {
     )
 }
 STATE_FILES = {".memvault/config.toml", ".memvault/.gitignore"}
-# Derived state: lock files and the rebuildable search index.
-_LOCK_FILE = re.compile(r"\.memvault/(locks/[^/]+\.lock|index\.db(-wal|-shm)?)")
+# Derived and operational state: lock files, the rebuildable search index, and state.db
+# (the read log records the owner's `get`: who read each memory).
+_LOCK_FILE = re.compile(r"\.memvault/(locks/[^/]+\.lock|(index|state)\.db(-wal|-shm)?)")
 
 READING_LIST = textwrap.dedent(
     """\

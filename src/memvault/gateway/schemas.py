@@ -63,13 +63,13 @@ class Envelope(BaseModel, Generic[T]):
 
 
 class NoticedEnvelope(Envelope[T], Generic[T]):
-    """A successful answer from a route that searches: it may come with a notice."""
+    """A successful answer that may come with a notice (a search's, a secret kept out)."""
 
     notice: str | None = Field(
         None,
         description="One sentence when the answer is less than asked, e.g. keywords only "
-        "while the embedding model loads (searching again later uses meaning too); "
-        "null otherwise.",
+        "while the embedding model loads (searching again later uses meaning too), or "
+        "when a secret was removed before storing; null otherwise.",
     )
 
 
