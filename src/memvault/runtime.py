@@ -75,9 +75,9 @@ class Runtime:
         self.memories.screen(self.secrets.for_memory)
         # Text from anyone but the owner that reads as an order to the agent: [trust:: low].
         self.memories.screen(TrustScreen(settings.privacy.trust))
-        self.tasks = Tasks(self.vault, clock)
-        self.contacts = Contacts(self.vault, clock)
-        self.projects = Projects(self.vault, clock, self.tasks)
+        self.tasks = Tasks(self.vault, clock, screen=self.secrets)
+        self.contacts = Contacts(self.vault, clock, screen=self.secrets)
+        self.projects = Projects(self.vault, clock, self.tasks, screen=self.secrets)
         self.journal = Journal(self.vault, clock)
         self.entities = Entities(self.vault)
         self._embedder = embedder

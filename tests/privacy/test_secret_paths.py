@@ -23,6 +23,9 @@ from llm_fakes import FakeOpenAI, llm_settings
 from mcp import Client
 from memvault.config import Settings
 from memvault.runtime import Runtime
+from memvault.tools import default_registry
+from memvault.tools.policy import AllowAll, Policy
+from memvault.tools.registry import ToolContext
 from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
 from telegram_fake import FakeTelegram
@@ -92,6 +95,28 @@ def test_the_cli_stores_the_marker_and_says_so_once(vault: Path) -> None:
     hits = ok_json(vault, "search", "secret removed", "--keyword")
     assert {hit["path"] for hit in hits} >= {"Memory/Facts.md", "Server.md"}
     assert holders(vault, AWS, GITHUB, PASSWORD, VISA, VISA.replace(" ", "")) == []
+
+
+def test_tasks_contacts_and_projects_keep_secrets_out(vault: Path, clock: Any) -> None:
+    ok(vault, "task", "add", f"Rotate the key {AWS}", "-d", f"The old one was {GITHUB}")
+    ok(vault, "contact", "add", "Clare", "--notes", f"Her wifi: password={PASSWORD}")
+    ok(vault, "project", "add", "Billing", "-d", f"Stripe live key {STRIPE}")
+    task = next((vault / "Tasks" / "active").glob("*.md")).read_text()
+    assert "[secret removed: AWS key]" in task and "[secret removed: GitHub token]" in task
+    assert "[secret removed: password]" in (vault / "Contacts" / "Clare.md").read_text()
+    assert "[secret removed: Stripe key]" in (vault / "Projects" / "Billing.md").read_text()
+    # An update screens what it adds and keeps what the note held (here: nothing secret).
+    ok(vault, "contact", "log", "Clare", f"Sent her the card {VISA}")
+    assert "[secret removed: card number]" in (vault / "Contacts" / "Clare.md").read_text()
+    # The task tool tells the caller, as every tool does.
+    runtime = Runtime.open(Settings(vault=vault), clock=clock)
+    try:
+        context = ToolContext(runtime, Policy(approver=AllowAll()), surface="mcp")
+        result = default_registry().call("task_create", {"title": f"Renew token {SLACK}"}, context)
+        assert result.ok and result.data["notice"] == notice("Slack token")
+    finally:
+        runtime.close()
+    assert holders(vault, AWS, GITHUB, PASSWORD, STRIPE, SLACK, VISA, VISA.replace(" ", "")) == []
 
 
 def test_refuse_stores_nothing_and_says_why(vault: Path) -> None:

@@ -20,6 +20,7 @@ from memvault.errors import (
     NotTextError,
     UnsafePathError,
 )
+from memvault.text import TextScreen
 from memvault.vault.markdown import aliases
 from memvault.vault.note import Note
 from memvault.vault.paths import ensure_note_suffix, normalize_relpath, safe_filename
@@ -51,12 +52,20 @@ class Collection:
     """Typed notes living in ``folders`` of a vault."""
 
     def __init__(
-        self, vault: Vault, folders: Iterable[str], kind: str, *, by_alias: bool = False
+        self,
+        vault: Vault,
+        folders: Iterable[str],
+        kind: str,
+        *,
+        by_alias: bool = False,
+        screen: TextScreen | None = None,
     ) -> None:
         self.vault = vault
         self.folders = tuple(folders)
         self.kind = kind
         self.by_alias = by_alias
+        # Keeps secrets out of what is written ([privacy] secrets; wired by the runtime).
+        self.screen = screen
 
     def paths(self, folders: Iterable[str] | None = None) -> list[str]:
         """Every note path in the collection's folders (not recursive)."""
@@ -139,6 +148,8 @@ class Collection:
 
     def new_path(self, title: str, folder: str | None = None) -> str:
         """A free path for a new note titled ``title`` (adds " 2", " 3" ... on a clash)."""
+        if self.screen is not None:  # a file name is stored text too
+            title = self.screen(title)
         base = safe_filename(title)
         where = folder if folder is not None else self.folders[0]
         taken = {stem(p).casefold() for p in self.paths()}
@@ -150,7 +161,10 @@ class Collection:
 
     def create(self, path: str, note: Note) -> str:
         """Write a new note; never replaces an existing file."""
-        if not self.vault.create_text(path, note.render()):
+        text = note.render()
+        if self.screen is not None:
+            text = self.screen(text)
+        if not self.vault.create_text(path, text):
             raise ConflictError(f"{path} already exists; choose another name.")
         return path
 
@@ -162,8 +176,13 @@ class Collection:
             assert text is not None
             note = Note.parse(text)
             change(note)
+            rendered = note.render()
+            if self.screen is not None:  # what the note already held is kept as it was
+                screened = self.screen(rendered, kept=text)
+                if screened != rendered:
+                    rendered, note = screened, Note.parse(screened)
             result.append(note)
-            return note.render()
+            return rendered
 
         self.vault.edit_text(path, apply)
         return result[0]

@@ -17,6 +17,7 @@ from typing import Any
 
 from memvault.clock import Clock
 from memvault.errors import ConflictError, InvalidInputError, NotFoundError, NotTextError
+from memvault.text import TextScreen
 from memvault.vault import templates
 from memvault.vault.collection import Collection, stem
 from memvault.vault.markdown import (
@@ -152,10 +153,10 @@ def _identity_taken(channel: str, value: str, owner: Contact) -> ConflictError:
 class Contacts:
     """Create, log, find and list contact notes."""
 
-    def __init__(self, vault: Vault, clock: Clock) -> None:
+    def __init__(self, vault: Vault, clock: Clock, *, screen: TextScreen | None = None) -> None:
         self.vault = vault
         self.clock = clock
-        self.notes = Collection(vault, (CONTACTS_DIR,), "contact", by_alias=True)
+        self.notes = Collection(vault, (CONTACTS_DIR,), "contact", by_alias=True, screen=screen)
         # path -> ((mtime_ns, size, ctime_ns), the frontmatter): a message from a channel
         # looks its sender up without parsing every contact again.
         self._frontmatter: dict[str, tuple[tuple[int, int, int], dict[str, Any]]] = {}

@@ -10,6 +10,7 @@ from typing import Any
 
 from memvault.clock import Clock
 from memvault.errors import ConflictError, InvalidInputError, NotFoundError
+from memvault.text import TextScreen
 from memvault.vault import templates
 from memvault.vault.collection import Collection, stem
 from memvault.vault.markdown import (
@@ -75,11 +76,13 @@ def project_from_note(path: str, note: Note) -> Project:
 class Projects:
     """Create, find and list projects; link tasks to them."""
 
-    def __init__(self, vault: Vault, clock: Clock, tasks: Tasks) -> None:
+    def __init__(
+        self, vault: Vault, clock: Clock, tasks: Tasks, *, screen: TextScreen | None = None
+    ) -> None:
         self.vault = vault
         self.clock = clock
         self.tasks = tasks
-        self.notes = Collection(vault, (PROJECTS_DIR,), "project", by_alias=True)
+        self.notes = Collection(vault, (PROJECTS_DIR,), "project", by_alias=True, screen=screen)
 
     def create(
         self,

@@ -16,6 +16,7 @@ from typing import Any
 
 from memvault.clock import Clock, parse_date
 from memvault.errors import ConflictError, InvalidInputError, NotFoundError
+from memvault.text import TextScreen
 from memvault.vault import templates
 from memvault.vault.collection import Collection, stem, strip_link
 from memvault.vault.markdown import (
@@ -206,11 +207,15 @@ def _exists(title: str, path: str) -> ConflictError:
 class Tasks:
     """Create, update, complete and list task notes."""
 
-    def __init__(self, vault: Vault, clock: Clock) -> None:
+    def __init__(self, vault: Vault, clock: Clock, *, screen: TextScreen | None = None) -> None:
         self.vault = vault
         self.clock = clock
-        self.notes = Collection(vault, (ACTIVE_DIR, COMPLETED_DIR), "task")
+        self.notes = Collection(vault, (ACTIVE_DIR, COMPLETED_DIR), "task", screen=screen)
         self.projects = Collection(vault, ("Projects",), "project", by_alias=True)
+
+    def _screened(self, title: str) -> str:
+        """A title with its secrets kept out: it names the file, which is stored text too."""
+        return self.notes.screen(title) if self.notes.screen is not None and title else title
 
     def _date(self, value: str | date | None, name: str) -> date | None:
         if value is None or value == "":
@@ -251,7 +256,7 @@ class Tasks:
         project's Tasks section. An open task with the same title is a
         ConflictError (a closed one is not: a task may recur).
         """
-        title = " ".join(title.split())
+        title = self._screened(" ".join(title.split()))
         if not title:
             raise InvalidInputError("A task needs a title.")
         status_value = normalize_status(status)
@@ -456,7 +461,7 @@ class Tasks:
 
     def _rename(self, ref: str, title: str) -> Task:
         """Rename the note and its heading; links elsewhere follow, as in Obsidian."""
-        new_title = " ".join(title.split())
+        new_title = self._screened(" ".join(title.split()))
         path = self.notes.find(ref)
         folder = path.rsplit("/", 1)[0]
         target = f"{folder}/{safe_filename(new_title)}.md"
