@@ -455,3 +455,23 @@ def body(message: EmailMessage, kind: str = "plain") -> str:
     part = message.get_body((kind,))
     assert part is not None, f"no {kind} part"
     return str(part.get_content())
+
+
+def email_section(dovecot: Dovecot, mailbox: str, smtp: SmtpServer, **extra: Any) -> dict[str, Any]:
+    """``[channels.email]`` enabled on the test's servers (STARTTLS both ways), ``mailbox``
+    the agent's own, polled every second; ``extra`` adds or overrides keys."""
+    return {
+        "enabled": True,
+        "owner": ["owner@example.org"],
+        "address": mailbox,
+        "imap_host": "127.0.0.1",
+        "imap_port": dovecot.port,
+        "imap_security": "starttls",
+        "smtp_host": "127.0.0.1",
+        "smtp_port": smtp.port,
+        "smtp_security": "starttls",
+        "username": mailbox,
+        "ca_file": str(dovecot.cert),
+        "poll_seconds": 1,
+        **extra,
+    }

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from channel_support import APPROVAL_TIMEOUT
-from email_servers import PASSWORD, Dovecot, SmtpServer, body, mail
+from email_servers import PASSWORD, Dovecot, SmtpServer, body, email_section, mail
 from gateway_support import Live, StartDaemon
 from llm_fakes import FakeOpenAI, llm_settings
 from memvault.errors import NotFoundError
@@ -57,21 +57,8 @@ def channels(
     **email: Any,
 ) -> dict[str, Any]:
     """Settings with ``[channels.email]`` on the test's servers (STARTTLS both ways)."""
-    section = {
-        "enabled": True,
-        "owner": ["Owner@Example.org"],  # addresses are compared in lower case
-        "address": mailbox,
-        "imap_host": "127.0.0.1",
-        "imap_port": dovecot.port,
-        "imap_security": "starttls",
-        "smtp_host": "127.0.0.1",
-        "smtp_port": smtp.port,
-        "smtp_security": "starttls",
-        "username": mailbox,
-        "ca_file": str(dovecot.cert),
-        "poll_seconds": 1,
-        **email,
-    }
+    # Addresses are compared in lower case.
+    section = email_section(dovecot, mailbox, smtp, owner=["Owner@Example.org"], **email)
     out: dict[str, Any] = {"channels": {"approval_timeout": APPROVAL_TIMEOUT, "email": section}}
     if llm is not None:
         out["llm"] = llm_settings(llm)

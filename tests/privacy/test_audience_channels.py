@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from channel_support import APPROVAL_TIMEOUT, OWNER, delivered, telegram_config
-from email_servers import PASSWORD, Dovecot, SmtpServer, mail
+from email_servers import PASSWORD, Dovecot, SmtpServer, email_section, mail
 from gateway_support import StartDaemon
 from llm_fakes import FakeOpenAI, llm_settings
 from memvault.vault.layout import init_vault
@@ -241,22 +241,9 @@ def test_a_contact_by_email_gets_only_what_is_shared_with_them(
     mailbox = dovecot.new_mailbox()
     root = prepared_vault(tmp_path, {"email": EMAIL_ADA})
     with SmtpServer(dovecot.cert, dovecot.key, users={mailbox: PASSWORD}) as smtp:
-        section = {
-            "enabled": True,
-            "owner": [EMAIL_OWNER],
-            "address": mailbox,
-            "imap_host": "127.0.0.1",
-            "imap_port": dovecot.port,
-            "imap_security": "starttls",
-            "smtp_host": "127.0.0.1",
-            "smtp_port": smtp.port,
-            "smtp_security": "starttls",
-            "username": mailbox,
-            "ca_file": str(dovecot.cert),
-            "poll_seconds": 1,
-            "policy": "allowlist",
-            "allow": [EMAIL_ADA],
-        }
+        section = email_section(
+            dovecot, mailbox, smtp, owner=[EMAIL_OWNER], policy="allowlist", allow=[EMAIL_ADA]
+        )
         settings = {
             "channels": {"approval_timeout": APPROVAL_TIMEOUT, "email": section},
             "llm": llm_settings(llm),

@@ -20,7 +20,7 @@ import pytest
 
 from channel_support import APPROVAL_TIMEOUT, OWNER, delivered, telegram_config
 from cli_support import EXIT_INVALID, fail, ok, ok_json
-from email_servers import PASSWORD, Dovecot, SmtpServer, mail
+from email_servers import PASSWORD, Dovecot, SmtpServer, email_section, mail
 from gateway_support import StartDaemon
 from gateway_support import ok as ok_http
 from job_support import run_job
@@ -265,23 +265,14 @@ def test_an_email_plants_red_team_texts_in_vain(
     init_vault(Vault(root))
     planted = [e for e in ENTRIES if e["encoding"] in ("plain", "base64", "unicode tags")][::8]
     with SmtpServer(dovecot.cert, dovecot.key, users={mailbox: PASSWORD}) as smtp:
-        section = {
-            "enabled": True,
-            "owner": ["owner@example.org"],
-            "address": mailbox,
-            "imap_host": "127.0.0.1",
-            "imap_port": dovecot.port,
-            "imap_security": "starttls",
-            "smtp_host": "127.0.0.1",
-            "smtp_port": smtp.port,
-            "smtp_security": "starttls",
-            "username": mailbox,
-            "ca_file": str(dovecot.cert),
-            "poll_seconds": 1,
-            "policy": "allowlist",
-            "allow": [sender],
-            "trusted": [sender],  # the owner's view: the model's remember reaches Memory/
-        }
+        section = email_section(
+            dovecot,
+            mailbox,
+            smtp,
+            policy="allowlist",
+            allow=[sender],
+            trusted=[sender],  # the owner's view: the model's remember reaches Memory/
+        )
         settings = {
             "channels": {"approval_timeout": APPROVAL_TIMEOUT, "email": section},
             "llm": llm_settings(llm),
