@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
-from memvault.config import Settings
-from memvault.errors import InvalidInputError, MemvaultError, NotFoundError, NotTextError
+from memvault.config import ContactPrivacy, Settings
+from memvault.errors import InvalidInputError, MemvaultError, NotFoundError
 from memvault.vault.contacts import Contact, Contacts
 from memvault.vault.markdown import note_tags
 from memvault.vault.memories import Memory
@@ -177,26 +177,16 @@ class Audiences:
                 trusted=trusted_id,
             )
         audience = self.of_contact(contact, extra=channel_shares)
-        if trusted_id and not audience.trusted:
-            return Audience(
-                audience.kind,
-                audience.name,
-                audience.display,
-                audience.shares,
-                True,
-                audience.contact_path,
-            )
-        return audience
+        return replace(audience, trusted=True) if trusted_id else audience
 
     def of_contact(self, contact: Contact, *, extra: Iterable[str] = ()) -> Audience:
         """A contact's audience: what is shared with their name, path or aliases, and with
         the names ``[privacy.contacts]`` gives them."""
         stem = contact.path.removesuffix(".md")
-        configured = self._configured(contact)
+        names = {share_key(stem), share_key(contact.name), *map(share_key, contact.aliases)}
+        configured = self._configured(names)
         shares = {
-            share_key(stem),
-            share_key(contact.name),
-            *(share_key(a) for a in contact.aliases),
+            *names,
             *(share_key(s) for s in (configured.share if configured else ())),
             *extra,
             EVERYONE,
@@ -245,22 +235,9 @@ class Audiences:
         except MemvaultError:  # a channel no contact note can name: no contact
             return None
 
-    def _configured(self, contact: Contact) -> Any:
-        """The ``[privacy.contacts]`` entry naming this contact, if any."""
-        wanted = {
-            share_key(contact.path),
-            share_key(contact.name),
-            *(share_key(a) for a in contact.aliases),
-        }
+    def _configured(self, names: set[str]) -> ContactPrivacy | None:
+        """The ``[privacy.contacts]`` entry naming a contact known by ``names``, if any."""
         for key, value in self.settings.privacy.contacts.items():
-            if share_key(key) in wanted:
+            if share_key(key) in names:
                 return value
-        return None
-
-
-def readable_note(path: str, text: str) -> Note | None:
-    """The note parsed from ``text``, or None when it cannot be read as a note."""
-    try:
-        return Note.parse(text)
-    except (InvalidInputError, NotTextError):
         return None
