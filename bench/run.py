@@ -16,6 +16,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+import capture
 import daemon
 import graph
 import knownitem
@@ -43,6 +44,10 @@ def main() -> int:
     sizes = [1000, 10000] if args.quick else [1000, 10000, 100000]
     print("LoCoMo evidence retrieval...", file=sys.stderr)
     recall = locomo.run([locomo.DEFAULT_FILE], quiet=True)
+    captured = None
+    if not args.quick:
+        print("LoCoMo told as chats (every chat becomes memory)...", file=sys.stderr)
+        captured = capture.run([locomo.DEFAULT_FILE], quiet=True)
     print("LoCoMo with the knowledge graph and insights...", file=sys.stderr)
     graphed = graph.run([locomo.DEFAULT_FILE], limit=1 if args.quick else None, quiet=True)
     print("Known-item search on real notes...", file=sys.stderr)
@@ -83,6 +88,19 @@ def main() -> int:
             "",
             locomo.render(recall),
             "",
+            *(
+                [
+                    "## Recall: LoCoMo told as chats (bench/capture.py)",
+                    "",
+                    "Each conversation logged as one chat, its turns kept by the capture;",
+                    "the per-turn form above is the reference.",
+                    "",
+                    capture.render(captured, recall),
+                    "",
+                ]
+                if captured is not None
+                else []
+            ),
             "## Recall: the knowledge graph and insights (LoCoMo)",
             "",
             "Stages on one vault per conversation: off; the speakers as contacts and the",

@@ -68,6 +68,15 @@ class MemorySettings(Section):
     consolidation_min_confidence: float = Field(
         0.7, ge=0.0, le=1.0, description="a model decision less sure than this goes to review"
     )
+    capture: bool = Field(
+        True,
+        description="keep every message in and reply out of a private conversation (the "
+        "owner's and contacts', on every channel, and the agent's own sessions) whole, as "
+        "searchable memories in Memory/Conversations/",
+    )
+    capture_groups: bool = Field(
+        False, description="group chats too (each channel's capture_groups may say otherwise)"
+    )
     consolidation_timeout: float = Field(
         10.0, gt=0, le=300, description="seconds the model may take to decide (no retries)"
     )
@@ -208,6 +217,9 @@ class ContactPrivacy(Section):
         [], description='names of what they also see, e.g. ["family"] for #share/family'
     )
     trusted: bool = Field(False, description="sees everything the owner sees (a partner)")
+    capture: bool = Field(
+        True, description="keep their conversations as searchable memories ([memory] capture)"
+    )
 
 
 class PrivacySettings(Section):
@@ -312,6 +324,37 @@ class ToolSettings(Section):
     files: FileBridgeSettings = Field(default_factory=FileBridgeSettings)
 
 
+class LLMPurposeSettings(Section):
+    """Another model for one purpose (``[llm.jobs]``, ``[llm.replies]``): every field is
+    optional and falls back to ``[llm]``'s; a different ``provider`` does not inherit
+    ``[llm]``'s model, base_url or api_key_env."""
+
+    provider: Literal["none", "openai", "anthropic"] | None = Field(
+        None, description="none (no model for this purpose), openai or anthropic; default [llm]'s"
+    )
+    model: str | None = Field(None, description="model name, e.g. llama3.2; default [llm]'s")
+    base_url: str | None = Field(
+        None, description="API endpoint, e.g. http://localhost:11434/v1; default [llm]'s"
+    )
+    api_key_env: str | None = Field(
+        None, description="environment variable holding the API key; default [llm]'s"
+    )
+    max_tokens: int | None = Field(None, ge=16, le=200_000, description="longest answer, in tokens")
+    temperature: float | None = Field(None, ge=0, le=2, description="sampling temperature")
+    context_window: int | None = Field(
+        None, ge=1000, le=10_000_000, description="the model's context size, in tokens"
+    )
+    timeout: float | None = Field(None, gt=0, le=3600, description="seconds per request")
+    max_retries: int | None = Field(
+        None, ge=0, le=20, description="retries on 429, 5xx and timeouts"
+    )
+    retry_base_seconds: float | None = Field(None, gt=0, le=60, description="first backoff delay")
+    retry_cap_seconds: float | None = Field(None, gt=0, le=600, description="longest backoff delay")
+    unhealthy_after: int | None = Field(
+        None, ge=1, le=100, description="failed calls in a row before doctor reports the model"
+    )
+
+
 class LLMSettings(Section):
     """The language model the agent runs on; ``none`` is a normal state."""
 
@@ -341,6 +384,33 @@ class LLMSettings(Section):
     unhealthy_after: int = Field(
         3, ge=1, le=100, description="failed calls in a row before doctor reports the model"
     )
+    jobs: LLMPurposeSettings = Field(
+        default_factory=LLMPurposeSettings,
+        description="the model of the background jobs (distill, daily note, living summary, "
+        "heartbeat, skill discovery, knowledge graph); unset fields are [llm]'s",
+    )
+    replies: LLMPurposeSettings = Field(
+        default_factory=LLMPurposeSettings,
+        description="the model that answers channel messages; unset fields are [llm]'s",
+    )
+
+    @model_validator(mode="after")
+    def _purposes_name_their_model(self) -> LLMSettings:
+        for purpose in ("jobs", "replies"):
+            own: LLMPurposeSettings = getattr(self, purpose)
+            provider = own.provider or self.provider
+            if provider not in ("none", self.provider) and not own.model:
+                raise ValueError(
+                    f"llm.{purpose}.provider is {provider!r}, not [llm]'s {self.provider!r}, "
+                    f"so llm.{purpose}.model must name its model"
+                )
+            given = sorted(own.model_dump(exclude_none=True))
+            if provider == "none" and own.provider is None and given:
+                raise ValueError(
+                    f"[llm.{purpose}] sets {', '.join(given)} but no "
+                    f"provider, and [llm] has none; set llm.{purpose}.provider"
+                )
+        return self
 
 
 class AgentSettings(Section):
@@ -481,6 +551,12 @@ class ChannelSettings(Section):
         description="sender ids who see everything the owner sees (a partner); their "
         "private chats only, never a group",
     )
+    capture: bool | None = Field(
+        None, description="keep this channel's conversations as memories (default: [memory])"
+    )
+    capture_groups: bool | None = Field(
+        None, description="its group chats too (default: [memory] capture_groups)"
+    )
 
     @field_validator("owner", "allow", "trusted", mode="before")
     @classmethod
@@ -610,21 +686,90 @@ class LineSettings(ChannelSettings):
     )
 
 
+class WhatsAppSettings(ChannelSettings):
+    """WhatsApp through Meta's Business Cloud API: a webhook the daemon serves, the Graph
+    API's messages endpoint out; ``owner`` and ``allow`` are WhatsApp ids (the phone
+    number in international form, digits only: ``4915112345678``)."""
+
+    token_env: str = Field(
+        "WHATSAPP_ACCESS_TOKEN",
+        description="environment variable holding the access token (a system user's)",
+    )
+    secret_env: str = Field(
+        "WHATSAPP_APP_SECRET",
+        description="environment variable holding the Meta app's secret (checks the "
+        "webhook's X-Hub-Signature-256)",
+    )
+    verify_token_env: str = Field(
+        "WHATSAPP_VERIFY_TOKEN",
+        description="environment variable holding the verify token you typed into the "
+        "app's webhook settings (answers Meta's subscription check)",
+    )
+    phone_number_id: str = Field(
+        "", description="the business phone number's id (WhatsApp Manager, API Setup)"
+    )
+    api_base: str = Field("https://graph.facebook.com", description="Graph API endpoint")
+    api_version: str = Field(
+        "v23.0", pattern=r"^v\d+\.\d+$", description="Graph API version, e.g. v23.0"
+    )
+    template: str = Field(
+        "",
+        description="an approved message template sent instead of free text when the "
+        "24-hour customer service window is closed; empty: such messages fail",
+    )
+    template_language: str = Field("en_US", description="the template's language code")
+    template_text: bool = Field(
+        False,
+        description="the template has one body variable {{1}}: it carries the message's "
+        "text (else the template is sent once per closed window, as a nudge)",
+    )
+    max_message_length: int = Field(
+        4096, ge=100, le=4096, description="longer replies are split (WhatsApp's limit: 4,096)"
+    )
+
+    @field_validator("owner", "allow", "trusted")
+    @classmethod
+    def _wa_ids(cls, value: list[str]) -> list[str]:
+        # WhatsApp reports senders as digits only; +49 151 1234567 is the same number.
+        return [re.sub(r"[\s()+-]", "", item) for item in value]
+
+
 class OpenClawListener(Section):
-    """One conversation the OpenClaw bridge polls."""
+    """One conversation the OpenClaw bridge listens to."""
 
     channel: str = Field(description="an OpenClaw channel, e.g. telegram, discord, slack")
     target: str = Field(description="the conversation there, as `openclaw message` names it")
 
 
 class OpenClawBridgeSettings(ChannelSettings):
-    """Every platform OpenClaw is connected to, through its ``openclaw message`` CLI;
-    ``owner`` and ``allow`` are sender ids as OpenClaw reports them."""
+    """Every platform OpenClaw is connected to: its running gateway's events (or its
+    ``openclaw message`` CLI) in, ``openclaw message send`` out; ``owner`` and ``allow``
+    are sender ids as OpenClaw reports them."""
 
     command: str = Field("", description="the openclaw command (default: the one on PATH)")
     listeners: list[OpenClawListener] = Field(
-        [], description="conversations polled for new messages"
+        [], description="conversations whose new messages memvault receives"
     )
+    listen: Literal["auto", "gateway", "poll"] = Field(
+        "auto",
+        description="how new messages arrive: 'gateway' (the running OpenClaw gateway's "
+        "event stream, about a second), 'poll' (`openclaw message read` every poll_seconds; "
+        "Discord, Slack, Matrix, Teams, Mattermost only), 'auto' (the gateway while it "
+        "answers, else polling)",
+    )
+    gateway_url: str = Field(
+        "ws://127.0.0.1:18789",
+        description="the OpenClaw gateway's WebSocket (its gateway.port on this host)",
+    )
+    gateway_token_env: str = Field(
+        "OPENCLAW_GATEWAY_TOKEN",
+        description="environment variable holding the gateway's token (gateway.auth.token); "
+        "also given to the openclaw command",
+    )
+    gateway_retry_seconds: float = Field(
+        30.0, ge=1, le=3600, description="while polling under 'auto': how often the gateway "
+        "is tried again",
+    )  # fmt: skip
     poll_seconds: float = Field(15.0, ge=1, le=3600, description="seconds between polls")
     max_age_minutes: float = Field(60.0, gt=0, description="older messages are stale and skipped")
     self_ids: list[str] = Field(
@@ -654,6 +799,7 @@ class ChannelsSettings(Section):
     discord: DiscordSettings = Field(default_factory=DiscordSettings)
     signal: SignalSettings = Field(default_factory=SignalSettings)
     line: LineSettings = Field(default_factory=LineSettings)
+    whatsapp: WhatsAppSettings = Field(default_factory=WhatsAppSettings)
     openclaw: OpenClawBridgeSettings = Field(default_factory=OpenClawBridgeSettings)
 
     def sections(self) -> dict[str, ChannelSettings]:

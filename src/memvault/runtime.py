@@ -12,6 +12,7 @@ import contextlib
 import logging
 import sqlite3
 from collections.abc import Iterable
+from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -25,6 +26,7 @@ from memvault.llm.base import Provider
 from memvault.locations import STATE_DB, private_state_dir
 from memvault.memory.consolidation import Consolidator
 from memvault.memory.context import ContextBuilder, ContextResult, checked_budget
+from memvault.memory.conversations import Conversations
 from memvault.memory.outcomes import Outcomes
 from memvault.memory.recalls import RecallLog
 from memvault.memory.revisions import RevisionLog
@@ -46,6 +48,7 @@ from memvault.vault.tasks import Tasks
 
 if TYPE_CHECKING:
     from memvault.privacy.audiences import Audience, Audiences
+    from memvault.privacy.capture import Capture
     from memvault.privacy.forgetting import Forgetter
     from memvault.privacy.views import AudienceView
     from memvault.storage.postgres import PostgresStorage
@@ -226,6 +229,8 @@ class Runtime:
             settings=self.settings.context,
             last_session=self._last_session,
             skills_folder=self.settings.jobs.skill_discovery.folder,
+            last_messages=lambda session, count: self.sessions.messages(session.id, limit=count),
+            first_session=self._first_session,
         )
 
     @cached_property
@@ -274,6 +279,15 @@ class Runtime:
             return None
         return self.sessions.last_ended()
 
+    def _first_session(self) -> datetime | None:
+        """When the first session began; None before any (without creating state.db)."""
+        fresh = self.storage is None and not (self.vault.state_dir / STATE_DB).exists()
+        if "state" not in self.__dict__ and fresh:
+            return None
+        rows = self.state.query("SELECT min(started_at) AS first FROM sessions")
+        first = rows[0]["first"] if rows else None
+        return datetime.fromisoformat(str(first)) if first else None
+
     @cached_property
     def state(self) -> StateStore:
         """The operational database (``.memvault/state.db``, or PostgreSQL's): sessions,
@@ -286,8 +300,18 @@ class Runtime:
 
     @cached_property
     def sessions(self) -> Sessions:
-        """Every conversation the agent takes part in."""
-        return Sessions(self.state, self.clock, self.journal, screen=self.secrets)
+        """Every conversation the agent takes part in; each turn is kept as a memory when
+        the settings say so (:mod:`memvault.privacy.capture`)."""
+        sessions = Sessions(self.state, self.clock, self.journal, screen=self.secrets)
+        sessions.observe(self.capture)
+        return sessions
+
+    @cached_property
+    def capture(self) -> Capture:
+        """Keeps each turn of a conversation as a memory ([memory] capture)."""
+        from memvault.privacy.capture import Capture
+
+        return Capture(self.settings, self.audiences, Conversations(self.memories))
 
     @cached_property
     def consolidation(self) -> Consolidator:

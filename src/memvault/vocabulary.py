@@ -20,7 +20,14 @@ CATEGORIES: dict[str, str] = {
     "correction": "Corrections",
     "pattern": "Patterns",
     "issue": "Issues",
+    # What was said in a conversation, one turn a memory (memory/conversations.py): files
+    # of their own under Memory/Conversations/, left out of listings unless asked for.
+    "conversation": "Conversations",
 }
+CONVERSATION = "conversation"
+# The earlier designs' category names, taken as memvault's own (a contact is a person;
+# "general", their default, a fact).
+CATEGORY_ALIASES: dict[str, str] = {"contact": "person", "general": "fact"}
 
 STATUSES = ("todo", "in_progress", "blocked", "done", "cancelled")
 OPEN_STATUSES = frozenset({"todo", "in_progress", "blocked"})

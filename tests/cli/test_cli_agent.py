@@ -574,3 +574,22 @@ def test_ask_json_asks_at_the_terminal_and_keeps_stdout_clean(
     assert run["status"] == "done" and run["answer"] == "Stored."
     assert run["tool_calls"] == [{"name": "remember", "ok": True, "code": None}]
     assert "The mooring is in Kiel" in memory_texts(vault)
+
+
+def test_the_agents_own_conversation_is_kept_and_found(vault: Path, fake: FakeOpenAI) -> None:
+    fake.reply("Your locker at the pool is number 214.")
+    ok(vault, "ask", "My locker at the pool is 214, keep that in mind", env=llm_env(fake))
+    said = ok_json(vault, "memories", "--category", "conversation")
+    assert [m["text"] for m in said] == [
+        "the owner: My locker at the pool is 214, keep that in mind",
+        "memvault: Your locker at the pool is number 214.",
+    ]
+    assert {m["source"] for m in said} == {"cli"}
+    assert all(m["path"].startswith("Memory/Conversations/") for m in said)
+    found = ok_json(vault, "search", "pool locker")
+    assert {said[0]["id"], said[1]["id"]} <= {hit["id"] for hit in found}
+    # Switched off, the next run's words stay in the session alone.
+    fake.reply("Noted.")
+    env = {**llm_env(fake), "MEMVAULT_MEMORY__CAPTURE": "false"}
+    ok(vault, "ask", "The gym is closed on Mondays", env=env)
+    assert len(ok_json(vault, "memories", "--category", "conversation")) == 2

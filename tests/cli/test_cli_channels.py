@@ -93,7 +93,16 @@ def stranger_writes(
 def test_list_shows_the_channels_without_a_daemon(vault: Path) -> None:
     rows = ok_json(vault, "channels", "list")
     names = [row["channel"] for row in rows]
-    assert names == ["telegram", "email", "slack", "discord", "signal", "line", "openclaw"]
+    assert names == [
+        "telegram",
+        "email",
+        "slack",
+        "discord",
+        "signal",
+        "line",
+        "whatsapp",
+        "openclaw",
+    ]
     assert [row["channel"] for row in rows if row["enabled"]] == ["telegram"]
     assert rows[0] == {
         "channel": "telegram",
@@ -163,7 +172,7 @@ def test_the_owner_cannot_be_blocked_and_unknown_names_are_errors(vault: Path) -
     error = fail(vault, "channels", "pending", "fax", code=EXIT_NOT_FOUND)
     assert error == (
         "Error: There is no channel named 'fax'; "
-        "channels: telegram, email, slack, discord, signal, line, openclaw."
+        "channels: telegram, email, slack, discord, signal, line, whatsapp, openclaw."
     )
     fail(vault, "channels", "send", "telegram", "owner", "", code=EXIT_INVALID)
     fail(vault, "channels", "outbox", "--status", "lost", code=EXIT_INVALID)
@@ -202,7 +211,7 @@ def test_status_says_who_runs_the_channels(
     vault: Path, tg: FakeTelegram, serve: Callable[[], Live]
 ) -> None:
     here, *others = ok_json(vault, "channels", "status")
-    assert here["channel"] == "telegram" and len(others) == 6
+    assert here["channel"] == "telegram" and len(others) == 7
     assert here["state"] == "not running (the daemon runs channels)"
     text = ok(vault, "channels", "status").stdout
     assert "No daemon serves this vault: the daemon runs the channels (`memvault serve`)." in text

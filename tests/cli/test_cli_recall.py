@@ -452,14 +452,16 @@ def test_related_lists_links_and_shared_tags_with_reasons(library: Path) -> None
 CONTEXT_ORDER = [
     "Owner",
     "Current status",
-    "Open high-priority tasks",
+    "Open tasks",
     "Today's journal",
     "Pinned memories",
     "Important memories",
     "Recent activity",
 ]
-# Every section the builder considers, also the empty ones (no known issues, no session yet).
+# Every section the builder considers, also the empty ones (no session yet, so nothing on
+# how long they have worked together; no known issues).
 ALL_SECTIONS = [
+    "Working together",
     *CONTEXT_ORDER[:2],
     "Known issues (do not repeat these)",
     *CONTEXT_ORDER[2:6],
@@ -606,11 +608,15 @@ def test_context_of_an_empty_vault_says_so(tmp_path: Path) -> None:
     root = tmp_path / "vault"
     ok(None, "init", root)
 
-    # The notes init installed are still templates: there is nothing to tell an agent.
-    assert ok(root, "context").stdout == "The vault has nothing to put in a context yet.\n"
+    # The notes init installed are still templates: all there is to tell an agent is that.
+    said = (
+        "## Working together\n"
+        "- No memories yet: this may be the first session. Learn and remember.\n"
+    )
+    assert ok(root, "context").stdout == said
     data = ok_json(root, "context")
-    assert data["markdown"] == ""
-    assert data["tokens"] == 0
+    assert data["markdown"] == said
+    assert [s["title"] for s in data["sections"] if s["shown"]] == ["Working together"]
 
 
 # -- mistakes ----------------------------------------------------------------------------

@@ -174,7 +174,16 @@ def test_invalid_json_and_a_disabled_channel(start_daemon: StartDaemon, tg: Fake
         status = ok(api.get("/v1/channels"))
         assert {(c["channel"], c["enabled"], c["state"]) for c in status} == {
             (name, False, "disabled")
-            for name in ("telegram", "email", "slack", "discord", "signal", "line", "openclaw")
+            for name in (
+                "telegram",
+                "email",
+                "slack",
+                "discord",
+                "signal",
+                "line",
+                "whatsapp",
+                "openclaw",
+            )
         }
     assert tg.sent == []
 

@@ -81,6 +81,16 @@ async def exercise(client: Client, vault: Path) -> None:
     recalled = await client.call_tool("recall", {"topic": "Halcyon"})
     assert recalled.structured_content is not None
     assert recalled.structured_content["memories"][0]["id"] == memory_id
+    # The earlier designs' categories: contact is memvault's person, general its fact.
+    assert {"contact", "general"} <= set(
+        tools["remember"].input_schema["properties"]["category"]["enum"]
+    )
+    coach = await client.call_tool(
+        "remember", {"fact": "Ana Ruiz coaches the owner in sailing", "category": "contact"}
+    )
+    assert not coach.is_error and coach.structured_content is not None
+    assert coach.structured_content["category"] == "person"
+    assert coach.structured_content["path"] == "Memory/People.md"
 
     created = await client.call_tool("task_create", {"title": "Sand the hull", "priority": "high"})
     assert not created.is_error and (vault / "Tasks/active/Sand the hull.md").exists()

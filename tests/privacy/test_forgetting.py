@@ -213,8 +213,11 @@ def test_forgetting_a_person_shows_first_and_then_removes_everything_about_them(
     before = snapshot(root)
     plan = ok_json(root, "forget", "--contact", "Ada", "--dry-run")
     assert plan["kind"] == "contact" and plan["subject"] == "Contacts/Ada Lovelace.md"
+    # Her conversation's turns too: kept as memories when they came (privacy/capture.py).
     assert sorted(m["text"] for m in plan["memories"]) == [
         "Ada Lovelace prefers tea to coffee",
+        "Ada: Hello from Ada",
+        "Ada: See you on Friday",
         "Lunch with Ada on Friday at noon",
     ]
     assert plan["notes"] == ["Contacts/Ada Lovelace.md"]
@@ -241,6 +244,8 @@ def test_forgetting_a_person_shows_first_and_then_removes_everything_about_them(
         "The boiler is serviced in March",
         "The garage code is 8812",
     ]
+    said = ok_json(root, "memories", "--category", "conversation")
+    assert said and not [m for m in said if m["source"] == f"telegram:{ADA}"]
     assert state_rows(root, f"SELECT * FROM sessions WHERE key = 'telegram:{ADA}'") == []
     assert state_rows(root, f"SELECT * FROM channel_senders WHERE sender_id = '{ADA}'") == []
     assert state_rows(root, "SELECT text FROM messages WHERE text LIKE '%Ada%'") == []

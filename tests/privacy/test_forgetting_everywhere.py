@@ -98,7 +98,11 @@ def planted(
 
 
 def fact_id(runtime: Runtime) -> str:
-    (memory,) = [m for m in runtime.memories.all() if WORD in m.text.casefold()]
+    (memory,) = [
+        m
+        for m in runtime.memories.all()
+        if WORD in m.text.casefold() and m.category != "conversation"  # not the turns saying it
+    ]
     return memory.id
 
 
@@ -236,6 +240,7 @@ def test_a_fact_forgotten_leaves_no_copy_anywhere(
         "Entities/Zorblax key.md",
     ):
         assert place in reached, reached
+    assert [p for p in reached if p.startswith("Memory/Conversations/")], reached  # said
     journal = (root / "Journal/2026-11-20.md").read_text("utf-8")
     assert "Commands Received" in journal and "memvault:daily-summary" in journal
     assert entity_path(runtime.index, "Zorblax key") == "Entities/Zorblax key.md"
@@ -272,8 +277,10 @@ def test_a_fact_forgotten_leaves_no_copy_anywhere(
     assert files_holding(root, WORD) == []
 
     # What was not the fact's stays: its neighbours, the tea, Ada, the day's other lines.
-    left = {m.text for m in runtime.memories.all()}
+    left = {m.text for m in runtime.memories.all() if m.category != "conversation"}
     assert left == {*NEIGHBOURS, OTHER}
+    said = [m.text for m in runtime.memories.list(category="conversation")]
+    assert not [t for t in said if WORD in t.casefold()]  # the turns that said it are gone
     assert runtime.contacts.get("Ada Lovelace").identities == {"telegram": str(ADA)}
     assert "Tea as ever." in (root / "Journal/2026-11-20.md").read_text("utf-8")
 

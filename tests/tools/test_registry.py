@@ -12,6 +12,7 @@ from openai.types.chat import ChatCompletionFunctionToolParam
 from pydantic import TypeAdapter
 
 from cli_support import snapshot
+from gateway_support import Live, ok
 from memvault.runtime import Runtime
 from memvault.tools import ToolContext, default_registry
 from memvault.tools.export import anthropic_tool, export, mcp_tool, openai_tool
@@ -320,3 +321,40 @@ def test_get_context_recall_forget_and_graph(
     assert "A.md" in [
         r["path"] for r in REGISTRY.call("related_notes", {"path": "B"}, ctx).data["related"]
     ]
+
+
+def test_remember_takes_the_earlier_designs_categories_as_memvaults_own(
+    runtime: Runtime,
+) -> None:
+    category = REGISTRY.get("remember").input_schema()["properties"]["category"]
+    assert category["type"] == "string" and {"contact", "general"} <= set(category["enum"])
+    assert "conversation" not in category["enum"]  # memvault captures those itself
+    assert "'contact' is person, 'general' is fact" in category["description"]
+    ctx = _ctx(runtime)
+    coach = REGISTRY.call("remember", {"fact": "Ana coaches sailing", "category": "contact"}, ctx)
+    assert coach.ok and (coach.data["category"], coach.data["path"]) == (
+        "person",
+        "Memory/People.md",
+    )
+    plain = REGISTRY.call(
+        "remember", {"fact": "The mooring is at pier 4", "category": "General"}, ctx
+    )
+    assert plain.ok and plain.data["category"] == "fact", plain.error
+    recalled = REGISTRY.call("recall", {"topic": "sailing coach", "category": "contact"}, ctx)
+    assert [m["id"] for m in recalled.data["memories"]] == [coach.data["id"]]
+    wrong = REGISTRY.call("remember", {"fact": "x y z", "category": "gossip"}, ctx)
+    assert not wrong.ok and "use one of preference" in (wrong.error or "")
+
+
+def test_the_http_api_takes_the_earlier_designs_categories_too(live: Live) -> None:
+    with live.client() as api:
+        stored = ok(
+            api.post("/v1/memories", json={"text": "Ana coaches sailing", "category": "contact"})
+        )
+        assert stored["category"] == "person"
+        general = ok(
+            api.post("/v1/memories", json={"text": "Pier 4 is ours", "category": "general"})
+        )
+        assert general["category"] == "fact"
+        people = ok(api.get("/v1/memories", params={"category": "contact"}))
+        assert [m["text"] for m in people] == ["Ana coaches sailing"]

@@ -12,7 +12,9 @@
    When the conversation nears the model's context window, the model is
    asked once to ``remember`` what is durable, then older turns are dropped.
 3. **After**: the journal, ``Current Status.md`` and, on failure,
-   ``Known Issues.md`` are written (:mod:`memvault.memory.outcomes`).
+   ``Known Issues.md`` are written (:mod:`memvault.memory.outcomes`); the
+   tasks the run closed or blocked, by its tools or, for the owner, as its
+   answer says, are updated and journaled (:mod:`memvault.memory.task_outcomes`).
 
 Every message (user, assistant, tool) is logged to the session. A run can be
 cancelled (a :class:`threading.Event`, or Ctrl-C at the terminal); it then
@@ -43,9 +45,10 @@ from memvault.llm.base import (
     ToolSpec,
     Usage,
 )
-from memvault.memory.context import checked_budget
+from memvault.memory.context import Underway, checked_budget
 from memvault.memory.outcomes import RunOutcome, one_line
 from memvault.memory.sessions import Message, Session, check_key
+from memvault.memory.task_outcomes import TaskChange, TaskOutcomes, change_from_call
 from memvault.privacy.audiences import OWNER_KIND, Audience
 from memvault.privacy.reads import reading
 from memvault.privacy.trust import as_kept
@@ -84,7 +87,7 @@ class Step:
     """Something that happened during a run, for progress displays and event streams."""
 
     # run_started, model_call, tool_call, tool_result, defensive_memory, trimmed,
-    # session_ended, run_finished
+    # session_ended, tasks_updated, run_finished
     kind: str
     data: dict[str, Any]
 
@@ -152,6 +155,7 @@ class _Run:
     last_prompt_tokens: int = 0
     warned: bool = False
     calls: list[dict[str, Any]] = field(default_factory=list)
+    task_changes: list[TaskChange] = field(default_factory=list)  # by the run's task tools
 
 
 class Agent:
@@ -299,6 +303,7 @@ class Agent:
             result = self._result(run, "failed", "", exc.message)
         someone_else = run.audience is not None and run.audience.kind != OWNER_KIND
         self._persist(command, result, someone_else=someone_else)
+        self._persist_tasks(result, run, someone_else=someone_else)
         run.emit(Step("run_finished", result.to_dict()))
         return result
 
@@ -328,11 +333,15 @@ class Agent:
         run: _Run,
     ) -> RunResult:
         budget = self.settings.context_budget
+        # What this session said is in the messages below: search shows the rest.
+        underway = Underway(session.key, session.started_at)
         if run.view is not None:
             within = checked_budget(budget, self.runtime.settings.context)
-            context = run.view.context(command, within).markdown
+            context = run.view.context(command, within, underway=underway).markdown
         else:
-            context = self.runtime.context.build(query=command, budget_tokens=budget)
+            context = self.runtime.context.build(
+                query=command, budget_tokens=budget, underway=underway
+            )
         tools = run.specs
         system = build_system_prompt(
             PromptFacts(
@@ -423,6 +432,8 @@ class Agent:
                 index_followed=self.index_followed,
             )
             result = run.registry.call(call.name, call.arguments, context)
+            if result.ok:
+                run.task_changes += change_from_call(call.name, call.arguments, result.data)
         text = result.text()
         if len(text) > MAX_TOOL_RESULT_CHARS:
             text = text[:MAX_TOOL_RESULT_CHARS] + "\n[... cut: ask for less, e.g. a smaller limit]"
@@ -514,6 +525,26 @@ class Agent:
         except MemvaultError as exc:
             # The answer still reaches the owner; the log says what could not be written.
             log.error("could not record the run's outcome", extra={"error": exc.message})
+
+    def _persist_tasks(self, result: RunResult, run: _Run, *, someone_else: bool) -> None:
+        """The tasks the run closed or blocked (:mod:`memvault.memory.task_outcomes`): its
+        task tools' changes are journaled; a finished owner's run's answer that says a named
+        open task is done or blocked updates it. Anyone else's conversation never does."""
+        mode = self.runtime.settings.privacy.trust
+        answer = result.answer if result.ok and not someone_else else ""
+
+        def keep(text: str) -> str:
+            return self.runtime.secrets(as_kept(text, mode), refuse=False)
+
+        try:
+            changed = TaskOutcomes(self.runtime.tasks, self.runtime.journal).record(
+                run.task_changes, answer=answer, keep=keep
+            )
+        except MemvaultError as exc:
+            log.error("could not record the run's task changes", extra={"error": exc.message})
+            return
+        if changed:
+            run.emit(Step("tasks_updated", {"tasks": [c.to_dict() for c in changed]}))
 
 
 def _specs(tools: list[Tool]) -> list[ToolSpec]:

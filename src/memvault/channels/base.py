@@ -288,6 +288,11 @@ class Adapter:
         """Check the credentials; the account's display name (raises ChannelFatalError)."""
         return None
 
+    def receiving(self) -> str | None:
+        """How new messages arrive now, for an adapter with more than one way (the
+        OpenClaw bridge: its gateway's events, or polling and why); None for the others."""
+        return None
+
     async def close(self) -> None:
         """Release connections."""
         return None

@@ -25,7 +25,7 @@ import re
 import threading
 import time
 from collections.abc import Coroutine
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from memvault.channels.access import Access
@@ -53,6 +53,7 @@ from memvault.config import (
     SignalSettings,
     SlackSettings,
     TelegramSettings,
+    WhatsAppSettings,
 )
 from memvault.errors import ConfigError, InvalidInputError, MemvaultError, NotFoundError
 from memvault.protocol_tokens import is_only_protocol, strip_protocol_tokens
@@ -182,6 +183,23 @@ def _line(runtime: Runtime, settings: ChannelSettings) -> Adapter:
     return LineAdapter(settings, secret, token, state=_Cursor(runtime, "channels.line"))
 
 
+def _whatsapp(runtime: Runtime, settings: ChannelSettings) -> Adapter:
+    assert isinstance(settings, WhatsAppSettings)
+    token = read_token("whatsapp", settings.token_env)
+    secret = read_token("whatsapp", settings.secret_env)
+    verify_token = read_token("whatsapp", settings.verify_token_env)
+    from memvault.channels.whatsapp import WhatsAppAdapter
+
+    return WhatsAppAdapter(
+        settings,
+        token,
+        secret,
+        verify_token,
+        state=_Cursor(runtime, "channels.whatsapp"),
+        clock=runtime.clock,
+    )
+
+
 def _openclaw(runtime: Runtime, settings: ChannelSettings) -> Adapter:
     assert isinstance(settings, OpenClawBridgeSettings)
     from memvault.channels.openclaw_bridge import OpenClawBridge
@@ -196,6 +214,7 @@ FACTORIES = {
     "discord": _discord,
     "signal": _signal,
     "line": _line,
+    "whatsapp": _whatsapp,
     "openclaw": _openclaw,
 }
 
@@ -252,6 +271,8 @@ class Hub:
         # Seconds a call from outside the hub's loop may take (see _run_once).
         self.call_timeout = CALL_TIMEOUT
         self.statuses: dict[str, AdapterStatus] = {}
+        # When each adapter last started running (its uptime), while it runs.
+        self.running_since: dict[str, datetime] = {}
         self.adapters: dict[str, Adapter] = {}
         for name, config in self.settings.sections().items():
             if adapters is not None:
@@ -390,6 +411,10 @@ class Hub:
     def _set_status(self, name: str, state: str, error: str | None = None) -> None:
         status = self.statuses[name]
         changed = status.state != state or status.error != error
+        if state == "running" and status.state != "running":
+            self.running_since[name] = self.runtime.clock.now()
+        elif state != "running":
+            self.running_since.pop(name, None)
         status.state = state
         status.error = error
         if changed:
@@ -817,18 +842,25 @@ class Hub:
         }
 
     def status(self) -> list[dict[str, Any]]:
-        """Every channel: enabled, state, last error, last message, outbox, waiting senders."""
+        """Every channel: enabled, state, uptime (since its adapter last started running in
+        this hub), last error, last message, outbox, waiting senders."""
         out = []
         for name, config in self.settings.sections().items():
             status = self.statuses.get(name)
             last = self.store.last_received(name)
+            since = self.running_since.get(name) if self.running else None
+            uptime = (self.runtime.clock.now() - since).total_seconds() if since else None
             out.append(
                 {
                     "channel": name,
                     "enabled": config.enabled,
                     "state": self._state(name),
+                    "connected": since is not None,
+                    "running_since": since.isoformat(timespec="seconds") if since else None,
+                    "uptime_seconds": max(int(uptime), 0) if uptime is not None else None,
                     "error": status.error if status else None,
                     "identity": status.identity if status else None,
+                    "receiving": self._receiving(name),
                     "restarts": status.restarts if status else 0,
                     "policy": config.policy,
                     "owner_set": bool(config.owner),
@@ -887,4 +919,10 @@ class Hub:
                     f"{name} has received nothing {since} (more than {config.silence_hours:g} h)"
                 )
         who = f" as {status.identity}" if status and status.identity else ""
-        return "ok", f"{name} is {self._state(name)}{who}"
+        how = f", receiving by {way}" if (way := self._receiving(name)) else ""
+        return "ok", f"{name} is {self._state(name)}{who}{how}"
+
+    def _receiving(self, name: str) -> str | None:
+        """How a running channel's messages arrive, when its adapter has more than one way."""
+        adapter = self.adapters.get(name)
+        return adapter.receiving() if adapter is not None and self.running else None

@@ -196,7 +196,7 @@ class Router:
             return
         if status != INBOX_CAPTURED:
             message = await self._save_attachments(message, adapter)
-            await asyncio.to_thread(self._capture, inbox_id, message)
+            await asyncio.to_thread(self._capture, inbox_id, message, owner)
         if message.secret_refused:  # only a line saying so was kept: nothing to answer
             answer = _refused(message.secrets_removed) if owner else None
         else:
@@ -340,7 +340,7 @@ class Router:
                 candidate = f"{stem}-{attempt}.{extension}" if dot else f"{base}-{attempt}"
         raise ConflictError(f"Could not find a free name for {base}.")
 
-    def _capture(self, inbox_id: int, message: Inbound) -> None:
+    def _capture(self, inbox_id: int, message: Inbound, owner: bool) -> None:
         key = session_key(message.channel, message.chat_id)
         if self.hooks.end_if_idle is not None:
             try:
@@ -360,6 +360,9 @@ class Router:
                 "sender_id": message.sender_id,
                 "attachments": [a.path for a in message.attachments if a.path],
                 "forwarded": message.forwarded or None,
+                # Whose words these are, for the turn kept as a memory (privacy/capture.py).
+                "owner": owner and not message.forwarded,
+                "audience": self._audience(message, owner).label,
             },
         )
         text = self._as_kept(message, text)
@@ -462,15 +465,7 @@ class Router:
                 await asyncio.to_thread(self._log_reply, key, message, NO_MODEL)
                 return NO_MODEL
             return None
-        audience = await asyncio.to_thread(
-            self.runtime.audiences.of_chat,
-            message.channel,
-            message.chat_id,
-            message.sender_id,
-            owner=owner,
-            group=group,
-            sender_name=message.sender_name,
-        )
+        audience = await asyncio.to_thread(self._audience, message, owner)
         turn = Turn(
             message=message,
             session=key,
@@ -493,12 +488,27 @@ class Router:
             with contextlib.suppress(asyncio.CancelledError):
                 await typing
 
+    def _audience(self, message: Inbound, owner: bool) -> Audience:
+        """Whom the conversation is with: the owner, the contact who wrote, or a group."""
+        return self.runtime.audiences.of_chat(
+            message.channel,
+            message.chat_id,
+            message.sender_id,
+            owner=owner,
+            group=is_group(message),
+            sender_name=message.sender_name,
+        )
+
     def close(self) -> None:
         """Stop taking agent runs (runs under way finish on their own threads)."""
         self._runs.shutdown(wait=False, cancel_futures=True)
 
     def _log_reply(self, key: str, message: Inbound, text: str) -> None:
-        self.log_message(key, text, role="assistant", channel=message.channel)
+        owner = self.access.is_owner(message.channel, message.sender_id)
+        audience = self._audience(message, owner).label
+        self.log_message(
+            key, text, role="assistant", channel=message.channel, metadata={"audience": audience}
+        )
 
     # -- commands without a model --------------------------------------------------------
 
@@ -552,7 +562,7 @@ class Router:
         return "\n".join(lines)
 
     def _status(self, message: Inbound, arg: str) -> str:
-        memories = len(self.runtime.memories.all(include_archived=False))
+        memories = len(self.runtime.memories.list())  # what was said in chats not counted
         tasks = self.runtime.tasks.list()
         today = self.runtime.clock.now().date()
         due = sum(1 for t in tasks if t.due is not None and t.due <= today)
@@ -605,7 +615,7 @@ class Router:
         self.welcome(channel, sender.sender_id)
         for inbox_id, message in self.store.held(channel, sender.sender_id):
             try:
-                self._capture(inbox_id, message)
+                self._capture(inbox_id, message, owner=False)
                 self.store.mark(inbox_id, INBOX_DONE, "held until the owner approved")
             except MemvaultError as exc:
                 log.warning("could not capture a held message", extra={"error": exc.message})

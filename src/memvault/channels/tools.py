@@ -4,7 +4,12 @@ what came in on the messaging channels.
 Four tools, as the earlier design named them: ``send_channel_message``
 (tier 2, network access: the owner approves it once per session),
 ``list_channel_conversations``, ``read_channel_messages`` and
-``get_channel_status`` (tier 1). They run on a :class:`~memvault.channels.hub.Hub`
+``get_channel_status`` (tier 1). A tool not told the channel uses the owner's
+primary one: the first enabled channel with an owner id (else the first
+enabled channel). ``read_channel_messages`` told neither a channel nor a
+conversation reads what is unread on every channel: an unread marker per
+channel (the last inbox row an agent was shown, in state.db's meta) moves on
+as messages are shown, the oldest first. They run on a :class:`~memvault.channels.hub.Hub`
 that the caller provides through ``hub_for``: the daemon passes its own,
 running one; a CLI or MCP process gets a hub of its own that is never
 started, whose :meth:`~memvault.channels.hub.Hub.send` delivers at once
@@ -25,14 +30,16 @@ channels; the arrow points from here to there.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable, Coroutine
+from datetime import datetime, timedelta
 from typing import Annotated, Any, TypeVar
 
 from pydantic import AfterValidator, BeforeValidator, Field
 
-from memvault.channels.hub import Hub
+from memvault.channels.hub import AdapterNotFoundError, Hub
 from memvault.channels.openclaw_bridge import OpenClawBridge
-from memvault.channels.owner import tell_owner
+from memvault.channels.owner import owner_channel, tell_owner
 from memvault.errors import MemvaultError
 from memvault.jobs import JobEngine
 from memvault.jobs.catalog import make_engine
@@ -47,9 +54,10 @@ from memvault.tools.registry import Annotations, Tool, ToolContext, ToolRegistry
 HubFor = Callable[[Runtime], Hub]
 T = TypeVar("T")
 
-DEFAULT_CHANNEL = "telegram"
 OPENCLAW = "openclaw"
 _SUMMARY_CHARS = 60
+# state.db's meta key of a channel's unread marker: the last inbox row an agent was shown.
+_READ_UPTO = "agent.read_upto.{channel}"
 
 
 def _as_text(value: Any) -> Any:
@@ -64,10 +72,13 @@ _CHANNEL = names("channel", "adapter", "platform")
 _HINT = names("conversation_hint", "chat_id", "channel_id", "conversation", "to", "recipient")
 
 
+_PRIMARY = "the owner's primary channel: the first enabled channel with an owner id"
+
+
 def _channel_field() -> Any:
     return Field(
-        DEFAULT_CHANNEL,
-        description=f"The channel's name, e.g. 'telegram' (default {DEFAULT_CHANNEL}).",
+        None,
+        description=f"The channel's name, e.g. 'telegram'; default {_PRIMARY}.",
         validation_alias=_CHANNEL,
     )
 
@@ -83,7 +94,7 @@ def _limit_field(default: int) -> Any:
 
 
 class SendChannelMessage(ToolInput):
-    channel: ChannelName = _channel_field()
+    channel: ChannelName | None = _channel_field()
     conversation_hint: ChatRef = Field(
         description=(
             "Who to write to: 'owner' (the owner's own chat), a chat id such as '123456789', "
@@ -99,12 +110,27 @@ class SendChannelMessage(ToolInput):
 
 
 class ListChannelConversations(ToolInput):
-    channel: ChannelName = _channel_field()
+    channel: ChannelName | None = _channel_field()
     limit: int = _limit_field(20)
+    days: int | None = Field(
+        None,
+        ge=1,
+        le=3650,
+        description="Only conversations with a message in the last this many days; default any.",
+        validation_alias=names("days", "since_days", "last_days"),
+    )
 
 
 class ReadChannelMessages(ToolInput):
-    channel: ChannelName = _channel_field()
+    channel: ChannelName | None = Field(
+        None,
+        description=(
+            "The channel's name, e.g. 'telegram'. Left out (and no conversation_hint): the "
+            "unread messages of every channel that has some, marked read as they are shown. "
+            f"Left out with a conversation_hint: {_PRIMARY}."
+        ),
+        validation_alias=_CHANNEL,
+    )
     conversation_hint: ChatRef | None = Field(
         None,
         description=(
@@ -186,6 +212,114 @@ def _bridge(hub: Hub) -> OpenClawBridge:
     return adapter
 
 
+def primary_channel(hub: Hub) -> str:
+    """The owner's primary channel: the first enabled channel with an owner id, else the
+    first enabled one; AdapterNotFoundError (saying why) when no channel can be used."""
+    chosen = owner_channel(hub)
+    if chosen is not None:
+        return chosen
+    if hub.adapters:
+        return next(iter(hub.adapters))
+    for name in hub.statuses:  # enabled, but it could not be set up: say why
+        hub.adapter(name)
+    names = list(hub.settings.sections())
+    raise AdapterNotFoundError(
+        f"No messaging channel is enabled; turn one on in the vault's config, e.g. "
+        f"channels.{names[0]}.enabled = true (channels: {', '.join(names)})."
+    )
+
+
+def _read_upto(hub: Hub, channel: str) -> int:
+    """The channel's unread marker: the last inbox row an agent was shown (0: none yet)."""
+    value = hub.runtime.state.get_meta(_READ_UPTO.format(channel=channel))
+    return int(value) if value and value.isdigit() else 0
+
+
+def _mark_read(hub: Hub, channel: str, upto: int) -> None:
+    if upto > _read_upto(hub, channel):
+        hub.runtime.state.set_meta(_READ_UPTO.format(channel=channel), str(upto))
+
+
+def _unread_count(hub: Hub, channel: str, after: int) -> int:
+    rows = hub.store.db.query(
+        "SELECT count(*) AS n FROM channel_inbox WHERE channel = ? AND id > ?", (channel, after)
+    )
+    return int(rows[0]["n"]) if rows else 0
+
+
+def _oldest_unread(hub: Hub, channel: str, after: int, limit: int) -> list[dict[str, Any]]:
+    """The channel's first ``limit`` inbox rows after the marker, in the shape
+    :meth:`Hub.messages` gives them, each naming its channel."""
+    rows = hub.store.db.query(
+        "SELECT id, status, received_at, payload FROM channel_inbox "
+        "WHERE channel = ? AND id > ? ORDER BY id LIMIT ?",
+        (channel, after, limit),
+    )
+    out = []
+    for row in rows:
+        payload = json.loads(row["payload"])
+        out.append(
+            {
+                "id": int(row["id"]),
+                "channel": channel,
+                "direction": "inbound",
+                "status": row["status"],
+                "received_at": row["received_at"],
+                **{k: payload.get(k) for k in ("chat_id", "sender_id", "sender_name", "text")},
+                "attachments": payload.get("attachments", []),
+            }
+        )
+    return out
+
+
+def read_unread(hub: Hub, limit: int) -> dict[str, Any]:
+    """What is unread on every enabled channel (at most ``limit`` a channel, the oldest
+    first), oldest first; each channel's marker moves past what was shown."""
+    messages: list[dict[str, Any]] = []
+    channels: dict[str, dict[str, int]] = {}
+    for name in hub.adapters:
+        after = _read_upto(hub, name)
+        unread = _unread_count(hub, name, after)
+        if not unread:
+            continue
+        shown = _oldest_unread(hub, name, after, limit)
+        if shown:
+            _mark_read(hub, name, shown[-1]["id"])
+        channels[name] = {"shown": len(shown), "still_unread": unread - len(shown)}
+        messages.extend(shown)
+    messages.sort(key=lambda m: (str(m["received_at"]), m["id"]))
+    answer: dict[str, Any] = {
+        "adapter": None,
+        "unread": True,
+        "channels": channels,
+        "messages": messages,
+        "message_count": len(messages),
+    }
+    if not messages:
+        answer["note"] = "No unread messages on any channel."
+    elif any(c["still_unread"] for c in channels.values()):
+        answer["note"] = "More unread messages are waiting; call again to read them."
+    return answer
+
+
+def _mark_shown(hub: Hub, channel: str, shown: list[dict[str, Any]]) -> None:
+    """A channel read whole: its unread marker moves on when every unread message of
+    the channel was among those shown (none skipped)."""
+    after = _read_upto(hub, channel)
+    unread = [m["id"] for m in shown if m["direction"] == "inbound" and m["id"] > after]
+    if unread and len(unread) == _unread_count(hub, channel, after):
+        _mark_read(hub, channel, max(unread))
+
+
+def _within(value: Any, since: datetime) -> bool:
+    """Whether an ISO time (a conversation's last message) is at or after ``since``."""
+    try:
+        moment = datetime.fromisoformat(str(value)) if value else None
+    except ValueError:
+        return False
+    return moment is not None and moment.tzinfo is not None and moment >= since
+
+
 def _wait(work: Coroutine[Any, Any, T]) -> T:
     """Run the bridge's work from a tool's thread. Its calls are ``openclaw``
     processes that belong to no event loop, so a loop of the thread's own serves."""
@@ -195,15 +329,34 @@ def _wait(work: Coroutine[Any, Any, T]) -> T:
 def channel_tools(hub_for: HubFor) -> list[Tool]:
     """The channel tools, each running on the hub ``hub_for`` gives for a runtime."""
 
+    def choose_channel(ctx: ToolContext, args: SendChannelMessage) -> None:
+        # Before the owner is asked: the question names the channel the message goes to.
+        args.channel = args.channel or primary_channel(hub_for(ctx.runtime))
+
     def send(ctx: ToolContext, args: SendChannelMessage) -> dict[str, Any]:
-        result = hub_for(ctx.runtime).send(args.channel, args.conversation_hint, args.text)
+        hub = hub_for(ctx.runtime)
+        channel = args.channel or primary_channel(hub)
+        result = hub.send(channel, args.conversation_hint, args.text)
         return {**result, "sent": result["status"] == "sent"}
 
     def conversations(ctx: ToolContext, args: ListChannelConversations) -> dict[str, Any]:
-        return hub_for(ctx.runtime).conversations(args.channel, args.limit)
+        hub = hub_for(ctx.runtime)
+        found = hub.conversations(args.channel or primary_channel(hub), args.limit)
+        if args.days is not None:
+            since = ctx.runtime.clock.now() - timedelta(days=args.days)
+            kept = [c for c in found["conversations"] if _within(c.get("last_message_at"), since)]
+            found.update(conversations=kept, count=len(kept), days=args.days)
+        return found
 
     def messages(ctx: ToolContext, args: ReadChannelMessages) -> dict[str, Any]:
-        return hub_for(ctx.runtime).messages(args.channel, args.conversation_hint, args.limit)
+        hub = hub_for(ctx.runtime)
+        if args.channel is None and args.conversation_hint is None:
+            return read_unread(hub, args.limit)
+        channel = args.channel or primary_channel(hub)
+        found = hub.messages(channel, args.conversation_hint, args.limit)
+        if args.conversation_hint is None:
+            _mark_shown(hub, channel, found["messages"])
+        return found
 
     def status(ctx: ToolContext, args: GetChannelStatus) -> list[dict[str, Any]]:
         hub = hub_for(ctx.runtime)
@@ -260,10 +413,11 @@ def channel_tools(hub_for: HubFor) -> list[Tool]:
             name="send_channel_message",
             title="Send a message on a channel",
             description=(
-                "Send a message on a messaging channel (Telegram): to the owner ('owner'), or "
-                "to a chat id or contact the owner approved. Use it when the owner asked to be "
-                "told something on their phone, or to pass a message on. Says whether it was "
-                "sent, or is queued for retry (status sent, queued or failed)."
+                "Send a message on a messaging channel (the owner's primary one unless named): "
+                "to the owner ('owner'), or to a chat id or contact the owner approved. Use it "
+                "when the owner asked to be told something on their phone, or to pass a "
+                "message on. Says whether it was sent, or is queued for retry (status sent, "
+                "queued or failed)."
             ),
             input_model=SendChannelMessage,
             handler=send,
@@ -271,13 +425,16 @@ def channel_tools(hub_for: HubFor) -> list[Tool]:
             category=NETWORK_ACCESS,
             annotations=Annotations(open_world=True),
             summarize=lambda a: f"send to {a.channel} {a.conversation_hint}: {_quoted(a.text)}",
+            precheck=choose_channel,
         ),
         Tool(
             name="list_channel_conversations",
             title="List channel conversations",
             description=(
-                "The conversations on a messaging channel, most recent first: chat id, name, "
-                "how many messages, and the last one. Use it to find a chat id to read or write to."
+                "The conversations on a messaging channel (the owner's primary one unless "
+                "named), most recent first, optionally only those active in the last days: "
+                "chat id, name, how many messages, and the last one. Use it to find a chat id "
+                "to read or write to."
             ),
             input_model=ListChannelConversations,
             handler=conversations,
@@ -287,7 +444,9 @@ def channel_tools(hub_for: HubFor) -> list[Tool]:
             title="Read channel messages",
             description=(
                 "Recent messages on a messaging channel, oldest first: what arrived (inbound) "
-                "and what memvault sent (outbound), of one conversation or all of them."
+                "and what memvault sent (outbound), of one conversation or all of them. "
+                "Without a channel or conversation: what is unread on every channel (each "
+                "message is shown once; call again for more)."
             ),
             input_model=ReadChannelMessages,
             handler=messages,
@@ -296,9 +455,9 @@ def channel_tools(hub_for: HubFor) -> list[Tool]:
             name="get_channel_status",
             title="Channel status",
             description=(
-                "Each messaging channel: enabled, running or not (and why), its policy for "
-                "strangers, the last message received, the outbox, and senders waiting for "
-                "the owner's approval."
+                "Each messaging channel: enabled, running or not (and why), connected and its "
+                "uptime in seconds, its policy for strangers, the last message received, the "
+                "outbox, and senders waiting for the owner's approval."
             ),
             input_model=GetChannelStatus,
             handler=status,
@@ -373,7 +532,7 @@ def own_engines(hub_for: HubFor) -> EngineFor:
         if engine is None:
             engine = made[id(runtime)] = make_engine(
                 runtime,
-                provider=optional_provider(runtime.settings.llm),
+                provider=optional_provider(runtime.settings.llm, "jobs"),
                 notify=lambda text, channel: tell_owner(hub_for(runtime), text, channel),
             )
         return engine

@@ -151,6 +151,8 @@ def status(
     for item in items:
         if item["error"]:
             say(f"{item['channel']}: {item['error']}")
+        if item.get("receiving"):
+            say(f"{item['channel']} receives by {item['receiving']}")
     if live is None:
         say("No daemon serves this vault: the daemon runs the channels (`memvault serve`).")
 

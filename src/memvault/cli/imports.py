@@ -1,4 +1,4 @@
-"""``memvault import openclaw | memory-md | daily-logs | todo | learnings PATH``.
+"""``memvault import openclaw | memory-md | daily-logs | sessions | todo | learnings PATH``.
 
 Brings an OpenClaw workspace's Markdown into the vault (``openclaw/importers.py``
 says how each kind maps). It works on the vault directly; importing the same
@@ -92,7 +92,8 @@ _KINDS = (
     (
         "openclaw",
         "The workspace folder (~/.openclaw/workspace).",
-        "Import a workspace: MEMORY.md, memory/*.md, TODO.md, LEARNINGS.md (those that exist).",
+        "Import a workspace: MEMORY.md, memory/*.md, TODO.md, LEARNINGS.md (those that exist) "
+        "and, from the folder around it (~/.openclaw), the past conversations.",
         "import_workspace",
         True,
     ),
@@ -109,6 +110,14 @@ _KINDS = (
         "Import daily logs: each day's lines to its journal and one ended session.",
         "import_daily_logs",
         True,
+    ),
+    (
+        "sessions",
+        "OpenClaw's state folder (~/.openclaw), which holds agents/.",
+        "Import OpenClaw's past conversations: each session to a session, each message to "
+        "a conversation memory.",
+        "import_sessions",
+        False,
     ),
     (
         "todo",

@@ -55,7 +55,9 @@ def _engine(ctx: typer.Context, vault: Path | None) -> JobEngine:
             hubs.append(Hub(runtime))
         return tell_owner(hubs[0], text, channel)
 
-    return make_engine(runtime, provider=optional_provider(runtime.settings.llm), notify=notify)
+    return make_engine(
+        runtime, provider=optional_provider(runtime.settings.llm, "jobs"), notify=notify
+    )
 
 
 def _when(value: str | None) -> str:

@@ -2,7 +2,7 @@
 
 Built on FastAPI, so the OpenAPI spec (``/openapi.json``) is derived from
 the same models that validate requests and responses. Every route but
-``GET /v1/health`` and the platforms' signed webhooks (LINE's) needs the token
+``GET /v1/health`` and the platforms' signed webhooks (LINE's, WhatsApp's) needs the token
 (the owner's, or a named token whose scope covers the route:
 :mod:`memvault.gateway.access`); writes from web pages are refused; bodies
 are size-limited (:mod:`memvault.gateway.middleware`). Blocking work (files,
@@ -39,6 +39,7 @@ from memvault.gateway.routes import (
     tasks,
     telemetry,
     tools,
+    whatsapp,
 )
 from memvault.mcp.server import streamable_http
 
@@ -97,6 +98,7 @@ def create_app(daemon: Daemon) -> FastAPI:
         agent,
         channels,
         line,
+        whatsapp,
         events,
         telemetry,
         jobs,

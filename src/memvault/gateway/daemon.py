@@ -47,7 +47,7 @@ from memvault.index.watch import follow
 from memvault.jobs import SkipRun
 from memvault.jobs.catalog import make_engine
 from memvault.llm.base import LLMNotConfiguredError, Provider, TextSink
-from memvault.llm.factory import make_provider
+from memvault.llm.factory import Models
 from memvault.locations import APPROVAL_FILE, TOKEN_FILE, tighten
 from memvault.mcp.server import MemvaultMCP
 from memvault.memory.sessions import Message, Session
@@ -119,16 +119,16 @@ class Daemon:
         self.approval_token = self._secret(self.approval_path)
         self.tokens = TokenBook(self.state)  # the named tokens, besides the owner's
         self.mcp = MemvaultMCP(runtime, self.registry, background=False, gate=ToolScopes())
-        self.provider: Provider | None = None
-        self.llm_problem: MemvaultError | None = None
-        try:
-            self.provider = make_provider(settings.llm)
-        except MemvaultError as exc:  # no model is a normal state
-            self.llm_problem = exc
+        # A model per purpose ([llm], [llm.jobs], [llm.replies]); none is a normal state.
+        self.models = Models(settings.llm)
+        self.provider: Provider | None = self.models.provider("default")
+        self.llm_problem: MemvaultError | None = self.models.problem("default")
+        self.reply_provider: Provider | None = self.models.provider("replies")
         self.closer = SessionCloser(
             self.sessions, settings.agent, self.provider, end=self._end_announced
         )
         self._agent: Agent | None = None
+        self._reply_agent: Agent | None = None
         self.hub = Hub(
             runtime,
             Hooks(
@@ -136,12 +136,12 @@ class Daemon:
                 log_message=self.log_message,
                 end_session=self.end_session,
                 end_if_idle=self.closer.end_if_idle,
-                responder=self._respond if self.provider is not None else None,
+                responder=self._respond if self.reply_provider is not None else None,
             ),
         )
         self.jobs = make_engine(
             runtime,
-            provider=self.provider,
+            provider=self.models.provider("jobs"),
             notify=self._tell_owner,
             publish=lambda kind, payload: self.bus.publish(kind, payload, source="jobs"),
         )
@@ -420,19 +420,36 @@ class Daemon:
     # -- the agent ---------------------------------------------------------------------
 
     def agent(self) -> Agent:
-        """The agent (one per daemon; approvals are decided per request)."""
+        """The agent of API runs, on the [llm] model (one per daemon; approvals are decided
+        per request)."""
         if self.provider is None:
             raise self.llm_problem or LLMNotConfiguredError("No language model is configured.")
         if self._agent is None:
-            self._agent = Agent(
-                self.runtime,
-                self.provider,
-                registry=self.registry,
-                approver=DenyAll(),
-                log_message=self.log_message,
-                closer=self.closer,
-            )
+            self._agent = self._new_agent(self.provider)
         return self._agent
+
+    def reply_agent(self) -> Agent:
+        """The agent answering channel messages, on the [llm.replies] model (the API runs'
+        agent when both are one model)."""
+        provider = self.reply_provider
+        if provider is None:
+            problem = self.models.problem("replies")
+            raise problem or LLMNotConfiguredError("No language model answers channel messages.")
+        if provider is self.provider:
+            return self.agent()
+        if self._reply_agent is None:
+            self._reply_agent = self._new_agent(provider)
+        return self._reply_agent
+
+    def _new_agent(self, provider: Provider) -> Agent:
+        return Agent(
+            self.runtime,
+            provider,
+            registry=self.registry,
+            approver=DenyAll(),
+            log_message=self.log_message,
+            closer=self.closer,
+        )
 
     def run_agent(
         self,
@@ -482,7 +499,7 @@ class Daemon:
 
     def _respond(self, turn: Turn) -> str:
         """The hub's responder: the agent answers a channel message in its session."""
-        agent = self.agent()
+        agent = self.reply_agent()
         agent.index_followed = self.watching.is_set()
         message = turn.message
         result = agent.run(
@@ -534,6 +551,7 @@ class Daemon:
             state=self.state,
             token_path=self.token_path,
             llm_health=self.provider.health if self.provider is not None else None,
+            llm_healths={str(purpose): h for purpose, h in self.models.healths().items()},
             channel_checks=self.hub.checks(),
         )
         return diagnose(self.runtime, facts)

@@ -62,6 +62,8 @@ class DaemonFacts:
     state: StateStore
     token_path: Path
     llm_health: Health | None = None
+    # Each purpose's model health (default, jobs, replies), when they are not all one model.
+    llm_healths: dict[str, Health] = field(default_factory=dict)
     # (name, status, sentence) of every enabled channel, from the hub.
     channel_checks: list[tuple[str, str, str]] = field(default_factory=list)
 
@@ -324,31 +326,74 @@ def _state(state: StateStore) -> Check:
 
 
 def _llm(runtime: Runtime, daemon: DaemonFacts | None) -> Check:
-    from memvault.llm.factory import describe
+    """Which model serves what ([llm], [llm.jobs], [llm.replies]), and whether each answers."""
+    from memvault.llm.factory import PURPOSES, describe
 
-    facts = describe(runtime.settings.llm)
-    if facts["provider"] == "none" or not facts.get("model"):
+    llm = runtime.settings.llm
+    facts = describe(llm)
+    served: dict[str, dict[str, Any]] = {p: describe(llm, p) for p in PURPOSES}
+    healths: dict[str, Health] = dict(daemon.llm_healths) if daemon is not None else {}
+    if daemon is not None and daemon.llm_health is not None:
+        healths.setdefault("default", daemon.llm_health)
+    for purpose, record in healths.items():
+        served[purpose] = {**served[purpose], **record.to_dict()}
+    details = {**served["default"], "purposes": served}
+    with_model = [p for p in PURPOSES if _has_model(served[p])]
+    if not with_model:
         return Check(
             "llm",
             "warning",
             "No language model is configured: memory, search and channels work; "
             "`memvault ask`, `chat` and LLM summaries need [llm] provider and model.",
-            facts,
+            details,
         )
-    label = f"{facts['provider']} {facts['model']}"
-    if facts.get("api_key_env") and not facts.get("api_key_set") and not facts.get("base_url"):
-        return Check("llm", "error", f"{label} needs an API key in ${facts['api_key_env']}.", facts)
-    health = daemon.llm_health if daemon is not None else None
-    if health is not None:
-        facts = {**facts, **health.to_dict()}
-        if not health.healthy:
+    for purpose in with_model:
+        shown = served[purpose]
+        if shown.get("api_key_env") and not shown.get("api_key_set") and not shown.get("base_url"):
             return Check(
                 "llm",
                 "error",
-                f"{label} failed {health.failures} calls in a row; last: {health.last_error}",
-                facts,
+                f"{_model_label(shown)} ({purpose}) needs an API key in ${shown['api_key_env']}.",
+                details,
             )
-    return Check("llm", "ok", f"Language model: {label}.", facts)
+        health = healths.get(purpose)
+        if health is not None and not health.healthy:
+            return Check(
+                "llm",
+                "error",
+                f"{_model_label(shown)} ({purpose}) failed {health.failures} calls in a row; "
+                f"last: {health.last_error}",
+                details,
+            )
+    message = "Language model: " + _who_serves_what(served) + "."
+    if not _has_model(facts):
+        message += " `memvault ask` and `chat` need [llm] provider and model."
+    return Check("llm", "ok", message, details)
+
+
+def _has_model(facts: dict[str, Any]) -> bool:
+    return facts["provider"] != "none" and bool(facts.get("model"))
+
+
+def _model_label(facts: dict[str, Any]) -> str:
+    if not _has_model(facts):
+        return "none"
+    where = f" at {facts['base_url']}" if facts.get("base_url") else ""
+    return f"{facts['provider']} {facts['model']}{where}"
+
+
+def _who_serves_what(served: dict[str, dict[str, Any]]) -> str:
+    """``openai big for default and replies; openai small at URL for jobs``."""
+    by_model: dict[str, list[str]] = {}
+    for purpose, facts in served.items():
+        by_model.setdefault(_model_label(facts), []).append(purpose)
+    if len(by_model) == 1:
+        return f"{next(iter(by_model))} (default, jobs and replies)"
+    parts = []
+    for label, purposes in by_model.items():
+        names = " and ".join(purposes) if len(purposes) < 3 else ", ".join(purposes)
+        parts.append(f"{label} for {names}")
+    return "; ".join(parts)
 
 
 def _jobs(runtime: Runtime) -> Check:
@@ -368,12 +413,14 @@ def _jobs(runtime: Runtime) -> Check:
         status = "error" if any(j["failures_in_a_row"] >= 3 for j in failing) else "warning"
         return Check("jobs", status, "; ".join(parts) + ".", failing)
     on = [j["name"] for j in jobs if j["enabled"]]
-    if runtime.settings.llm.provider == "none" and "heartbeat" in on:
+    from memvault.llm.factory import settings_for
+
+    if settings_for(runtime.settings.llm, "jobs").provider == "none" and "heartbeat" in on:
         return Check(
             "jobs",
             "warning",
-            "The heartbeat job is on but no language model is configured, so every run is "
-            "skipped; set [llm] provider and model.",
+            "The heartbeat job is on but no language model is configured for jobs, so every "
+            "run is skipped; set [llm] (or [llm.jobs]) provider and model.",
             on,
         )
     shown = ", ".join(on) if on else "none"
@@ -401,6 +448,19 @@ def _storage(runtime: Runtime) -> Check | None:
     )
 
 
+def _whatsapp_window(runtime: Runtime) -> Check | None:
+    """With WhatsApp on: the chats whose 24-hour window is closed (free text cannot reach
+    them), and whether a template stands in."""
+    settings = runtime.settings.channels.whatsapp
+    if not settings.enabled:
+        return None
+    from memvault.channels.whatsapp import WINDOWS_META, window_verdict
+
+    saved = runtime.state.get_meta(WINDOWS_META)
+    status, message, details = window_verdict(settings, saved, runtime.clock.now().timestamp())
+    return Check("whatsapp_window", status, message, details)
+
+
 def diagnose(runtime: Runtime, daemon: DaemonFacts | None = None) -> Report:
     """Run every check that applies (the daemon's own only inside the daemon)."""
     report = Report()
@@ -422,6 +482,7 @@ def diagnose(runtime: Runtime, daemon: DaemonFacts | None = None) -> Report:
     steps.append(("disk_space", lambda: _disk(runtime)))
     steps.append(("state_private", lambda: _private(runtime.vault.state_dir)))
     steps.append(("llm", lambda: _llm(runtime, daemon)))
+    steps.append(("whatsapp_window", lambda: _whatsapp_window(runtime)))
     if daemon is not None:
         steps += [
             ("token_file", lambda: _token(daemon.token_path)),

@@ -30,7 +30,10 @@ LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 _EVERY_ADDRESS = frozenset({"0.0.0.0", "::", ""})
 # Platforms' webhooks carry no token: the platform signs the body with a secret it shares
 # with memvault, and the route checks that signature before anything is stored.
-SIGNED_PATHS = frozenset({"/v1/channels/line/webhook"})
+SIGNED_PATHS = frozenset({"/v1/channels/line/webhook", "/v1/channels/whatsapp/webhook"})
+# A platform's subscription check (Meta's GET with hub.verify_token): no token either; the
+# route answers only when the platform names the verify token the owner gave it.
+VERIFIED_PATHS = frozenset({"/v1/channels/whatsapp/webhook"})
 # How deep a body's JSON may nest (objects and arrays, the body itself the first level): far
 # deeper than anything a client of this API sends, far below where a parser gives up
 # (Python's json recurses about 1000 levels, then raises RecursionError).
@@ -128,7 +131,9 @@ class Guard:
     - Every route but ``open_paths`` needs ``Authorization: Bearer <token>``,
       the daemon's own (the owner's) or a live named token: 401
       ``unauthorized``. A platform's webhook (:data:`SIGNED_PATHS`) is posted
-      without it; its route checks the platform's signature instead.
+      without it; its route checks the platform's signature instead (and
+      answers a subscription check, :data:`VERIFIED_PATHS`, only for the
+      platform's verify token).
     - Whom the request comes from is left in ``request.state.principal``
       (None on an open route), for the route's scope check once routed
       (:mod:`memvault.gateway.access`: 403 ``insufficient_scope``); meanwhile a
@@ -232,8 +237,10 @@ class Guard:
         """Whom the request comes from, once its token is checked; None on an open route."""
         method = scope["method"]
         path = scope["path"]
-        if (path in self.open_paths and method in ("GET", "HEAD")) or (
-            path in SIGNED_PATHS and method == "POST"
+        if (
+            (path in self.open_paths and method in ("GET", "HEAD"))
+            or (path in SIGNED_PATHS and method == "POST")
+            or (path in VERIFIED_PATHS and method == "GET")
         ):
             return None
         presented = bearer(Headers(scope=scope).get("authorization"))

@@ -139,7 +139,9 @@ class RememberBody(Body):
         "characters)."
     )
     category: str | None = Field(
-        None, description=f"One of: {', '.join(CATEGORIES)} (default: the vault's default)."
+        None,
+        description=f"One of: {', '.join(CATEGORIES)} (default: the vault's default); the "
+        "earlier designs' contact and general are taken as person and fact.",
     )
     importance: float | None = Field(None, description="0 (trivia) to 1 (essential).")
     tags: list[str] = Field(default_factory=list, description="Tags, without '#'.")
@@ -549,7 +551,9 @@ class SendPayload(Body):
 
 class SendBody(Body):
     adapter: str | None = Field(
-        None, description="The channel, e.g. telegram (the default; 400 adapter_not_found)."
+        None,
+        description="The channel, e.g. telegram; default the owner's primary channel (the "
+        "first enabled channel with an owner id); 400 adapter_not_found.",
     )
     action: str | None = Field(
         None,
@@ -634,6 +638,14 @@ class ChannelStatus(Result):
     last_received: str | None
     outbox: dict[str, int] = Field(description="Outbox messages by status.")
     waiting_senders: int
+    connected: bool = Field(False, description="Whether its adapter runs now (in the daemon).")
+    running_since: str | None = Field(None, description="When its adapter started running.")
+    uptime_seconds: int | None = Field(None, description="Seconds it has run since then.")
+    receiving: str | None = Field(
+        None,
+        description="How its messages arrive now, when it has more than one way (the "
+        "OpenClaw bridge: the gateway's events, or polling and why).",
+    )
 
 
 class SenderBody(Body):

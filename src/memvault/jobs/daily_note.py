@@ -2,7 +2,8 @@
 
 What the day held is gathered from the vault and state.db: memories created
 that day, tasks created and closed, sessions that were active, messages per
-channel chat, and other jobs' runs. It is written as a ``## Summary`` inside
+channel chat, who wrote on which channel (matched to their contact notes),
+and other jobs' runs. It is written as a ``## Summary`` inside
 memvault's markers (see :mod:`memvault.jobs.marked_section`), right under
 the note's title; the rest of the note is the owner's and is never touched.
 
@@ -23,12 +24,13 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from typing import TYPE_CHECKING, Any
 
+from memvault.errors import MemvaultError
 from memvault.jobs.engine import JobContext, SkipRun
 from memvault.jobs.marked_section import Markers
 from memvault.jobs.model_draft import draft
 from memvault.vault.memories import Memory
 from memvault.vault.tasks import Task
-from memvault.vocabulary import counted
+from memvault.vocabulary import CONVERSATION, counted
 
 if TYPE_CHECKING:
     from memvault.runtime import Runtime
@@ -61,6 +63,7 @@ class DayDigest:
     tasks: list[str] = field(default_factory=list)
     sessions: list[str] = field(default_factory=list)
     conversations: list[str] = field(default_factory=list)
+    contacts: list[str] = field(default_factory=list)  # who wrote, on which channel, how much
     runs: list[str] = field(default_factory=list)
     counts: list[str] = field(default_factory=list)
 
@@ -68,7 +71,12 @@ class DayDigest:
     def empty(self) -> bool:
         """Whether nothing happened that day."""
         return not (
-            self.remembered or self.tasks or self.sessions or self.conversations or self.runs
+            self.remembered
+            or self.tasks
+            or self.sessions
+            or self.conversations
+            or self.contacts
+            or self.runs
         )
 
     def lists(self) -> str:
@@ -80,6 +88,7 @@ class DayDigest:
             ("Tasks", self.tasks),
             ("Sessions", self.sessions),
             ("Conversations", self.conversations),
+            ("Contacts", self.contacts),
             ("Job runs", self.runs),
         ):
             if items:
@@ -147,7 +156,11 @@ def gather(services: Runtime, day: date, *, skip_job: str | None = None) -> DayD
     start = datetime.combine(day, time(0), tzinfo=tz)
     end = datetime.combine(day + timedelta(days=1), time(0), tzinfo=tz)
     digest = DayDigest(day)
-    memories = [m for m in services.memories.all() if _on(m.created, start, end)]
+    memories = [
+        m
+        for m in services.memories.all()
+        if m.category != CONVERSATION and _on(m.created, start, end)  # said: conversations
+    ]
     digest.remembered = [_memory_line(m) for m in memories]
     created, closed = _tasks(services, day)
     digest.tasks = [f"- Created [[{t.title}]] ({t.priority})" for t in created] + [
@@ -157,6 +170,7 @@ def gather(services: Runtime, day: date, *, skip_job: str | None = None) -> DayD
     digest.sessions = _sessions(services, start, end)
     conversations, messages = _conversations(services, start, end)
     digest.conversations = conversations
+    digest.contacts, people = _contact_lines(services, start, end)
     digest.runs = _runs(services, start, end, skip_job)
     if memories:
         digest.counts.append(counted(len(memories), "memory") + " remembered")
@@ -170,6 +184,8 @@ def gather(services: Runtime, day: date, *, skip_job: str | None = None) -> DayD
         digest.counts.append(
             f"{counted(messages, 'channel message')} in {counted(len(conversations), 'chat')}"
         )
+    if people:
+        digest.counts.append(f"{counted(people, 'person', 'people')} wrote")
     if digest.runs:
         digest.counts.append(counted(len(digest.runs), "job run"))
     return digest
@@ -272,6 +288,93 @@ def _conversations(services: Runtime, start: datetime, end: datetime) -> tuple[l
             f"{inbound[chat]} received, {outbound[chat]} sent"
         )
     return lines, sum(inbound.values()) + sum(outbound.values())
+
+
+def _contact_lines(services: Runtime, start: datetime, end: datetime) -> tuple[list[str], int]:
+    """A line per person who wrote that day, per channel: their contact note (or who they
+    are when none matches), their messages, and the agent's replies in their chats; and
+    how many people that is (a contact writing on two channels is one).
+
+    From the sessions' logged messages: a sender is known by the id the channel gave
+    (``sender_id``) and matched to a contact by that identity; the owner is not a contact
+    interaction and is left out, as are messages without a sender (the terminal, the API).
+    A reply counts for a person in a chat only they wrote in that day (not in a group).
+    """
+    low, high = _window(start, end)
+    owners = {
+        name: {str(i) for i in channel.owner}
+        for name, channel in services.settings.channels.sections().items()
+    }
+    written: dict[tuple[str, str], int] = defaultdict(int)
+    names: dict[tuple[str, str], str] = {}
+    writers: dict[int, set[tuple[str, str]]] = defaultdict(set)
+    replies: dict[int, int] = defaultdict(int)
+    for row in services.state.query(
+        "SELECT session_id, channel, direction, role, sender, sent_at, metadata FROM messages "
+        "WHERE sent_at >= ? AND sent_at < ? AND role IN ('user', 'assistant') ORDER BY id",
+        (low, high),
+    ):
+        if not _on(_parse(row["sent_at"]), start, end):
+            continue
+        session = int(row["session_id"])
+        if row["role"] == "assistant":
+            if not _metadata(row["metadata"]).get("tool_calls"):
+                replies[session] += 1
+            continue
+        channel = str(row["channel"])
+        sender_id = _metadata(row["metadata"]).get("sender_id") or row["sender"]
+        if row["direction"] != "inbound" or not sender_id:
+            continue
+        if str(sender_id) in owners.get(channel, set()):
+            continue
+        who = (channel, str(sender_id))
+        written[who] += 1
+        writers[session].add(who)
+        if row["sender"]:
+            names[who] = str(row["sender"])
+    answered: dict[tuple[str, str], int] = defaultdict(int)
+    for session, wrote in writers.items():
+        if len(wrote) == 1:
+            answered[next(iter(wrote))] += replies[session]
+    lines = []
+    people: set[str] = set()
+    for who in sorted(written, key=lambda w: (-written[w], w)):
+        channel, sender_id = who
+        contact = _contact_of(services, channel, sender_id)
+        if contact is not None:
+            people.add(contact)
+            label = f"[[{contact}]] on {channel}"
+        else:
+            people.add(f"{channel}:{sender_id}")
+            name = names.get(who)
+            if name and name != sender_id:
+                label = (
+                    f"{_short(name, 60)} on {channel} (id {_short(sender_id, 60)}, not a contact)"
+                )
+            else:
+                label = f"{_short(sender_id, 60)} on {channel} (not a contact)"
+        line = f"- {label}: {counted(written[who], 'message')}"
+        if answered[who]:
+            line += f", {counted(answered[who], 'reply', 'replies')}"
+        lines.append(line)
+    return lines, len(people)
+
+
+def _contact_of(services: Runtime, channel: str, sender_id: str) -> str | None:
+    """The name of the contact whose ``channel`` identity is ``sender_id``, if any."""
+    try:
+        contact = services.contacts.find_by_identity(channel, sender_id)
+    except MemvaultError:  # a channel contacts have no identity on (the API, the terminal)
+        return None
+    return contact.name if contact is not None else None
+
+
+def _metadata(value: Any) -> dict[str, Any]:
+    try:
+        data = json.loads(value) if value else None
+    except (TypeError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _sender_name(payload: Any) -> str | None:

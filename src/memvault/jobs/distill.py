@@ -60,7 +60,7 @@ from memvault.vault.collection import Collection, stem
 from memvault.vault.memories import LOW_TRUST, Memory
 from memvault.vault.note import Note
 from memvault.vault.paths import normalize_relpath
-from memvault.vocabulary import counted
+from memvault.vocabulary import CONVERSATION, counted
 
 if TYPE_CHECKING:
     from memvault.runtime import Runtime
@@ -112,7 +112,8 @@ def run(ctx: JobContext) -> str:
     runtime = ctx.services
     folder = normalize_relpath(settings.folder)
     insights = read_insights(runtime, folder)
-    memories = {m.id: m for m in runtime.memories.all()}
+    # What was said in conversations is not distilled: the memories people and models kept are.
+    memories = {m.id: m for m in runtime.memories.all() if m.category != CONVERSATION}
     refreshed = 0
     for insight in insights:
         current = [memories[i] for i in insight.sources if i in memories]

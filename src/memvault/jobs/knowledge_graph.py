@@ -71,7 +71,7 @@ from memvault.vault.markdown import section_range
 from memvault.vault.memories import Memory
 from memvault.vault.note import Note
 from memvault.vault.store import replace_file
-from memvault.vocabulary import counted
+from memvault.vocabulary import CONVERSATION, counted
 
 if TYPE_CHECKING:
     from memvault.runtime import Runtime
@@ -135,16 +135,25 @@ class Tally:
         }
 
 
+def graphed(runtime: Runtime) -> list[Memory]:
+    """The memories the graph is drawn from: current ones, not what was said in chats."""
+    return [
+        m
+        for m in runtime.memories.all()
+        if not m.archived and not superseded(m) and m.category != CONVERSATION
+    ]
+
+
 def run(ctx: JobContext) -> str:
     """Extract facts and relations with the model when there is one, then refresh mentions."""
     settings: KnowledgeGraphJob = ctx.settings or KnowledgeGraphJob()
     runtime = ctx.services
-    memories = [m for m in runtime.memories.all() if not m.archived and not superseded(m)]
+    memories = graphed(runtime)
     tally = Tally()
     why_not = "no model configured" if ctx.model is None else "use_model is off"
     if ctx.model is not None and settings.use_model:
         extract(ctx, ctx.model, settings, memories, tally)
-        memories = [m for m in runtime.memories.all() if not m.archived and not superseded(m)]
+        memories = graphed(runtime)
     refresh_mentions(ctx, settings, memories, tally)
     if any(tally.to_dict().values()):
         ctx.metadata["graph"] = tally.to_dict()

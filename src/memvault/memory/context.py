@@ -2,17 +2,23 @@
 
 It fills a token budget in priority order:
 
+0. how long the agent has known the owner: the first session's date and how
+   many memories there are, or, in a new vault, that there are none yet;
 1. core notes: the owner's profile, the current status, the latest known
-   issues (mistakes earlier runs made), open high-priority tasks, and the
-   latest entries of today's journal;
+   issues (mistakes earlier runs made), the open tasks (urgent and high ones
+   in full, the rest counted with the nearest due dates), and the latest
+   entries of today's journal, then the day's summary once the daily note job
+   wrote one (the summary never pushes out the entries);
 2. pinned memories: those tagged (or categorised) ``core`` or ``preference``;
 3. what is relevant to the request: memories and notes from a hybrid search;
 4. skills: the procedures in ``Skills/`` whose name or *when to use* match
    the request (a search within that folder), with their steps (shown
    there, not among what is relevant);
-5. the most important memories, ranked by
+5. the most important memories (what was said in conversations left out: those
+   turns come in through the search above), ranked by
    ``importance * (1 - recency_bias) + recency * recency_bias``;
-6. the last session: the summary of the conversation that ended last;
+6. the last session: the summary of the conversation that ended last, or,
+   when it has none, its last three messages (as data: they may be anyone's);
 7. recent activity: the latest entries of earlier journal days.
 
 Tokens are estimated as four characters each (the same estimate everywhere
@@ -26,7 +32,7 @@ import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 
 from memvault.clock import Clock
 from memvault.config import ContextSettings
@@ -36,7 +42,7 @@ from memvault.index.filters import SearchFilters
 from memvault.index.index import MemoryIndex
 from memvault.index.search import Hit, Searcher
 from memvault.llm.untrusted import wrap_material
-from memvault.memory.sessions import Session
+from memvault.memory.sessions import Message, Session
 from memvault.text import check_text
 from memvault.vault.journal import Journal
 from memvault.vault.layout import CORE_NOTES
@@ -44,8 +50,8 @@ from memvault.vault.memories import LOW_TRUST, Memories, Memory
 from memvault.vault.note import Note
 from memvault.vault.notes import Notes
 from memvault.vault.skills import SKILLS_DIR, Skill
-from memvault.vault.tasks import Tasks
-from memvault.vocabulary import counted
+from memvault.vault.tasks import Task, Tasks
+from memvault.vocabulary import CONVERSATION, counted
 
 _HEADING = re.compile(r"^#{1,6}\s")
 # A template field nobody filled in, e.g. "- **Last command:**" or "- Email:".
@@ -59,6 +65,19 @@ _RELEVANT_COSINE = 0.35  # a hit without keywords must be this close in meaning
 _CORE_NOTES = frozenset({"User Profile.md", "Current Status.md"})
 _LOW_TRUST_FIELD = re.compile(r"\[trust::\s*low\s*\]", re.IGNORECASE)
 _JOURNAL_TAIL = 8
+_LATEST_FIRST = 3  # today's entries that claim room before the day's summary
+# A journal entry's time, as Journal.append writes it ("- 14:05 ...").
+_ENTRY_TIME = re.compile(r"^([01]\d|2[0-3]):[0-5]\d(?=\s)")
+# The block the daily note job keeps at the top of a journal note (jobs/daily_note.py's
+# markers, written out here: the memory layer does not import the jobs layer).
+_DAY_SUMMARY = ("<!-- memvault:daily-summary -->", "<!-- /memvault:daily-summary -->")
+_SUMMARY_CHARS = 400
+_BLOCK_HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*$", re.MULTILINE)
+_FULL_PRIORITIES = ("urgent", "high")
+_NEAREST_DUE = 3
+_LAST_MESSAGES = 3
+_MESSAGES_READ = 20  # read back to find the last three said (tool results are not)
+_MESSAGE_CHARS = 300
 # The token budgets a context can be built for (the HTTP API and the tools check the same).
 MIN_BUDGET = 50
 MAX_BUDGET = 200_000
@@ -70,12 +89,17 @@ _SKILL_CHARS = 400
 
 @dataclass
 class Section:
-    """A titled list of lines, some of which may not fit."""
+    """A titled list of lines, some of which may not fit.
+
+    ``rank`` is the order in which the lines claim room (indices into ``items``),
+    when it is not their order: those shown still read in the order of ``items``.
+    """
 
     title: str
     items: list[str]
     shown: list[str] = field(default_factory=list)
     left_out: int = 0
+    rank: list[int] | None = None
 
 
 @dataclass
@@ -167,6 +191,25 @@ def rank_memories(
     return sorted(memories, key=rank, reverse=True)
 
 
+@dataclass(frozen=True)
+class Underway:
+    """The conversation a context is built for: its turns since ``since`` are in the
+    model's messages already, so search does not show them again (the command just said
+    would be the best match of itself)."""
+
+    key: str
+    since: datetime
+
+    def holds(self, hit: Hit) -> bool:
+        """Whether ``hit`` is a turn of this conversation, said since it began."""
+        return (
+            hit.category == CONVERSATION
+            and hit.origin == self.key
+            and hit.created is not None
+            and hit.created >= self.since
+        )
+
+
 class ContextBuilder:
     """Builds an agent's memory context within a token budget."""
 
@@ -183,6 +226,8 @@ class ContextBuilder:
         settings: ContextSettings | None = None,
         last_session: Callable[[], Session | None] | None = None,
         skills_folder: str = SKILLS_DIR,
+        last_messages: Callable[[Session, int], list[Message]] | None = None,
+        first_session: Callable[[], datetime | None] | None = None,
     ) -> None:
         self.clock = clock
         self.notes = notes
@@ -194,10 +239,18 @@ class ContextBuilder:
         self.settings = settings or ContextSettings()
         self.last_session = last_session
         self.skills_folder = skills_folder.strip("/")
+        self.last_messages = last_messages
+        self.first_session = first_session
 
-    def build(self, query: str | None = None, budget_tokens: int | None = None) -> str:
+    def build(
+        self,
+        query: str | None = None,
+        budget_tokens: int | None = None,
+        *,
+        underway: Underway | None = None,
+    ) -> str:
         """Markdown for an agent's system prompt, at most ``budget_tokens`` (estimated)."""
-        return self.build_result(query, budget_tokens).markdown
+        return self.build_result(query, budget_tokens, underway=underway).markdown
 
     def build_result(
         self,
@@ -205,30 +258,35 @@ class ContextBuilder:
         budget_tokens: int | None = None,
         *,
         wait_for_model: bool = True,
+        underway: Underway | None = None,
     ) -> ContextResult:
         """The context and how each section fared.
 
         Without ``wait_for_model``, what is relevant to ``query`` is found by
-        keywords while the embedding model loads, and the result says so.
+        keywords while the embedding model loads, and the result says so. The turns of
+        the conversation ``underway`` are not shown: the model has them already.
         """
         if query:
             check_text(query, "query")  # a channel's text may hold what no answer can carry
         budget = checked_budget(budget_tokens, self.settings)
         used: set[str] = set()
+        # Read once: pinned and top memories both rank it. What was said in conversations
+        # is found by the search below, never listed as a memory here.
+        memories = [m for m in self.memories.list() if m.category != CONVERSATION]
         sections = [
+            Section("Working together", self._acquaintance(memories)),
             Section("Owner", self._note_lines("User Profile.md")),
             Section("Current status", self._note_lines("Current Status.md")),
             Section("Known issues (do not repeat these)", self._known_issues()),
-            Section("Open high-priority tasks", self._urgent_tasks()),
-            Section("Today's journal", self._journal_tail()),
+            Section("Open tasks", self._open_tasks()),
+            self._journal_tail(),
         ]
-        memories = self.memories.list()  # read once: pinned and top memories both rank it
         pinned = self._pinned(memories)
         used.update(m.id for m in pinned)
         sections.append(Section("Pinned memories", [self._memory_line(m) for m in pinned]))
         notice = None
         if query and query.strip():
-            relevant, notice = self._relevant(query.strip(), used, wait_for_model)
+            relevant, notice = self._relevant(query.strip(), used, wait_for_model, underway)
             sections.append(Section(f"Relevant to: {_one_line(query)[:80]}", relevant))
             sections.append(Section("Skills", self._skills(query.strip(), wait_for_model)))
         top = self._top_memories(memories, used)
@@ -271,7 +329,25 @@ class ContextBuilder:
         ]
         return list(reversed(entries[-_KNOWN_ISSUES:]))
 
+    def _acquaintance(self, memories: list[Memory]) -> list[str]:
+        """Since when the agent has known the owner (the first session's date) and how
+        many memories it keeps; in a new vault, that it has none yet."""
+        first = self.first_session() if self.first_session else None
+        since = None
+        if first is not None:
+            day = self.clock.localize(first).date()
+            since = f"first session on {day.isoformat()} ({_ago(day, self.clock.today())})"
+        if not memories:
+            if since is None:
+                return ["- No memories yet: this may be the first session. Learn and remember."]
+            return [f"- No memories yet; {since}."]
+        if since is None:
+            return []  # memories, but no session yet: the sections below say enough
+        return [f"- Working with the owner since the {since}; {counted(len(memories), 'memory')}."]
+
     def _last_session(self) -> list[str]:
+        """The session that ended last: its summary, or else its last three messages (as
+        data: they may be a contact's words)."""
         session = self.last_session() if self.last_session else None
         if session is None or session.ended_at is None:
             return []
@@ -280,36 +356,62 @@ class ContextBuilder:
         line = f"- {session.key} ({session.channel}), {counted(count, 'message')}"
         line += f", ended {ended}"
         if session.summary:
-            line += f": {_one_line(session.summary)}"
-        return [line]
+            return [f"{line}: {_one_line(session.summary)}"]
+        read = self.last_messages(session, _MESSAGES_READ) if self.last_messages else []
+        said = [m for m in read if m.role in ("user", "assistant")][-_LAST_MESSAGES:]
+        if not said:
+            return [line]
+        shown = [self._message_line(message) for message in said]
+        return [f"{line}, not summarised; its last messages:", wrap_material("\n".join(shown))]
 
-    def _urgent_tasks(self) -> list[str]:
-        lines = []
-        for task in self.tasks.list():
-            if task.priority not in ("urgent", "high"):
-                continue
-            details = [task.priority]
-            if task.status != "todo":
-                details.append(task.status.replace("_", " "))
-            if task.due:
-                details.append(f"due {task.due.isoformat()}")
-            if task.project:
-                details.append(f"project {task.project}")
-            lines.append(f"- {task.title} ({', '.join(details)})")
+    def _message_line(self, message: Message) -> str:
+        when = self.clock.localize(message.sent_at).strftime("%H:%M")
+        who = message.sender or message.role
+        text = _one_line(message.text)
+        if len(text) > _MESSAGE_CHARS:
+            text = text[: _MESSAGE_CHARS - 1].rstrip() + "…"
+        return f"- {when} {who}: {text}"
+
+    def _open_tasks(self) -> list[str]:
+        """Urgent and high-priority open tasks in full; the rest as one line that counts
+        them by priority and names those due soonest."""
+        tasks = self.tasks.list()  # open ones, most urgent first
+        lines = [_task_line(t) for t in tasks if t.priority in _FULL_PRIORITIES]
+        rest = [t for t in tasks if t.priority not in _FULL_PRIORITIES]
+        if rest:
+            lines.append(_rest_line(rest, self.clock.today(), other=bool(lines)))
         return lines
 
-    def _journal_tail(self) -> list[str]:
+    def _journal_tail(self) -> Section:
+        """Today's latest entries in the order they happened, then the day's summary
+        when the daily note job wrote one. Under a tight budget the latest entries keep
+        their place: the three latest claim room first, then the summary, then the
+        older entries, newest first."""
+        today = self.clock.today()
+        title = "Today's journal"
         try:
-            sections = self.journal.sections(self.clock.today())
+            text = self.journal.read(today)
+            sections = self.journal.sections(today)
         except (NotFoundError, NotTextError):
-            return []
-        entries = [
-            f"- {_one_line(item)} ({heading})"
-            for heading, items in sections.items()
-            for item in items
-        ]
-        entries.sort(key=lambda line: line[2:7])  # entries start with their HH:MM time
-        return entries[-_JOURNAL_TAIL:]
+            return Section(title, [])
+        summary_headings, summary = _day_summary(text)
+        entries: list[tuple[str, int, str]] = []
+        for heading, items in sections.items():
+            if heading in summary_headings:
+                continue  # the job's digest, not an entry (its job runs carry times too)
+            when = "00:00"  # an entry without a time goes with the one before it
+            for item in items:
+                timed = _ENTRY_TIME.match(item)
+                if timed is not None:
+                    when = timed.group(0)
+                entries.append((when, len(entries), f"- {_one_line(item)} ({heading})"))
+        entries.sort()
+        lines = [line for _, _, line in entries[-_JOURNAL_TAIL:]]
+        newest_first = list(reversed(range(len(lines))))
+        if not summary:
+            return Section(title, lines, rank=newest_first)
+        latest, older = newest_first[:_LATEST_FIRST], newest_first[_LATEST_FIRST:]
+        return Section(title, [*lines, summary], rank=[*latest, len(lines), *older])
 
     def _pinned(self, memories: list[Memory]) -> list[Memory]:
         return pinned_memories(memories, self.settings.pinned_tags)
@@ -318,7 +420,7 @@ class ContextBuilder:
         return f"- {_one_line(memory.text)} ({memory.category}, ^{memory.id})"
 
     def _relevant(
-        self, query: str, used: set[str], wait_for_model: bool
+        self, query: str, used: set[str], wait_for_model: bool, underway: Underway | None = None
     ) -> tuple[list[str], str | None]:
         """Search hits worth an agent's attention (close to the best, and a real match),
         and the search's notice."""
@@ -329,7 +431,12 @@ class ContextBuilder:
             wait_for_model=wait_for_model,
         )
         notice = found.notice
-        hits = [hit for hit in found if not self._is_skill(hit.path)]  # they have their section
+        hits = [
+            hit
+            for hit in found
+            if not self._is_skill(hit.path)  # they have their section
+            and not (underway is not None and underway.holds(hit))
+        ]
         lines = []
         for hit in worth_attention(hits):
             if hit.id is not None:
@@ -437,7 +544,8 @@ class ContextBuilder:
 
 
 def fit_sections(sections: Iterable[Section], budget: int) -> ContextResult:
-    """Fill sections in order; a section stops at the first line that does not fit.
+    """Fill sections in order; a section stops at the first line that does not fit
+    (taking its lines in the order of its ``rank``, when it has one).
 
     Room for one closing line is kept back, so whatever was left out can
     always be named.
@@ -451,25 +559,89 @@ def fit_sections(sections: Iterable[Section], budget: int) -> ContextResult:
             continue
         heading = f"## {section.title}"
         gap = 1 if out else 0  # the blank line before a heading
-        if size + gap + len(heading) + 1 + len(section.items[0]) + 1 > limit:
+        order = section.rank if section.rank is not None else range(len(section.items))
+        if size + gap + len(heading) + 1 + len(section.items[order[0]]) + 1 > limit:
             section.left_out = len(section.items)
             continue
         if out:
             out.append("")
         out.append(heading)
         size += gap + len(heading) + 1
-        for n, item in enumerate(section.items):
+        chosen: set[int] = set()
+        for n, index in enumerate(order):
+            item = section.items[index]
             if size + len(item) + 1 > limit:
                 section.left_out = len(section.items) - n
                 break
-            out.append(item)
-            section.shown.append(item)
+            chosen.add(index)
             size += len(item) + 1
+        section.shown = [item for i, item in enumerate(section.items) if i in chosen]
+        out.extend(section.shown)
     dropped = [s for s in ordered if s.left_out]
     if dropped:
         out.extend(["", _left_out_line(dropped, _TAIL_CHARS - 2)])
     markdown = "\n".join(out) + ("\n" if out else "")
     return ContextResult(markdown=markdown, budget_tokens=budget, sections=ordered)
+
+
+def _ago(day: date, today: date) -> str:
+    days = (today - day).days
+    if days <= 0:
+        return "today"
+    return "yesterday" if days == 1 else f"{days} days ago"
+
+
+def _task_line(task: Task) -> str:
+    details = [task.priority]
+    if task.status != "todo":
+        details.append(task.status.replace("_", " "))
+    if task.due:
+        details.append(f"due {task.due.isoformat()}")
+    if task.project:
+        details.append(f"project {task.project}")
+    return f"- {task.title} ({', '.join(details)})"
+
+
+def _rest_line(tasks: list[Task], today: date, *, other: bool) -> str:
+    """The open tasks not shown in full, in one line: how many of each priority, and
+    the ones due soonest."""
+    by_priority: dict[str, int] = {}
+    for task in tasks:
+        by_priority[task.priority] = by_priority.get(task.priority, 0) + 1
+    kinds = ", ".join(f"{n} {priority}" for priority, n in by_priority.items())
+    line = f"- {counted(len(tasks), 'other open task' if other else 'open task')} ({kinds})"
+    dated = sorted((t for t in tasks if t.due), key=lambda t: t.due or today)
+    if not dated:
+        return f"{line}, none with a due date"
+    nearest = [
+        f"{t.title} ({'overdue since' if t.due < today else 'due'} {t.due.isoformat()})"
+        for t in dated[:_NEAREST_DUE]
+        if t.due is not None
+    ]
+    return f"{line}; due soonest: {'; '.join(nearest)}"
+
+
+def _day_summary(text: str) -> tuple[frozenset[str], str | None]:
+    """The headings inside the daily note job's block of a journal note, and its summary
+    as one line (the model's sentences, or the count line); nothing when there is none."""
+    start, end = _DAY_SUMMARY
+    opened = text.find(start)
+    closed = text.find(end, opened + len(start)) if opened >= 0 else -1
+    if opened < 0 or closed < 0:
+        return frozenset(), None
+    block = text[opened + len(start) : closed]
+    headings = frozenset(m.group(1).strip() for m in _BLOCK_HEADING.finditer(block))
+    prose = [
+        line.strip()
+        for line in block.split("\n")
+        if line.strip() and not line.lstrip().startswith(("#", "-", "*", "+", "<!--"))
+    ]
+    words = _one_line(" ".join(prose))
+    if not words:
+        return headings, None
+    if len(words) > _SUMMARY_CHARS:
+        words = words[: _SUMMARY_CHARS - 1].rstrip() + "…"
+    return headings, f"- Summary of the day so far (daily note job): {words}"
 
 
 def _untrusted_line(memory: Memory, snippet: str) -> str:

@@ -17,6 +17,7 @@ import builtins
 import json
 import re
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -153,6 +154,11 @@ class Sessions:
         self.journal = journal
         # Keeps secrets out of state.db ([privacy] secrets; the runtime gives it).
         self.screen = screen
+        self._observers: builtins.list[Callable[[Session, Message], None]] = []
+
+    def observe(self, observer: Callable[[Session, Message], None]) -> None:
+        """Call ``observer(session, message)`` once each message is stored."""
+        self._observers.append(observer)
 
     def log(
         self,
@@ -233,6 +239,8 @@ class Sessions:
             sent_at=moment,
             metadata=metadata or None,
         )
+        for observer in self._observers:
+            observer(session, message)
         return session, message
 
     def end(self, key: str, summary: str | None = None) -> Session:

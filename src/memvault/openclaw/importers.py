@@ -40,7 +40,9 @@ from memvault.errors import (
     SecretRefusedError,
 )
 from memvault.locations import STATE_DB
+from memvault.memory.sessions import MAX_TEXT as MAX_SAID
 from memvault.memory.sessions import Sessions
+from memvault.openclaw.transcripts import Peer, Said, Transcript, peer_of, state_folder, transcripts
 from memvault.privacy.trust import as_kept
 from memvault.vault.memories import normalize_text
 from memvault.vault.paths import safe_filename
@@ -52,7 +54,7 @@ if TYPE_CHECKING:
 SOURCE = "openclaw"
 JOURNAL_SECTION = "Imported from OpenClaw"
 SESSION_PREFIX = "openclaw:import:"
-KINDS = ("openclaw", "memory-md", "daily-logs", "todo", "learnings")
+KINDS = ("openclaw", "memory-md", "daily-logs", "todo", "learnings", "sessions")
 WORKSPACE_FILES = ("MEMORY.md", "memory/", "TODO.md", "LEARNINGS.md")
 EMBEDDINGS_NOTE = (
     "Keyword search sees the imported items now; their embeddings are filled by the "
@@ -158,6 +160,7 @@ class ImportReport:
             ("memories", "memory"),
             ("journal entries", "journal entry"),
             ("sessions", "session"),
+            ("conversation turns", "conversation turn"),
             ("tasks", "task"),
             ("learnings", "learning"),
         )
@@ -488,24 +491,102 @@ class Importer:
             )
         if not holds_workspace(path) and holds_workspace(path / "workspace"):
             path = path / "workspace"  # ~/.openclaw given instead of its workspace
-        if not holds_workspace(path):
+        if not holds_workspace(path) and state_folder(path) is None:
             raise NotFoundError(
                 f"Nothing to import in {path}: it holds none of {', '.join(WORKSPACE_FILES)}."
             )
         report = ImportReport("openclaw", str(path), self.dry_run)
         memory = _first(path, "MEMORY.md", "memory.md")
+        state = state_folder(path)
         steps: list[tuple[str, Path | None, Callable[[Path], ImportReport]]] = [
             ("MEMORY.md", memory, self.memory_md),
             ("memory/", path / "memory" if (path / "memory").is_dir() else None, self.daily_logs),
             ("TODO.md", _first(path, "TODO.md", "todo.md"), self.todo),
             ("LEARNINGS.md", _first(path, "LEARNINGS.md", "learnings.md"), self.learnings),
         ]
+        if state is not None:  # the workspace's state folder, ~/.openclaw: its conversations
+            steps.append(("agents/", state, self.conversations))
         for name, found, run in steps:
             if found is None:
                 report.missing.append(name)
             else:
                 report.absorb(run(found))
         return report
+
+    def conversations(self, path: Path) -> ImportReport:
+        """OpenClaw's past conversations (its state folder, ``~/.openclaw``): each session
+        to a memvault session of its own and its turns to conversation memories, dated
+        when they were said and attributed to whom they were with."""
+        report = ImportReport("sessions", str(path), self.dry_run)
+        folder = state_folder(path)
+        if folder is None:
+            raise NotFoundError(
+                f"No OpenClaw conversations in {path}: it holds no agents/ folder "
+                "(give the state folder, ~/.openclaw)."
+            )
+        for transcript in transcripts(folder):
+            report.problems.extend(transcript.problems)
+            self._conversation(report, transcript)
+        return report
+
+    def _conversation(self, report: ImportReport, transcript: Transcript) -> None:
+        fresh = [
+            said
+            for said in transcript.messages
+            if not self.ledger.known("sessions", _said_hash(transcript, said))
+        ]
+        report.skipped += len(transcript.messages) - len(fresh)
+        if not fresh:
+            return
+        report.add("sessions")
+        report.add("conversation turns", len(fresh))
+        report.imported += len(fresh)
+        if self.dry_run:
+            return
+        key = f"{SOURCE}:{transcript.key}"[:200]
+        peer = peer_of(transcript.key)
+        owner, audience = self._whom(peer)
+        last = fresh[-1].when
+        # Logged at their own times, the session ended at its last message (not now).
+        sessions = Sessions(self.runtime.state, Clock(self.runtime.clock.tz, now=lambda: last))
+        sessions.observe(self.runtime.capture)
+        settings = self.runtime.settings
+        writer = settings.owner_name if owner else (transcript.title or peer.chat_id)
+        for said in fresh:
+            where = f"{transcript.where} ({transcript.key}, {said.event_id})"
+            try:
+                sessions.log(
+                    key,
+                    said.text[:MAX_SAID],
+                    role=said.role,
+                    channel=SOURCE,
+                    sender="OpenClaw" if said.role == "assistant" else writer,
+                    sent_at=said.when,
+                    metadata={
+                        "owner": owner,
+                        "audience": audience,
+                        "openclaw": {"session": transcript.key, "entry": said.event_id},
+                    },
+                )
+            except MemvaultError as exc:
+                report.problems.append(f"{where}: {_reason(exc)}")
+                continue
+            self.ledger.record("sessions", _said_hash(transcript, said), f"session {key}", where)
+        try:
+            sessions.end(key)
+        except MemvaultError as exc:
+            report.problems.append(f"{transcript.where}: the session was not closed: {exc.message}")
+
+    def _whom(self, peer: Peer) -> tuple[bool, str | None]:
+        """Whether a conversation was the owner's, and its audience label otherwise."""
+        if peer.channel is None:
+            return True, None
+        config = self.runtime.settings.channels.sections().get(peer.channel)
+        owner = not peer.group and config is not None and peer.chat_id in config.owner
+        audience = self.runtime.audiences.of_chat(
+            peer.channel, peer.chat_id, peer.chat_id, owner=owner, group=peer.group
+        )
+        return owner, audience.label
 
     def finish(self, report: ImportReport) -> ImportReport:
         """Sync the keyword index after a real import (a failure is a problem, not an error)."""
@@ -712,6 +793,11 @@ class Importer:
             )
 
 
+def _said_hash(transcript: Transcript, said: Said) -> str:
+    """A message's ledger key: its agent, session and entry id."""
+    return item_hash("sessions", f"{transcript.agent}\n{transcript.key}\n{said.event_id}")
+
+
 # -- one function per kind -----------------------------------------------------
 
 
@@ -727,6 +813,12 @@ def import_daily_logs(
     """Import OpenClaw daily logs (the ``memory/`` folder, or one day's file)."""
     importer = Importer(runtime, dry_run=dry_run, progress=progress)
     return importer.finish(importer.daily_logs(path))
+
+
+def import_sessions(runtime: Runtime, path: Path, *, dry_run: bool = False) -> ImportReport:
+    """Import OpenClaw's past conversations as sessions and conversation memories."""
+    importer = Importer(runtime, dry_run=dry_run)
+    return importer.finish(importer.conversations(path))
 
 
 def import_todo(runtime: Runtime, path: Path, *, dry_run: bool = False) -> ImportReport:

@@ -229,6 +229,18 @@ class Audiences:
             ) from None
         return self.of_contact(contact)
 
+    def settings_of(self, name: str) -> ContactPrivacy | None:
+        """The ``[privacy.contacts]`` entry of the contact ``name`` names (a note path, name
+        or alias), if any."""
+        names = {share_key(name), share_key(name.rsplit("/", 1)[-1])}
+        try:
+            contact = self.contacts.get(name)
+        except MemvaultError:  # no such note (a stranger's ``channel:id``): names only
+            contact = None
+        if contact is not None:
+            names |= {share_key(contact.name), *map(share_key, contact.aliases)}
+        return self._configured(names - {""})
+
     def _contact_by_identity(self, channel: str, sender_id: str) -> Contact | None:
         try:
             return self.contacts.find_by_identity(channel, sender_id)

@@ -73,7 +73,7 @@ from memvault.vault.journal import Journal
 from memvault.vault.memories import Memories, Memory
 from memvault.vault.note import Note
 from memvault.vault.store import Vault
-from memvault.vocabulary import counted
+from memvault.vocabulary import CONVERSATION, counted
 
 log = logging.getLogger(__name__)
 
@@ -173,8 +173,11 @@ class Person:
         return any(key in line for key in self.keys)
 
     def tagged(self, memory: Memory) -> bool:
-        """Whether ``memory`` names the person or carries their name as a tag."""
+        """Whether ``memory`` names the person or carries their name as a tag, or is a turn
+        of a conversation with them (:mod:`memvault.privacy.capture`)."""
         if self._names.search(memory.text) is not None:
+            return True
+        if memory.source in self.keys or memory.fields.get("contact") == self.path[:-3]:
             return True
         return any(part in self.slugs for tag in memory.tags for part in tag.casefold().split("/"))
 
@@ -301,7 +304,9 @@ class Forgetter:
     ) -> Receipt:
         """Forget ``chosen`` (and ``person``, and drop ``notes``) everywhere."""
         ids = {m.id for m in chosen}
-        rest = [m for m in self.memories.all() if m.id not in ids]
+        others = [m for m in self.memories.all() if m.id not in ids]
+        # A turn that said it is a copy (as a journal line is), not another memory.
+        rest = [m for m in others if m.category != CONVERSATION]
         kept_names = self._kept_names(person)
         words: set[str] = set()
         for memory in chosen:
@@ -311,8 +316,10 @@ class Forgetter:
         trace = Trace(frozenset(ids), tuple(m.text for m in chosen), frozenset(words))
         receipt = Receipt(list(chosen))
         scope = _Scope(trace, person, receipt)
+        said = [m for m in others if m.category == CONVERSATION and scope.captured(m.text)]
+        ids |= {m.id for m in said}
         chunks = self._memory_chunks(ids)
-        self._memory_lines(chosen, scope)
+        self._memory_lines([*chosen, *said], scope)
         self._drop_notes(notes, scope)
         distill = self.settings.jobs.distill.folder
         state = "state.db" if isinstance(self._state().path, Path) else "the state database"

@@ -63,8 +63,8 @@ TRUST_FIELD = "trust"
 REASON_FIELD = "trust_reason"
 FROM_FIELD = "trust_from"
 # Sources whose surface is not the owner's own hand: the model itself (which may repeat a
-# web page, a file or a message) and the importers.
-UNTRUSTED_SURFACES = frozenset({"agent", "mcp", "openclaw", "import", "email", "web"})
+# web page, a file or a message), the importers, and a command's output (shell).
+UNTRUSTED_SURFACES = frozenset({"agent", "mcp", "openclaw", "import", "email", "web", "shell"})
 _MAX_REASON = 200
 _MAX_DEPTH = 2  # decoded text is decoded again this many times (base64 of base64 ...)
 
@@ -173,6 +173,17 @@ def find_hidden(text: str) -> Hidden:
     leading_bom = 1 if text.startswith("\ufeff") else 0
     invisible = sum(1 for c in text if c in _INVISIBLE or c in _BIDI) - leading_bom
     return Hidden(tuple(payload), max(invisible, 0))
+
+
+# What would make someone else's words a tag, a field, a link or a block id in a note
+# (``#share/everyone`` would widen who sees it).
+_MARKUP = str.maketrans({"#": "\uff03", "[": "(", "]": ")", "^": "\uff3e"})
+
+
+def inert(text: str) -> str:
+    """Someone else's words as one line a note may hold: what hides in them shown, and
+    no tag, field, link or block id they could make."""
+    return " ".join(reveal(text).split()).translate(_MARKUP).replace("::", ":")
 
 
 def reveal(text: str) -> str:

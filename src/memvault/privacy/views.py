@@ -27,13 +27,14 @@ from memvault.index.search import Hit, Searcher
 from memvault.memory.context import (
     ContextResult,
     Section,
+    Underway,
     fit_sections,
     rank_memories,
     worth_attention,
 )
 from memvault.privacy.audiences import CONTACT_KIND, SHARE_FIELD, Audience
 from memvault.privacy.reads import recorded_context
-from memvault.privacy.trust import REASON_FIELD, judge, reveal
+from memvault.privacy.trust import REASON_FIELD, inert, judge
 from memvault.vault.collection import Collection
 from memvault.vault.contacts import CONTACTS_DIR
 from memvault.vault.markdown import append_to_section
@@ -41,7 +42,7 @@ from memvault.vault.memories import Memories, Memory
 from memvault.vault.note import Note
 from memvault.vault.notes import Notes
 from memvault.vault.paths import safe_filename
-from memvault.vocabulary import KINDS
+from memvault.vocabulary import CONVERSATION, KINDS
 
 GROUPS_DIR = "Groups"
 TOLD_SECTION = "Told by them"
@@ -50,9 +51,6 @@ _NOTE_KINDS = tuple(kind for kind in KINDS if kind != "memory")
 _MAX_RELEVANT = 10
 _MAX_TEXT = 1000
 _RECENCY_BIAS = 0.3
-# What would make a stranger's words a tag, a field, a link or a block id in a note.
-# (The line ends with its trust field, so no block id can close it.)
-_MARKUP = str.maketrans({"#": "\uff03", "[": "(", "]": ")"})
 
 
 def _flat(text: str) -> str:
@@ -90,9 +88,13 @@ class AudienceView:
 
     # -- what they may see ---------------------------------------------------------
 
-    def shared_memories(self) -> list[Memory]:
-        """The memories shared with this audience (none archived or superseded)."""
-        return [m for m in self.memories.list() if self.audience.sees_memory(m)]
+    def shared_memories(self, *, said: bool = False) -> list[Memory]:
+        """The memories shared with this audience (none archived or superseded); with
+        ``said``, the turns of their conversations too (:mod:`memvault.privacy.capture`)."""
+        listed = self.memories.list()
+        if said:
+            listed += self.memories.list(category=CONVERSATION)
+        return [m for m in listed if self.audience.sees_memory(m)]
 
     def sees_path(self, path: str) -> bool:
         """Whether the note at ``path`` is theirs to see."""
@@ -106,7 +108,7 @@ class AudienceView:
 
     def search(self, query: str, limit: int = 10, *, wait_for_model: bool = True) -> list[Found]:
         """The best hits for ``query`` among what is shared with them, best first."""
-        shared = {m.id: m for m in self.shared_memories()}
+        shared = {m.id: m for m in self.shared_memories(said=True)}
         found: list[Found] = []
         if shared:
             hits = self.searcher.search(
@@ -135,21 +137,35 @@ class AudienceView:
     # -- context -------------------------------------------------------------------
 
     def context(
-        self, query: str | None, budget_tokens: int, *, wait_for_model: bool = True
+        self,
+        query: str | None,
+        budget_tokens: int,
+        *,
+        wait_for_model: bool = True,
+        underway: Underway | None = None,
     ) -> ContextResult:
         """What their agent is told at the start of a run, within ``budget_tokens``; every
-        memory it searched for or shows is recorded as read (path ``context``)."""
+        memory it searched for or shows is recorded as read (path ``context``). The turns
+        of the conversation ``underway`` are not shown: the model has them already."""
         return recorded_context(
-            self._record, lambda: self._context(query, budget_tokens, wait_for_model)
+            self._record, lambda: self._context(query, budget_tokens, wait_for_model, underway)
         )
 
     def _context(
-        self, query: str | None, budget_tokens: int, wait_for_model: bool
+        self,
+        query: str | None,
+        budget_tokens: int,
+        wait_for_model: bool,
+        underway: Underway | None,
     ) -> ContextResult:
         used: set[str] = set()
         sections: list[Section] = []
         if query and query.strip():
-            found = self.search(query.strip(), _SEARCH_LIMIT, wait_for_model=wait_for_model)
+            found = [
+                f
+                for f in self.search(query.strip(), _SEARCH_LIMIT, wait_for_model=wait_for_model)
+                if underway is None or not underway.holds(f.hit)
+            ]
             worth = {id(h) for h in worth_attention([f.hit for f in found])}
             lines = []
             for item in found:
@@ -194,7 +210,7 @@ class AudienceView:
         sees the note).
         """
         verdict = judge(text)
-        clean = _flat(reveal(text)).translate(_MARKUP).replace("::", ":")
+        clean = inert(text)
         if self.notes.screen is not None:  # secrets stay out, as from anyone ([privacy] secrets)
             clean = self.notes.screen(clean)
         clean = clean[:_MAX_TEXT]
@@ -204,7 +220,7 @@ class AudienceView:
         where = f" on {channel}" if channel else ""
         line = f"- {when} {_flat(by)}{where}: {clean} [trust:: low]"
         if verdict.instruction:
-            why = verdict.reason.translate(_MARKUP).replace("::", ":")
+            why = inert(verdict.reason)
             line += f" [{REASON_FIELD}:: {why}]"
         path = self._own_note()
 

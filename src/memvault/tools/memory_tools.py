@@ -16,9 +16,25 @@ from memvault.tools.inputs import ToolInput, limit_field, min_score_field, names
 from memvault.tools.policy import DELETIONS, FILE_WRITES, Tier
 from memvault.tools.registry import Annotations, Tool, ToolContext, noted
 from memvault.vault.memories import LOW_TRUST, Memory
-from memvault.vocabulary import CATEGORIES
+from memvault.vocabulary import CATEGORIES, CATEGORY_ALIASES, CONVERSATION
 
 _MEMORY_ID = names("id", "memory_id", "memoryId")
+# What a model may file a memory under: memvault's categories (conversation turns are
+# captured by memvault itself), and the earlier designs' names for two of them.
+REMEMBERED_CATEGORIES = [c for c in CATEGORIES if c != CONVERSATION]
+_ALIASES_SAID = ", ".join(f"'{alias}' is {target}" for alias, target in CATEGORY_ALIASES.items())
+
+
+def category_field(what: str) -> Any:
+    """A memory category parameter: memvault's names, the earlier designs' aliases too."""
+    return Field(
+        None,
+        description=(
+            f"{what}: one of {', '.join(REMEMBERED_CATEGORIES)} (default: fact). The earlier "
+            f"designs' names are taken as memvault's: {_ALIASES_SAID}."
+        ),
+        json_schema_extra={"enum": [*REMEMBERED_CATEGORIES, *CATEGORY_ALIASES]},
+    )
 
 
 class Remember(ToolInput):
@@ -30,9 +46,7 @@ class Remember(ToolInput):
         validation_alias=names("fact", "text", "content", "memory", "note"),
         min_length=1,
     )
-    category: str | None = Field(
-        None, description=f"One of: {', '.join(CATEGORIES)} (default: fact)."
-    )
+    category: str | None = category_field("What kind of memory it is")
     importance: float | None = Field(
         None, ge=0, le=1, description="0 (trivia) to 1 (essential); default 0.5."
     )
@@ -45,7 +59,9 @@ class Recall(ToolInput):
         validation_alias=names("topic", "query", "about", "subject"),
         min_length=1,
     )
-    category: str | None = Field(None, description="Only memories of this category.")
+    category: str | None = Field(
+        None, description=f"Only memories of this category ({_ALIASES_SAID})."
+    )
     limit: int = limit_field(10)
     min_score: float | None = min_score_field()
 

@@ -17,7 +17,13 @@ background, double-forked or in a session of its own, is killed when it
 ends, and at the timeout all of it is.
 Output is read as it comes, without waiting on a full pipe, and kept up to
 ``max_output_bytes`` per stream. On request the command and the start of
-its output go to the day's journal, under "Shell".
+its output go to the day's journal, under "Shell"; with ``capture_as`` (the
+earlier design's thought type, e.g. ``shell_output``) they are also kept as
+a memory: of that category when it names one of memvault's (or an alias,
+``contact``, ``general``), else of category ``context`` tagged with the type.
+Such a memory is screened as any is (secrets kept out), and, as a command's
+output is never the owner's own words, text in it that reads as an
+instruction is marked low trust (:mod:`memvault.privacy.trust`).
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from memvault.config import ShellSettings
-from memvault.errors import InvalidInputError, NotFoundError
+from memvault.errors import InvalidInputError, MemvaultError, NotFoundError
 from memvault.processes import kill_tree
 from memvault.text import scrub
 from memvault.tools.folders import allowed_folders, confined, within
@@ -45,7 +51,9 @@ from memvault.tools.inputs import ToolInput, names
 from memvault.tools.policy import SHELL, Tier
 from memvault.tools.registry import Annotations, Tool, ToolContext
 from memvault.tools.shell_guard import check_command
+from memvault.vault.memories import Memories
 from memvault.vault.store import Vault
+from memvault.vocabulary import CONVERSATION
 
 SHELL_SETTING = "tools.shell.enabled"
 # The start of a command's output kept in the journal.
@@ -59,6 +67,12 @@ _LAUNCHER = str(Path(__file__).with_name("shell_launcher.py"))
 # What a command inherits of the daemon's environment: no keys, tokens or passwords.
 _KEPT_ENV = {"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM"}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|m|min)?\s*$")
+# The earlier design's default thought type for a command's output.
+SHELL_OUTPUT = "shell_output"
+# What a captured output's memory keeps of the command and of what it printed.
+_CAPTURED_COMMAND_CHARS = 200
+_CAPTURED_OUTPUT_CHARS = 2000
+_CAPTURE_KIND = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
 
 
 # -- inputs -----------------------------------------------------------------------------
@@ -96,6 +110,30 @@ class ShellCommand(ToolInput):
         description="Save the command and the start of its output to today's journal.",
         validation_alias=names("save_output", "save", "journal"),
     )
+    capture_as: str | None = Field(
+        None,
+        description=(
+            f"Also keep the output as a memory of this kind (e.g. '{SHELL_OUTPUT}'). A "
+            "memory category (fact, context, issue, project ...; contact and general too) "
+            f"files it there; any other kind, '{SHELL_OUTPUT}' included, files it under "
+            "context, tagged with the kind. Secrets in it are kept out, and text in it that "
+            "reads as an instruction is marked low trust."
+        ),
+        validation_alias=names("capture_as", "captureAs", "thought_type"),
+    )
+
+    @field_validator("capture_as")
+    @classmethod
+    def _kind(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        kind = value.strip().lower()
+        if not _CAPTURE_KIND.match(kind):
+            raise ValueError(
+                f"name a kind in one word of at most 40 letters, digits, '_' or '-', "
+                f"e.g. '{SHELL_OUTPUT}' or 'fact'"
+            )
+        return kind
 
     @field_validator("timeout", mode="before")
     @classmethod
@@ -282,7 +320,59 @@ def _run_shell(ctx: ToolContext, args: ShellCommand) -> dict[str, Any]:
     save = settings.save_output_by_default if args.save_output is None else args.save_output
     if save:
         result["saved_to"] = _journal(ctx, args.command, cwd, run)
+    if args.capture_as is not None:
+        result.update(_capture(ctx, args.command, args.capture_as, run))
     return result
+
+
+def capture_category(kind: str) -> tuple[str, list[str]]:
+    """The memory category and tags a captured output of ``kind`` is kept with: the
+    category ``kind`` names (an alias too), else ``context`` tagged with the kind."""
+    try:
+        category = Memories.check_category(kind)
+    except InvalidInputError:
+        return "context", ["shell", kind]
+    if category == CONVERSATION:  # what was said in a chat: never a command's output
+        return "context", ["shell", kind]
+    return category, ["shell"]
+
+
+def _capture(ctx: ToolContext, command: str, kind: str, run: CommandRun) -> dict[str, Any]:
+    """Keep what the command printed as a memory; what became of it, for the result (the
+    command ran whatever happens here)."""
+    output = " ".join(_text(b"\n".join((run.stdout, run.stderr))).split())
+    if not output:
+        return {"captured": None, "capture_note": "The command printed nothing to keep."}
+    if len(output) > _CAPTURED_OUTPUT_CHARS:
+        output = output[: _CAPTURED_OUTPUT_CHARS - 1].rstrip() + "…"
+    shown = " ".join(command.split())
+    if len(shown) > _CAPTURED_COMMAND_CHARS:
+        shown = shown[: _CAPTURED_COMMAND_CHARS - 1].rstrip() + "…"
+    outcome = "timed out" if run.timed_out else f"exit {run.exit_code}"
+    category, tags = capture_category(kind)
+    # "shell:" marks the text as not the owner's own words: the trust screen judges it.
+    source = f"shell:{ctx.session or ctx.surface}"
+    try:
+        kept = ctx.runtime.consolidation.remember(
+            scrub(f"Output of `{shown}` ({outcome}): {output}"),
+            category=category,
+            tags=tags,
+            source=source,
+        )
+    except MemvaultError as exc:
+        return {"captured": None, "capture_error": exc.message}
+    memory = kept.memory
+    captured: dict[str, Any] = {
+        "id": memory.id,
+        "stored": kept.created,
+        "category": memory.category,
+        "tags": memory.tags,
+        "path": memory.path,
+    }
+    if memory.trust is not None:
+        captured["trust"] = memory.trust
+        captured["trust_reason"] = memory.trust_reason
+    return {"captured": captured}
 
 
 def _journal(ctx: ToolContext, command: str, cwd: str, run: CommandRun) -> str:
@@ -303,7 +393,8 @@ def _journal(ctx: ToolContext, command: str, cwd: str, run: CommandRun) -> str:
 def _shell_summary(args: ShellCommand) -> str:
     command = args.command if len(args.command) <= 300 else args.command[:300] + "…"
     where = f" in {args.working_dir}" if args.working_dir else ""
-    return f"run the shell command {command!r}{where}"
+    kept = f", keeping its output as a memory ({args.capture_as})" if args.capture_as else ""
+    return f"run the shell command {command!r}{where}{kept}"
 
 
 TOOLS = [
@@ -315,7 +406,8 @@ TOOLS = [
             "and return its stdout, stderr and exit code. The owner approves every call. "
             "Blocked programs (sudo, rm, curl ...) are refused wherever they appear; command "
             "substitution is refused; the command is killed with its children at the timeout. "
-            "Prefer the vault tools for notes."
+            "With capture_as, its output is also kept as a memory. Prefer the vault tools for "
+            "notes."
         ),
         input_model=ShellCommand,
         handler=_run_shell,

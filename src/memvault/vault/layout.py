@@ -16,7 +16,7 @@ from memvault.locations import PRIVATE_FILE, STATE_DIR, private_state_dir
 from memvault.vault import templates
 from memvault.vault.memories import MEMORY_DIR, category_note
 from memvault.vault.store import Vault
-from memvault.vocabulary import CATEGORIES
+from memvault.vocabulary import CATEGORIES, CONVERSATION
 
 FOLDERS = (
     MEMORY_DIR,
@@ -31,7 +31,9 @@ FOLDERS = (
     templates.TEMPLATES_DIR,
 )
 
-_MEMORY_LINKS = " · ".join(f"[[{MEMORY_DIR}/{title}|{title}]]" for title in CATEGORIES.values())
+_MEMORY_LINKS = " · ".join(
+    f"[[{MEMORY_DIR}/{title}|{title}]]" for key, title in CATEGORIES.items() if key != CONVERSATION
+)
 
 HOME = f"""---
 tags: [home]
@@ -196,7 +198,7 @@ def init_vault(vault: Vault) -> InitReport:
         except FileExistsError:
             report.kept.append(f"{STATE_DIR}/{name}")
     files = dict(CORE_NOTES)
-    for category in CATEGORIES:
+    for category in (c for c in CATEGORIES if c != CONVERSATION):  # a folder, made as needed
         files[f"{MEMORY_DIR}/{CATEGORIES[category]}.md"] = category_note(category)
     for kind, text in templates.DEFAULTS.items():
         files[f"{templates.TEMPLATES_DIR}/{kind}.md"] = text

@@ -37,7 +37,7 @@ from memvault.errors import ConfigError, InvalidInputError, NotFoundError, NotTe
 from memvault.text import check_values
 from memvault.vault.markdown import normalize_tag
 from memvault.vault.store import Change, Vault, decode_text
-from memvault.vocabulary import CATEGORIES
+from memvault.vocabulary import CATEGORIES, CATEGORY_ALIASES, CONVERSATION
 
 log = logging.getLogger(__name__)
 
@@ -452,13 +452,15 @@ class Memories:
         tag: str | None = None,
         include_archived: bool = False,
     ) -> list[Memory]:
-        """Memories filtered by category and tag, oldest first."""
+        """Memories filtered by category and tag, oldest first. What was said in
+        conversations (category ``conversation``) is listed only when asked for by name:
+        it is found by search, and would drown everything else here."""
         wanted_category = self.check_category(category) if category else None
         wanted_tag = tag.lstrip("#").casefold() if tag else None
         out = [
             m
             for m in self.all(include_archived=include_archived)
-            if (wanted_category is None or m.category == wanted_category)
+            if (m.category == wanted_category if wanted_category else m.category != CONVERSATION)
             and (wanted_tag is None or wanted_tag in (t.casefold() for t in m.tags))
         ]
         out.sort(
@@ -475,9 +477,10 @@ class Memories:
 
     @staticmethod
     def check_category(category: str) -> str:
-        """A known category name (case-insensitive), or a clear error listing them."""
+        """A known category name (case-insensitive; a file's title, or an earlier
+        design's name such as ``contact``), or a clear error listing them."""
         key = category.strip().lower()
-        key = _TITLE_TO_CATEGORY.get(key, key)
+        key = CATEGORY_ALIASES.get(key, _TITLE_TO_CATEGORY.get(key, key))
         if key not in CATEGORIES:
             raise InvalidInputError(
                 f"Unknown memory category {category!r}; use one of {', '.join(CATEGORIES)}."
@@ -593,7 +596,9 @@ class Memories:
         prepared = [self._prepare(*item) for item in items]
         chosen: list[tuple[Memory, bool]] = []
         with self.vault.lock(_LOCK):
-            files = self.readable()
+            every = self.readable()
+            # What was said in a conversation is never what a memory repeats ("ok" twice).
+            files = [f for f in every if f.category != CONVERSATION]
             added: dict[str, Memory] = {}
             added_ids: set[str] = set()
 
@@ -615,7 +620,7 @@ class Memories:
                 )
 
             def taken(candidate: str) -> bool:
-                return candidate in added_ids or any(candidate in f.by_id for f in files)
+                return candidate in added_ids or any(candidate in f.by_id for f in every)
 
             pending: dict[str, list[Memory]] = {}
             for memory in prepared:
@@ -630,7 +635,7 @@ class Memories:
                 pending.setdefault(memory.path, []).append(memory)
                 chosen.append((memory, True))
             # A file that is not text (left out of ``files``) is refused before anything is added.
-            for path in pending.keys() - {f.path for f in files}:
+            for path in pending.keys() - {f.path for f in every}:
                 self.read(path)
             stored: dict[str, Memory] = {}
             for path, memories in pending.items():
@@ -640,6 +645,43 @@ class Memories:
             if result.created:
                 self._announce("stored", result.memory)
         return results
+
+    def record(
+        self,
+        path: str,
+        items: Sequence[tuple[str, datetime, str | None, dict[str, str]]],
+        *,
+        header: str,
+        category: str = CONVERSATION,
+    ) -> builtins.list[Memory]:
+        """Append ``items`` to the memory file at ``path`` as they are, duplicates too:
+        what was said in a conversation, where "ok" said twice is two turns.
+
+        Each item is ``(text, created, source, fields)``; the file is created with
+        ``header`` (its frontmatter names ``category``). Screens run as for any memory.
+        """
+        if not path.startswith(f"{MEMORY_DIR}/") or not path.endswith(".md"):
+            raise InvalidInputError(f"{path} is not a memory file (Memory/....md).")
+        prepared: builtins.list[Memory] = []
+        for text, created, source, fields in items:
+            memory = replace(self._prepare(text, category, None, (), source, created), path=path)
+            _set_fields(memory, dict(fields))
+            prepared.append(memory)
+        if not prepared:
+            return []
+        with self.vault.lock(_LOCK):
+            parsed = self.read(path)
+            taken = {*parsed.by_id, *(m.id for f in self.readable() for m in f.memories)}
+            for memory in prepared:
+                memory.id = _new_id(taken.__contains__)
+                taken.add(memory.id)
+            if not self.vault.is_file(path):
+                self.vault.create_text(path, header)
+            stored = self._append(path, prepared)
+        out = [stored.get(m.id, m) for m in prepared]
+        for memory in out:
+            self._announce("stored", memory)
+        return out
 
     def _append(self, path: str, memories: builtins.list[Memory]) -> dict[str, Memory]:
         """Append bullets to a memory file; returns each memory as its line reads back."""

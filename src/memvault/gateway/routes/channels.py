@@ -21,7 +21,8 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Header, Path, Query
 
 from memvault.channels import owner
-from memvault.channels.tools import DEFAULT_CHANNEL
+from memvault.channels.hub import Hub
+from memvault.channels.tools import primary_channel
 from memvault.gateway.daemon import Daemon
 from memvault.gateway.errors import ApiError
 from memvault.gateway.routes import COMMON_ERRORS, DaemonDep, errors, row_id
@@ -44,7 +45,13 @@ router = APIRouter(prefix="/v1", tags=["channels"])
 ACTION = "send_message"
 BY = "api"
 
-Adapter = Annotated[str, Query(description="The channel, e.g. telegram.")]
+Adapter = Annotated[
+    str | None,
+    Query(
+        description="The channel, e.g. telegram; default the owner's primary channel (the "
+        "first enabled channel with an owner id)."
+    ),
+]
 ChannelLimit = Annotated[int, Query(ge=1, le=200, description="How many at most (1 to 200).")]
 ChannelPath = Annotated[str, Path(description="The channel, e.g. telegram.")]
 Approval = Annotated[
@@ -54,6 +61,11 @@ Approval = Annotated[
         description="The owner's approval token (<vault>/.memvault/approval-token).",
     ),
 ]
+
+
+def _channel(hub: Hub, adapter: str | None) -> str:
+    """The channel a request names, else the owner's primary one."""
+    return hub.channel_named(adapter) if adapter else primary_channel(hub)
 
 
 def _require_approval(daemon: Daemon, approval: str | None, doing: str) -> None:
@@ -83,7 +95,7 @@ def send(body: SendBody, daemon: DaemonDep) -> dict[str, Any]:
         )
     payload = body.payload or SendPayload()
     hub = daemon.hub
-    channel = hub.channel_named(body.adapter or DEFAULT_CHANNEL)
+    channel = _channel(hub, body.adapter)
     result = hub.send(channel, payload.conversation_hint or "", payload.text or "")
     return {"ok": True, "result": result}
 
@@ -91,7 +103,7 @@ def send(body: SendBody, daemon: DaemonDep) -> dict[str, Any]:
 @router.get("/messages", response_model=Envelope[ChannelMessages], responses=errors(*COMMON_ERRORS))
 def messages(
     daemon: DaemonDep,
-    adapter: Adapter = DEFAULT_CHANNEL,
+    adapter: Adapter = None,
     conversation: Annotated[
         str | None,
         Query(description="Only this chat: 'owner', a chat id, or a contact's name."),
@@ -99,7 +111,7 @@ def messages(
     limit: ChannelLimit = 50,
 ) -> dict[str, Any]:
     """Recent messages of a channel, oldest first: what arrived and what was sent."""
-    channel = daemon.hub.channel_named(adapter)
+    channel = _channel(daemon.hub, adapter)
     return {"ok": True, "result": daemon.hub.messages(channel, conversation or None, limit)}
 
 
@@ -109,11 +121,11 @@ def messages(
     responses=errors(*COMMON_ERRORS),
 )
 def conversations(
-    daemon: DaemonDep, adapter: Adapter = DEFAULT_CHANNEL, limit: ChannelLimit = 50
+    daemon: DaemonDep, adapter: Adapter = None, limit: ChannelLimit = 50
 ) -> dict[str, Any]:
     """A channel's conversations, the most recent first (from the platform where it can
     list them, else from memvault's own log of the channel)."""
-    channel = daemon.hub.channel_named(adapter)
+    channel = _channel(daemon.hub, adapter)
     return {"ok": True, "result": daemon.hub.conversations(channel, limit)}
 
 
