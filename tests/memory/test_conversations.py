@@ -217,3 +217,30 @@ def test_turns_are_dated_when_said_and_neighbours_by_conversation(
         "cabin weekend January", limit=5, filters=SearchFilters(category="conversation")
     )
     assert {h.id for h in hits} >= {m.id for m in kept[::2]}
+
+
+def test_turns_are_archived_like_any_memory_when_unused(
+    open_runtime: Any, clock: MovableClock
+) -> None:
+    from memvault.config import ArchivalJob
+    from memvault.jobs import Job, JobEngine, Schedule, archival
+
+    runtime = open_runtime()
+    now = clock.now()
+    long_ago = now - timedelta(days=400)
+    runtime.recalls.begin(long_ago - timedelta(days=1))  # searches recorded all along
+    runtime.sessions.log(
+        OWNER_CHAT, "The old bike lock code was 1234", sender="Sam", sent_at=long_ago,
+        metadata={"owner": True},
+    )  # fmt: skip
+    runtime.sessions.log(OWNER_CHAT, "Lunch was fine today", sender="Sam", metadata={"owner": True})
+    old, _recent = turns(runtime)
+    assert old.importance == 0.3  # [memory] capture_importance: below what is remembered
+    job = Job(
+        "archival", Schedule(cron="0 4 * * 0"), archival.run, settings=ArchivalJob(enabled=True)
+    )
+    run = JobEngine(runtime.state, clock, [job], runtime=runtime).run_now("archival")
+    assert run.status == "ok", run.error
+    archived = {m.id for m in runtime.memories.all() if m.archived}
+    assert archived == {old.id}
+    assert old.id not in {h.id for h in runtime.searcher.search("bike lock code")}

@@ -3,7 +3,7 @@
 A message in and a reply out become one bullet each in the conversation's file
 for the month, ``Memory/Conversations/2026-11/telegram 123456.md``::
 
-    - Ada Lovelace: Are we still on for Friday? [importance:: 0.5]
+    - Ada Lovelace: Are we still on for Friday? [importance:: 0.3]
       [created:: 2026-11-27 10:31:05] [source:: telegram:123456] [channel:: telegram]
       [speaker:: Ada Lovelace] [share:: Contacts/Ada Lovelace] [trust:: low] ^m-3f9a1c2b
 
@@ -49,6 +49,7 @@ class Turn:
     share: str | None = None  # the audience it is shared with (None: the owner's alone)
     low_trust: bool = False  # said by someone other than the owner
     contact: str | None = None  # the speaker's contact note, when they have one
+    importance: float | None = None  # None: the vault's default
 
 
 def conversation_path(session: str, when: datetime) -> str:
@@ -106,5 +107,8 @@ class Conversations:
             (f"{turn.speaker}: {part}", turn.when, turn.session, kept) for part in _parts(turn.text)
         ]
         return self.memories.record(
-            conversation_path(turn.session, turn.when), items, header=_header(turn)
+            conversation_path(turn.session, turn.when),
+            items,
+            header=_header(turn),
+            importance=turn.importance,
         )

@@ -91,6 +91,7 @@ class Capture:
             share=name or None,
             low_trust=not owner_words,
             contact=contact if not owner_words else None,
+            importance=self.settings.memory.capture_importance,
         )
 
     def wanted(self, channel: str | None, kind: str, name: str) -> bool:

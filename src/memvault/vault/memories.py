@@ -653,18 +653,21 @@ class Memories:
         *,
         header: str,
         category: str = CONVERSATION,
+        importance: float | None = None,
     ) -> builtins.list[Memory]:
         """Append ``items`` to the memory file at ``path`` as they are, duplicates too:
         what was said in a conversation, where "ok" said twice is two turns.
 
         Each item is ``(text, created, source, fields)``; the file is created with
-        ``header`` (its frontmatter names ``category``). Screens run as for any memory.
+        ``header`` (its frontmatter names ``category``), each at ``importance`` (None:
+        the default). Screens run as for any memory.
         """
         if not path.startswith(f"{MEMORY_DIR}/") or not path.endswith(".md"):
             raise InvalidInputError(f"{path} is not a memory file (Memory/....md).")
         prepared: builtins.list[Memory] = []
         for text, created, source, fields in items:
-            memory = replace(self._prepare(text, category, None, (), source, created), path=path)
+            prepared_one = self._prepare(text, category, importance, (), source, created)
+            memory = replace(prepared_one, path=path)
             _set_fields(memory, dict(fields))
             prepared.append(memory)
         if not prepared:
