@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shlex
 import signal
 import socket
 import subprocess
@@ -26,6 +27,7 @@ import pytest
 from daemon_process import daemon_env
 from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
+from telegram_fake import FakeTelegram
 from waiting import WAIT
 
 REPO = Path(__file__).resolve().parents[1]
@@ -182,16 +184,22 @@ class Gateway:
     """``openclaw gateway run`` on a free loopback port with token auth, for one HOME."""
 
     def __init__(
-        self, command: Path, home: Path, before_start: Callable[[int], None] | None = None
+        self,
+        command: Path,
+        home: Path,
+        before_start: Callable[[int], None] | None = None,
+        *,
+        port: int | None = None,
+        token: str | None = None,
     ) -> None:
         """``before_start(port)`` may configure OpenClaw (its CLI finds the gateway by
-        ``gateway.port``)."""
+        ``gateway.port``); ``port`` and ``token``, when given, are a restarted gateway's."""
         self.home = home
-        self.port = free_port()
+        self.port = port or free_port()
         if before_start is not None:
             before_start(self.port)
-        self.token = secrets.token_urlsafe(16)
-        self.log = (home / "gateway.log").open("w")
+        self.token = token or secrets.token_urlsafe(16)
+        self.log = (home / "gateway.log").open("a")
         self.process = subprocess.Popen(
             [
                 str(command),
@@ -305,3 +313,78 @@ def make_home(tmp: Path, *, command: Path | None = None) -> Home:
     vault = tmp / "vault"
     init_vault(Vault(vault))
     return Home(root, command, workspace, vault)
+
+
+class OpenClawTelegram(FakeTelegram):
+    """The fake Bot API, also answering what OpenClaw's Telegram plugin (grammY) sends
+    and memvault's own adapter never does: the webhook it clears and the command menus it
+    syncs at start, answered as Telegram answers them (``true``, ``[]``), and the older
+    ``reply_to_message_id`` it replies with (Telegram reads it as ``reply_parameters``)."""
+
+    _SETUP = frozenset(
+        {
+            "deleteWebhook",
+            "setMyCommands",
+            "deleteMyCommands",
+            "setMyDescription",
+            "setMyShortDescription",
+            "setChatMenuButton",
+        }
+    )
+
+    def call(self, token: str, method: str, params: dict[str, Any]) -> Any:
+        if token == self.token and method in self._SETUP:
+            with self._cond:
+                self.requests.append(method)
+            return True
+        if token == self.token and method == "getMyCommands":
+            return []
+        if "reply_to_message_id" in params and "reply_parameters" not in params:
+            reply = {"message_id": int(params["reply_to_message_id"])}
+            if params.get("allow_sending_without_reply") in (True, "true"):
+                reply["allow_sending_without_reply"] = True
+            params = {**params, "reply_parameters": reply}
+        return super().call(token, method, params)
+
+
+def receive_telegram(config: Path, telegram: FakeTelegram, *, port: int) -> None:
+    """Write into an OpenClaw home's ``openclaw.json`` (as a user may, by hand): the
+    gateway's port, a Telegram bot on ``telegram`` (its ``apiRoot``) open to direct
+    messages, and ``session.sendPolicy`` denying OpenClaw's own agent replies there, as
+    a user does whose Telegram chats memvault answers."""
+    settings = json.loads(config.read_text(encoding="utf-8"))
+    settings.setdefault("gateway", {})["port"] = port
+    settings.setdefault("channels", {})["telegram"] = {
+        "enabled": True,
+        "botToken": telegram.token,
+        "apiRoot": telegram.base_url.removesuffix("/bot"),
+        "dmPolicy": "open",
+        "allowFrom": ["*"],
+    }
+    settings.setdefault("session", {})["sendPolicy"] = {
+        "rules": [{"action": "deny", "match": {"channel": "telegram"}}],
+        "default": "allow",
+    }
+    config.write_text(json.dumps(settings, indent=2), encoding="utf-8")
+
+
+def logging_command(folder: Path, home: Path) -> tuple[Path, Path]:
+    """An ``openclaw`` for ``home`` that notes each call's arguments (one line each) in a
+    log before it runs the real one; the command and the log."""
+    require_openclaw()
+    folder.mkdir(parents=True, exist_ok=True)
+    calls = folder / "calls.log"
+    calls.touch()
+    env = {k: v for k, v in home_env(home).items() if k in _HOME_VARS}
+    exports = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in env.items())
+    command = folder / "openclaw"
+    command.write_text(
+        f'#!/bin/sh\nprintf "%s\\n" "$*" >> {shlex.quote(str(calls))}\n{exports}'
+        f'exec "{NODE}" "{OPENCLAW_MJS}" "$@"\n',
+        encoding="utf-8",
+    )
+    command.chmod(0o755)
+    return command, calls
+
+
+_HOME_VARS = ("HOME", "TMPDIR", "PATH", "NO_COLOR", "OPENCLAW_NO_RESPAWN")

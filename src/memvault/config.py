@@ -77,6 +77,13 @@ class MemorySettings(Section):
     capture_groups: bool = Field(
         False, description="group chats too (each channel's capture_groups may say otherwise)"
     )
+    capture_importance: float = Field(
+        0.3,
+        ge=0.0,
+        le=1.0,
+        description="importance of a conversation turn: below what is remembered on purpose, "
+        "so an unused turn is archived in time (jobs.archival.max_importance)",
+    )
     consolidation_timeout: float = Field(
         10.0, gt=0, le=300, description="seconds the model may take to decide (no retries)"
     )

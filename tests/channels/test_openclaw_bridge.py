@@ -40,6 +40,7 @@ from openclaw_bridge_fake import (
     FakeOpenClaw,
     real_home,
 )
+from openclaw_support import free_port
 from support import HashEmbedder, LoopbackHandler, LoopbackServer, MovableClock
 from waiting import WAIT
 
@@ -65,6 +66,7 @@ def settings_for(fake: FakeOpenClaw, **overrides: Any) -> OpenClawBridgeSettings
         "enabled": True,
         "command": str(fake.command),
         "listeners": [{"channel": ROOM[0], "target": ROOM[1]}],
+        "listen": "poll",
         "poll_seconds": 1,
         "timeout": CLI_TIMEOUT,
     }
@@ -436,6 +438,43 @@ def test_a_listener_on_a_channel_openclaw_lacks_stops_the_channel(fake: FakeOpen
             await receive(bridge, 1)
 
     run(fake, scenario)
+
+
+# -- the gateway's events, or polling --------------------------------------------------------
+
+
+def test_with_no_gateway_auto_polls_and_says_why(fake: FakeOpenClaw) -> None:
+    """Nothing listens at ``gateway_url``: under "auto" the listeners are polled, Telegram
+    (whose history OpenClaw cannot read) left to the gateway instead of stopping all."""
+    nowhere = f"ws://127.0.0.1:{free_port()}"
+    fake.fail("message read", "Message action read not supported for channel telegram.")
+    fake.say(*ROOM, "read by polling")
+    listeners = [{"channel": "telegram", "target": "4242"}, {"channel": ROOM[0], "target": ROOM[1]}]
+
+    async def scenario(bridge: OpenClawBridge) -> None:
+        assert [m.text for m in await receive(bridge, 1)] == ["read by polling"]
+        assert bridge.receiving() == (
+            "polling `openclaw message read` every 1 s (No OpenClaw gateway answers at "
+            f"{nowhere} (Connection refused); the gateway is tried again every 30 s)"
+        )
+
+    run(fake, scenario, listen="auto", gateway_url=nowhere, listeners=listeners)
+    assert [c[3] for c in fake.reads()][:2] == ["telegram", "discord"]
+    assert "telegram" not in [c[3] for c in fake.reads()[2:]]  # asked once, then left
+
+
+def test_gateway_only_with_no_gateway_is_an_error_to_retry(fake: FakeOpenClaw) -> None:
+    nowhere = f"ws://127.0.0.1:{free_port()}"
+
+    async def scenario(bridge: OpenClawBridge) -> None:
+        with pytest.raises(ChannelError, match=f"No OpenClaw gateway answers at {nowhere}"):
+            await receive(bridge, 1)
+        assert bridge.receiving() == (
+            f"nothing yet: No OpenClaw gateway answers at {nowhere} (Connection refused)."
+        )
+
+    run(fake, scenario, listen="gateway", gateway_url=nowhere)
+    assert fake.reads() == []
 
 
 def test_identify_finds_the_real_openclaw_and_refuses_a_missing_or_foreign_one(

@@ -51,6 +51,7 @@ def channels(fake: FakeOpenClaw, llm: FakeOpenAI | None = None, **openclaw: Any)
         "owner": [OWNER],
         "command": str(fake.command),
         "listeners": [{"channel": ROOM[0], "target": ROOM[1]}],
+        "listen": "poll",
         "poll_seconds": 1,
         "timeout": CLI_TIMEOUT,
         **openclaw,

@@ -8,18 +8,31 @@ each platform's API, as the first design's OpenClawBridge did:
   [--media FILE]... --json``. A chat id is ``<channel>:<target>``
   (``discord:channel:123``), so a reply goes back to the platform conversation the
   message came from; OpenClaw renders the Markdown for that platform.
-- In: every ``poll_seconds``, ``openclaw message read --channel C --target T
-  [--after ID] --limit N --json`` for each configured listener. Each platform's
-  messages come back in its own shape (Discord's, Slack's, Matrix's, with OpenClaw's
-  ``timestampMs``); :func:`read_messages` reads the fields each one names
-  differently. The bot's own messages (``self_ids``, what the read marks as its own
-  or as a bot's, and what this process sent) and stale ones (older than
-  ``max_age_minutes``) are skipped.
-- What keeps messages safe: the last message id per listener is kept in
-  :class:`AdapterState` and moved past a message only after the hub's handler
-  returned, so a restart reads on from there instead of from the start, and a crash
-  in between reads the message again, which the hub drops by its id,
-  ``<channel>:<target>:<message id>``.
+- In, from the running gateway (``listen = "gateway"``, or ``"auto"`` while one
+  answers at ``gateway_url``): memvault connects to its WebSocket as a read-only
+  operator and is told of every message a session records
+  (:mod:`memvault.channels.openclaw_events`), about a second after the platform
+  delivered it, from every platform OpenClaw receives (Telegram, WhatsApp, Signal,
+  iMessage, Discord, ...), with no process started per message. What was recorded
+  while memvault was away is read from the sessions' history at each connect.
+- In, by polling (``listen = "poll"``, or ``"auto"`` while no gateway answers):
+  every ``poll_seconds``, ``openclaw message read --channel C --target T
+  [--after ID] --limit N --json`` for each configured listener (Discord, Slack,
+  Matrix, Teams, Mattermost: the platforms whose history OpenClaw can read). Each
+  platform's messages come back in its own shape (Discord's, Slack's, Matrix's, with
+  OpenClaw's ``timestampMs``); :func:`read_messages` reads the fields each one names
+  differently. Under ``"auto"`` the gateway is tried again every
+  ``gateway_retry_seconds``; the log, ``doctor`` and the channel's status say which
+  way messages arrive.
+- Either way only the listeners' conversations are handed over; the bot's own
+  messages (``self_ids``, what the read marks as its own or as a bot's, and what this
+  process sent) and stale ones (older than ``max_age_minutes``) are skipped.
+- What keeps messages safe: the last message id per listener (and the gateway's
+  record time of the last message) is kept in :class:`AdapterState` and moved past a
+  message only after the hub's handler returned, so a restart reads on from there
+  instead of from the start, and a crash in between reads the message again, which
+  the hub drops by its id, ``<channel>:<target>:<message id>`` (the same id whichever
+  way it came).
 - Errors: a call that fails (an exit status, a timeout) is a :class:`ChannelError`,
   retried with the hub's backoff (OpenClaw itself waits out each platform's rate
   limits); a gateway that wants credentials, a refused token, a missing or too old
@@ -38,6 +51,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import re
 from collections import deque
 from dataclasses import dataclass
@@ -60,6 +74,12 @@ from memvault.channels.base import (
     NotSupportedError,
     Outbound,
     Sent,
+)
+from memvault.channels.openclaw_events import (
+    ChannelMessage,
+    GatewayRefusedError,
+    GatewayUnavailableError,
+    connect,
 )
 from memvault.config import OpenClawBridgeSettings
 from memvault.errors import NotFoundError
@@ -90,6 +110,10 @@ _AUTH_WORDS = (
 )
 # How it says that a channel (or this action on it) is not there at all.
 _UNAVAILABLE_WORDS = ("channel is unavailable", "unknown channel", "not supported for channel")
+# How it says that a channel is there but its history cannot be read (Telegram's).
+_UNREADABLE_WORDS = ("not supported for channel",)
+# The name under which the gateway's record time of the last message is kept.
+_GATEWAY_SEEN = "gateway.seen_ms"
 
 
 @dataclass(frozen=True)
@@ -163,6 +187,10 @@ class OpenClawBridge(Adapter):
         self._state = state
         self._command: Path | None = None
         self._sent: deque[str] = deque(maxlen=_SENT_KEPT)
+        self._receiving: str | None = None
+        # Listeners whose platform's history OpenClaw cannot read (Telegram's): under
+        # "auto" they are listened to through the gateway only.
+        self._unreadable: set[str] = set()
 
     # -- the adapter -------------------------------------------------------------------
 
@@ -183,23 +211,48 @@ class OpenClawBridge(Adapter):
             )
         return f"OpenClaw {shown(version)}"
 
+    def receiving(self) -> str | None:
+        """How new messages arrive now: the gateway's events, or polling and why."""
+        return self._receiving
+
     async def start(self, handler: InboundHandler) -> None:
-        """Poll every listener until cancelled; a listener's position moves past a
-        message only after ``handler`` returned."""
+        """Receive the listeners' messages until cancelled, from the gateway's events or
+        by polling (``listen``); a listener's position moves past a message only after
+        ``handler`` returned."""
         if not self.settings.listeners:
-            await asyncio.Event().wait()  # sending only
+            self._receive_by("nothing: no listeners, so sending only")
+            await asyncio.Event().wait()
+        listen = self.settings.listen
         while True:
-            failures: list[str] = []
-            for listener in self.settings.listeners:
-                try:
-                    await self._poll(listener.channel, listener.target, handler)
-                except ChannelFatalError:
+            if listen == "poll":
+                self._receive_by(f"polling `openclaw message read` every {self._every()}")
+                await self._poll_for(None, handler)
+            try:
+                await self._listen(handler)
+                why = f"the gateway at {self.settings.gateway_url} went away"
+            except GatewayUnavailableError as exc:
+                if listen == "gateway":
+                    self._receive_by(f"nothing yet: {exc.message}")
                     raise
-                except ChannelError as exc:  # the other listeners are read all the same
-                    failures.append(exc.message)
-            if failures:
-                raise ChannelError(" ".join(failures))
-            await asyncio.sleep(self.settings.poll_seconds)
+                why = exc.message.rstrip(".")
+            except GatewayRefusedError as exc:
+                if listen == "gateway":
+                    self._receive_by(f"nothing: {exc.message}")
+                    raise
+                # A refused token does not get better by asking again: poll until restart.
+                self._receive_by(
+                    f"polling `openclaw message read` every {self._every()} "
+                    f"({exc.message.rstrip('.')}; the gateway is not tried again until "
+                    "memvault restarts)"
+                )
+                await self._poll_for(None, handler)
+            if listen == "gateway":
+                raise ChannelError(f"{why[0].upper()}{why[1:]}; connecting again.")
+            self._receive_by(
+                f"polling `openclaw message read` every {self._every()} ({why}; the gateway "
+                f"is tried again every {self.settings.gateway_retry_seconds:g} s)"
+            )
+            await self._poll_for(self.settings.gateway_retry_seconds, handler)
 
     async def send(self, message: Outbound) -> Sent:
         """One ``openclaw message send``: the text, the reply link and the files."""
@@ -273,6 +326,7 @@ class OpenClawBridge(Adapter):
         channels = listed.get("chat", {})
         found: dict[str, Any] = {
             "command": str(self._find()),
+            "receiving": self._receiving,
             "channels": channels,
             "status": status,
             "listeners": [
@@ -292,7 +346,114 @@ class OpenClawBridge(Adapter):
             )
         return found
 
+    # -- the gateway's events ------------------------------------------------------------
+
+    async def _listen(self, handler: InboundHandler) -> None:
+        """Hand over the listeners' messages as the gateway records them (first what it
+        recorded while memvault was away), until the connection ends."""
+        url = self.settings.gateway_url
+        token = os.environ.get(self.settings.gateway_token_env, "").strip() or None
+        async with connect(
+            url, token=token, state=self._state, timeout=self.settings.timeout
+        ) as gateway:
+            for message in await gateway.subscribe(self._gateway_seen()):
+                await self._hand_over(message, handler)
+            version = f" (OpenClaw {gateway.version})" if gateway.version else ""
+            self._receive_by(f"the gateway's events at {url}{version}")
+            async for message in gateway.messages():
+                await self._hand_over(message, handler)
+
+    async def _hand_over(self, message: ChannelMessage, handler: InboundHandler) -> None:
+        """One recorded message to the hub when a listener hears its conversation; then
+        its listener's position and the record time move past it."""
+        listener = self._listener_for(message)
+        if listener is not None:
+            channel, target = listener
+            found = PlatformMessage(
+                id=message.id,
+                sender=message.sender,
+                sender_name=message.sender_name,
+                username=message.username,
+                text=message.text,
+                sent_at=message.sent_at,
+                own=False,
+                bot=False,
+                reply_to=None,
+                attachments=(),
+            )
+            inbound = self._inbound(channel, target, found)
+            if inbound is not None:
+                await handler(inbound)
+            self._state.put(_position(channel, target), message.id)
+        if message.recorded_ms > self._gateway_seen():
+            self._state.put(_GATEWAY_SEEN, str(message.recorded_ms))
+
+    def _listener_for(self, message: ChannelMessage) -> tuple[str, str] | None:
+        """The listener whose conversation the message is in (its target as the
+        listener names it), or None."""
+        for listener in self.settings.listeners:
+            if listener.channel != message.channel:
+                continue
+            if listener.target.removeprefix(f"{listener.channel}:") in message.conversation:
+                return listener.channel, listener.target
+        return None
+
+    def _gateway_seen(self) -> int:
+        """The gateway's record time (ms) of the last message handed over; at the first
+        connect, ``max_age_minutes`` ago (older messages would be stale anyway)."""
+        kept = self._state.get(_GATEWAY_SEEN)
+        if kept and kept.isdigit():
+            return int(kept)
+        since = datetime.now(UTC) - timedelta(minutes=self.settings.max_age_minutes)
+        return int(since.timestamp() * 1000)
+
+    def _receive_by(self, how: str) -> None:
+        """Say (once per change) how messages arrive now."""
+        if how != self._receiving:
+            self._receiving = how
+            log.info("openclaw receives by %s", how, extra={"receiving": how})
+
+    def _every(self) -> str:
+        return f"{self.settings.poll_seconds:g} s"
+
     # -- polling -----------------------------------------------------------------------
+
+    async def _poll_for(self, seconds: float | None, handler: InboundHandler) -> None:
+        """Poll every listener each ``poll_seconds``, for ``seconds`` (None: for good)."""
+        deadline = None if seconds is None else asyncio.get_running_loop().time() + seconds
+        while True:
+            failures: list[str] = []
+            for listener in self.settings.listeners:
+                try:
+                    await self._poll_listener(listener.channel, listener.target, handler)
+                except ChannelFatalError:
+                    raise
+                except ChannelError as exc:  # the other listeners are read all the same
+                    failures.append(exc.message)
+            if failures:
+                raise ChannelError(" ".join(failures))
+            if deadline is not None and asyncio.get_running_loop().time() >= deadline:
+                return
+            await asyncio.sleep(self.settings.poll_seconds)
+
+    async def _poll_listener(self, channel: str, target: str, handler: InboundHandler) -> None:
+        """One listener's poll; under "auto", one OpenClaw cannot read is left to the
+        gateway (said once in the log) instead of stopping the channel."""
+        key = f"{channel}:{target}"
+        if key in self._unreadable:
+            return
+        try:
+            await self._poll(channel, target, handler)
+        except ChannelFatalError as exc:
+            said = exc.message.lower()
+            if self.settings.listen != "auto" or not any(w in said for w in _UNREADABLE_WORDS):
+                raise
+            self._unreadable.add(key)
+            log.warning(
+                "openclaw cannot read %s; it is heard through the gateway only",
+                key,
+                extra={"listener": key, "error": exc.message},
+            )
 
     async def _poll(self, channel: str, target: str, handler: InboundHandler) -> None:
         """Read one listener's new messages and hand each one over, in order."""
@@ -377,6 +538,7 @@ class OpenClawBridge(Adapter):
             process = await asyncio.create_subprocess_exec(
                 str(command),
                 *args,
+                env=self._env(),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
@@ -401,6 +563,15 @@ class OpenClawBridge(Adapter):
             raise
         code = process.returncode if process.returncode is not None else -1
         return code, out.decode(errors="replace"), err.decode(errors="replace")
+
+    def _env(self) -> dict[str, str] | None:
+        """The command's environment: this process's, with the gateway's token where
+        OpenClaw's CLI reads it (``OPENCLAW_GATEWAY_TOKEN``) when another variable holds it."""
+        name = self.settings.gateway_token_env
+        token = os.environ.get(name, "").strip()
+        if not token or name == "OPENCLAW_GATEWAY_TOKEN":
+            return None  # inherited as it is
+        return {**os.environ, "OPENCLAW_GATEWAY_TOKEN": token}
 
     async def _text(self, args: list[str], what: str) -> str:
         code, out, err = await self._run(args, what)
