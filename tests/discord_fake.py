@@ -27,8 +27,9 @@ It behaves as Discord does where a test can tell:
   dispatched with sequence numbers to the sessions whose intents ask for it
   (without MESSAGE_CONTENT, a guild message not mentioning the bot comes with
   no content), RESUME replaying what a dropped session missed (INVALID_SESSION for a
-  session it forgot), and ``zlib-stream`` transport compression when the URL asks
-  for it. ``FakeDiscord(message_content=False)`` is a bot whose Message Content
+  session it forgot), and ``zlib-stream`` or ``zstd-stream`` transport compression
+  when the URL asks for it (discord.py asks for zstd when ``zstandard`` is installed).
+  ``FakeDiscord(message_content=False)`` is a bot whose Message Content
   intent is not enabled: an IDENTIFY asking for it is closed with 4014. A session closed normally
   (1000) is gone; a dropped one stays resumable. Nothing is replayed to a new
   session: what was sent while no bot listened is only in the channel's history.
@@ -53,6 +54,7 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
+import zstandard
 from aiohttp import WSMsgType, web
 
 from waiting import WAIT, wait_for
@@ -67,6 +69,7 @@ INTENT_GUILD_MESSAGES = 1 << 9
 INTENT_DIRECT_MESSAGES = 1 << 12
 INTENT_MESSAGE_CONTENT = 1 << 15
 MESSAGES = "/channels/{channel_id}/messages"
+COMPRESSIONS = (None, "zlib-stream", "zstd-stream")  # the Gateway's transport compressions
 _ERRORS = {
     400: ("Invalid Form Body", 50035),
     401: ("401: Unauthorized", 0),
@@ -89,23 +92,31 @@ class _Failure:
 
 
 class _Socket:
-    """One Gateway connection: JSON text frames, or one zlib stream of binary frames."""
+    """One Gateway connection: JSON text frames, or one compressed stream of binary frames
+    (``zlib-stream``, each message ending in a sync flush; ``zstd-stream``, each message a
+    flushed block of one zstd frame), as the URL's ``compress`` asks."""
 
     def __init__(
-        self, request: web.Request, ws: web.WebSocketResponse, *, compressed: bool
+        self, request: web.Request, ws: web.WebSocketResponse, *, compression: str | None
     ) -> None:
         self.request = request
         self.ws = ws
         self.dropped = False  # closed by the fake (a network drop), not by the client
-        self._zlib = zlib.compressobj() if compressed else None
+        self._zlib = zlib.compressobj() if compression == "zlib-stream" else None
+        self._zstd = (
+            zstandard.ZstdCompressor().compressobj() if compression == "zstd-stream" else None
+        )
 
     async def send(self, payload: dict[str, Any]) -> None:
         text = json.dumps(payload)
-        if self._zlib is None:
-            await self.ws.send_str(text)
-        else:
+        if self._zlib is not None:
             data = self._zlib.compress(text.encode()) + self._zlib.flush(zlib.Z_SYNC_FLUSH)
             await self.ws.send_bytes(data)
+        elif self._zstd is not None:
+            flush = zstandard.COMPRESSOBJ_FLUSH_BLOCK
+            await self.ws.send_bytes(self._zstd.compress(text.encode()) + self._zstd.flush(flush))
+        else:
+            await self.ws.send_str(text)
 
     async def close(self, code: int, reason: bytes) -> None:
         """A close frame; a client that does not answer it has its connection cut."""
@@ -562,13 +573,10 @@ class FakeDiscord:
         await ws.prepare(request)
         query = dict(request.query)
         self.connections.append(query)
-        if query.get("encoding", "json") != "json" or query.get("compress") not in (
-            None,
-            "zlib-stream",
-        ):
+        if query.get("encoding", "json") != "json" or query.get("compress") not in COMPRESSIONS:
             await ws.close(code=4002, message=b"Error while decoding payload.")
             return ws
-        socket = _Socket(request, ws, compressed=query.get("compress") == "zlib-stream")
+        socket = _Socket(request, ws, compression=query.get("compress"))
         self._sockets.add(socket)
         session: _Session | None = None
         try:

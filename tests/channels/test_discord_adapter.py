@@ -161,7 +161,8 @@ def test_the_gateway_is_the_one_rest_names_with_the_intents_memvault_needs(
     run(fake, scenario)
     assert "GET /gateway/bot" in fake.requests
     (connection,) = fake.connections
-    assert connection == {"v": "10", "encoding": "json", "compress": "zlib-stream"}
+    # Compressed as the real Gateway offers it: zstd (zstandard is installed), else zlib.
+    assert connection == {"v": "10", "encoding": "json", "compress": "zstd-stream"}
     (identify,) = fake.identifies
     guilds, guild_messages, direct_messages, message_content = 1, 1 << 9, 1 << 12, 1 << 15
     assert identify["intents"] == guilds | guild_messages | direct_messages | message_content
