@@ -140,15 +140,26 @@ def test_an_agent_turn_recalls_searches_and_is_logged(running: Running) -> None:
     assert "## Memory Recall" in shown
     assert "<name>memvault</name>" in shown
     assert "Your long-term memory is memvault" in shown
-    # The turn landed in a memvault session.
+    # The turn landed in a memvault session: the plugin logs the answer once the turn has
+    # ended, on its own time (agent_end), so it is waited for.
     with running.daemon.client() as client:
-        sessions = client.get("/v1/sessions", params={"channel": "openclaw"}).json()["result"]
-        assert sessions, "no openclaw session was logged"
-        key = sessions[0]["key"]
-        logged = client.get(f"/v1/sessions/{key}").json()["result"]["messages"]
-    texts = [(m["role"], m["text"]) for m in logged]
+
+        def logged() -> list[tuple[str, str]]:
+            sessions = client.get("/v1/sessions", params={"channel": "openclaw"}).json()
+            if not sessions["result"]:
+                return []
+            key = sessions["result"][0]["key"]
+            messages = client.get(f"/v1/sessions/{key}").json()["result"]["messages"]
+            return [(m["role"], m["text"]) for m in messages]
+
+        texts = wait_for(
+            lambda: (
+                any(role == "assistant" and "From memory" in text for role, text in logged())
+                and logged()
+            ),
+            "the answer logged in a memvault session",
+        )
     assert ("user", QUESTION) in texts, texts
-    assert any(role == "assistant" and "From memory" in text for role, text in texts), texts
     assert not any("<memvault-recall>" in text for _, text in texts), texts
 
 
