@@ -30,7 +30,7 @@ from memvault.jobs.marked_section import Markers
 from memvault.jobs.model_draft import draft
 from memvault.vault.memories import Memory
 from memvault.vault.tasks import Task
-from memvault.vocabulary import CONVERSATION, counted
+from memvault.vocabulary import counted
 
 if TYPE_CHECKING:
     from memvault.runtime import Runtime
@@ -159,7 +159,7 @@ def gather(services: Runtime, day: date, *, skip_job: str | None = None) -> DayD
     memories = [
         m
         for m in services.memories.all()
-        if m.category != CONVERSATION and _on(m.created, start, end)  # said: conversations
+        if not m.said and _on(m.created, start, end)  # said: under conversations
     ]
     digest.remembered = [_memory_line(m) for m in memories]
     created, closed = _tasks(services, day)

@@ -60,7 +60,7 @@ from memvault.vault.collection import Collection, stem
 from memvault.vault.memories import LOW_TRUST, Memory
 from memvault.vault.note import Note
 from memvault.vault.paths import normalize_relpath
-from memvault.vocabulary import CONVERSATION, counted
+from memvault.vocabulary import counted
 
 if TYPE_CHECKING:
     from memvault.runtime import Runtime
@@ -113,7 +113,7 @@ def run(ctx: JobContext) -> str:
     folder = normalize_relpath(settings.folder)
     insights = read_insights(runtime, folder)
     # What was said in conversations is not distilled: the memories people and models kept are.
-    memories = {m.id: m for m in runtime.memories.all() if m.category != CONVERSATION}
+    memories = {m.id: m for m in runtime.memories.all() if not m.said}
     refreshed = 0
     for insight in insights:
         current = [memories[i] for i in insight.sources if i in memories]

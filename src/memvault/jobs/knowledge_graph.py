@@ -71,7 +71,7 @@ from memvault.vault.markdown import section_range
 from memvault.vault.memories import Memory
 from memvault.vault.note import Note
 from memvault.vault.store import replace_file
-from memvault.vocabulary import CONVERSATION, counted
+from memvault.vocabulary import counted
 
 if TYPE_CHECKING:
     from memvault.runtime import Runtime
@@ -138,9 +138,7 @@ class Tally:
 def graphed(runtime: Runtime) -> list[Memory]:
     """The memories the graph is drawn from: current ones, not what was said in chats."""
     return [
-        m
-        for m in runtime.memories.all()
-        if not m.archived and not superseded(m) and m.category != CONVERSATION
+        m for m in runtime.memories.all() if not m.archived and not superseded(m) and not m.said
     ]
 
 

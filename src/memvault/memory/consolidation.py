@@ -63,7 +63,6 @@ from memvault.llm.untrusted import UNTRUSTED, unfence, wrap_material
 from memvault.memory.revisions import Change, Review, RevisionLog
 from memvault.vault.journal import Journal
 from memvault.vault.memories import HeldBy, Memories, Memory, MemoryFile, normalize_text
-from memvault.vocabulary import CONVERSATION
 
 log = logging.getLogger(__name__)
 
@@ -385,7 +384,7 @@ class Consolidator:
                 memory = files[hit.path].find(hit.id)
             except (MemvaultError, NotTextError):
                 continue
-            if memory is None or memory.category == CONVERSATION:  # said, not remembered
+            if memory is None or memory.said:  # said in a chat, not remembered
                 continue
             if not memory.retired and memory.id not in seen:
                 seen.add(memory.id)

@@ -272,7 +272,7 @@ class ContextBuilder:
         used: set[str] = set()
         # Read once: pinned and top memories both rank it. What was said in conversations
         # is found by the search below, never listed as a memory here.
-        memories = [m for m in self.memories.list() if m.category != CONVERSATION]
+        memories = self.memories.list()
         sections = [
             Section("Working together", self._acquaintance(memories)),
             Section("Owner", self._note_lines("User Profile.md")),

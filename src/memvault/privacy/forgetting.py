@@ -73,7 +73,7 @@ from memvault.vault.journal import Journal
 from memvault.vault.memories import Memories, Memory
 from memvault.vault.note import Note
 from memvault.vault.store import Vault
-from memvault.vocabulary import CONVERSATION, counted
+from memvault.vocabulary import counted
 
 log = logging.getLogger(__name__)
 
@@ -306,7 +306,7 @@ class Forgetter:
         ids = {m.id for m in chosen}
         others = [m for m in self.memories.all() if m.id not in ids]
         # A turn that said it is a copy (as a journal line is), not another memory.
-        rest = [m for m in others if m.category != CONVERSATION]
+        rest = [m for m in others if not m.said]
         kept_names = self._kept_names(person)
         words: set[str] = set()
         for memory in chosen:
@@ -316,7 +316,7 @@ class Forgetter:
         trace = Trace(frozenset(ids), tuple(m.text for m in chosen), frozenset(words))
         receipt = Receipt(list(chosen))
         scope = _Scope(trace, person, receipt)
-        said = [m for m in others if m.category == CONVERSATION and scope.captured(m.text)]
+        said = [m for m in others if m.said and scope.captured(m.text)]
         ids |= {m.id for m in said}
         chunks = self._memory_chunks(ids)
         self._memory_lines([*chosen, *said], scope)

@@ -103,6 +103,12 @@ class Memory:
         return self.fields.get("trust_reason") or None
 
     @property
+    def said(self) -> bool:
+        """A turn of a conversation (kept by the capture), not something remembered on
+        purpose: listings, jobs and duplicate checks leave it out."""
+        return self.category == CONVERSATION
+
+    @property
     def retired(self) -> bool:
         """Archived or superseded: left out of default lists, search and context."""
         return self.archived or "superseded" in self.fields
@@ -460,7 +466,7 @@ class Memories:
         out = [
             m
             for m in self.all(include_archived=include_archived)
-            if (m.category == wanted_category if wanted_category else m.category != CONVERSATION)
+            if (m.category == wanted_category if wanted_category else not m.said)
             and (wanted_tag is None or wanted_tag in (t.casefold() for t in m.tags))
         ]
         out.sort(
@@ -673,8 +679,8 @@ class Memories:
         if not prepared:
             return []
         with self.vault.lock(_LOCK):
-            parsed = self.read(path)
-            taken = {*parsed.by_id, *(m.id for f in self.readable() for m in f.memories)}
+            self.read(path)  # a file that is not text is refused before anything is added
+            taken = {m.id for f in self.readable() for m in f.memories}
             for memory in prepared:
                 memory.id = _new_id(taken.__contains__)
                 taken.add(memory.id)

@@ -13,7 +13,6 @@ from memvault.vault.memories import Memories
 from memvault.vault.projects import PROJECTS_DIR
 from memvault.vault.store import Vault
 from memvault.vault.tasks import ACTIVE_DIR, COMPLETED_DIR
-from memvault.vocabulary import CONVERSATION
 
 KIND_FOLDERS = {
     "tasks_open": ACTIVE_DIR,
@@ -62,7 +61,7 @@ def summarize(vault: Vault, memories: Memories) -> VaultSummary:
     counts = {kind: per_folder.get(folder, 0) for kind, folder in KIND_FOLDERS.items()}
     active = memories.all(include_archived=False)
     # What was said in conversations shows under its category, not as memories.
-    counts["memories"] = sum(1 for m in active if m.category != CONVERSATION)
+    counts["memories"] = sum(1 for m in active if not m.said)
     by_category = Counter(m.category for m in active)
     latest = max(
         (e for e in entries if not e.path.startswith("Templates/")),
