@@ -236,9 +236,18 @@ def test_without_the_gateways_events_the_bridge_polls_and_comes_back_when_it_ans
     listening(live)
 
     running.stop()  # the gateway goes away: polling takes over
-    how = wait_for(lambda: receiving(live).startswith("polling") and receiving(live), "polling")
+    # Polling starts as the gateway says it shuts down; its next try finds no gateway.
+    unreachable = f"No OpenClaw gateway answers at {running.url}"
+    how = wait_for(
+        lambda: (
+            receiving(live).startswith("polling")
+            and unreachable in receiving(live)
+            and receiving(live)
+        ),
+        "polling, the gateway unreachable",
+    )
     assert how.startswith("polling `openclaw message read` every 1 s (")
-    assert f"No OpenClaw gateway answers at {running.url}" in how
+    assert unreachable in how
     assert "the gateway is tried again every 1 s" in how
     assert doctor_says(live).endswith(f"receiving by {how}")
     polled = fake.say(*ROOM, "read by polling", author="42")
