@@ -77,31 +77,7 @@ def run(size: int, runs: int) -> dict[str, Any]:
             cold = time.perf_counter() - started
             headers = {"Authorization": f"Bearer {live.daemon.token}"}
             with httpx.Client(base_url=live.url, headers=headers, timeout=30) as daemon:
-
-                def direct(query: str) -> None:
-                    answer = daemon.post("/v1/tools/memory_search", json={"query": query})
-                    assert answer.status_code == 200, answer.text
-
-                def through(query: str) -> None:
-                    answer = gateway.invoke("memory_search", {"query": query})  # type: ignore[union-attr]
-                    details = answer.json()["result"]["details"]
-                    assert "results" in details and not details.get("disabled"), details
-
-                hit = gateway.invoke("memory_search", {"query": queries[0]}).json()
-                top = hit["result"]["details"]["results"][0]
-
-                def read(_: str) -> None:
-                    answer = gateway.invoke(  # type: ignore[union-attr]
-                        "memory_get", {"path": top["path"], "from": top["startLine"], "lines": 5}
-                    )
-                    assert answer.json()["result"]["details"]["status"] == "ok", answer.text
-
-                for warm in queries[:3]:
-                    direct(warm)
-                    through(warm)
-                at_daemon = _timed(direct, queries)
-                at_gateway = _timed(through, queries)
-                reads = _timed(read, queries)
+                timed = measure(gateway, daemon, queries)
         finally:
             if gateway is not None:
                 gateway.stop()
@@ -113,10 +89,43 @@ def run(size: int, runs: int) -> dict[str, Any]:
         "items": counts,
         "runs": runs,
         "gateway_ready_s": round(cold, 1),
-        "daemon_search": scale.percentiles(at_daemon),
-        "gateway_search": scale.percentiles(at_gateway),
-        "gateway_get": scale.percentiles(reads),
+        **timed,
         "target_ms": TARGET_MS,
+    }
+
+
+def measure(gateway: Gateway, daemon: Any, queries: list[str]) -> dict[str, Any]:
+    """``queries`` timed at the daemon (``daemon``, an HTTP client with its token), at the
+    gateway, and a ``memory_get`` of the first query's top hit; p50 / p95 of each.
+
+    The test suite runs this against its own running gateway (tests/openclaw/test_gateway.py),
+    so a gateway start is paid once there."""
+
+    def direct(query: str) -> None:
+        answer = daemon.post("/v1/tools/memory_search", json={"query": query})
+        assert answer.status_code == 200, answer.text
+
+    def through(query: str) -> None:
+        answer = gateway.invoke("memory_search", {"query": query})
+        details = answer.json()["result"]["details"]
+        assert "results" in details and not details.get("disabled"), details
+
+    hit = gateway.invoke("memory_search", {"query": queries[0]}).json()
+    top = hit["result"]["details"]["results"][0]
+
+    def read(_: str) -> None:
+        answer = gateway.invoke(
+            "memory_get", {"path": top["path"], "from": top["startLine"], "lines": 5}
+        )
+        assert answer.json()["result"]["details"]["status"] == "ok", answer.text
+
+    for warm in queries[:3]:
+        direct(warm)
+        through(warm)
+    return {
+        "daemon_search": scale.percentiles(_timed(direct, queries)),
+        "gateway_search": scale.percentiles(_timed(through, queries)),
+        "gateway_get": scale.percentiles(_timed(read, queries)),
     }
 
 

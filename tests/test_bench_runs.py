@@ -50,7 +50,7 @@ def run_benchmark(script: str, args: list[str]) -> Any:
         cwd=BENCH,
         capture_output=True,
         text=True,
-        timeout=5 * WAIT,  # a hang guard: the OpenClaw run took 2 minutes on a loaded machine
+        timeout=5 * WAIT,  # a hang guard: the longest run takes about a minute on a loaded machine
         check=False,
     )
     assert done.returncode == 0, f"{script}: {done.stderr[-2000:]}"

@@ -9,10 +9,13 @@ through ``openclaw agent``.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -196,3 +199,24 @@ def test_a_session_reset_ends_the_memvault_session_with_a_summary(running: Runni
 
         session = wait_for(ended, "the memvault session to end")
     assert session["summary"] and "Kaffeerösterei" in session["summary"], session
+
+
+def _bench_openclaw() -> Any:
+    """bench/openclaw.py, loaded by its path (its ``scale`` beside it)."""
+    bench = Path(__file__).resolve().parents[2] / "bench"
+    sys.path.insert(0, str(bench))
+    spec = importlib.util.spec_from_file_location("bench_openclaw", bench / "openclaw.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_openclaw_benchmark_measures_the_running_gateway(running: Running) -> None:
+    """The OpenClaw benchmark stays runnable: its timings, taken on this module's gateway
+    (``make bench`` starts its own, on a larger vault; a gateway's cold start is paid once)."""
+    bench = _bench_openclaw()
+    with running.daemon.client() as daemon:
+        timed = bench.measure(running.gateway, daemon, ["dark roast coffee", "kayak trip"])
+    for call in ("daemon_search", "gateway_search", "gateway_get"):
+        assert 0 < timed[call]["p50_ms"] <= timed[call]["p95_ms"], timed
