@@ -34,7 +34,7 @@ import numpy as np
 
 from memvault.clock import Clock
 from memvault.config import Settings
-from memvault.index.embedders import LocalEmbedder
+from memvault.index.embedders import Embedder, LocalEmbedder
 from memvault.index.query import parse_query, terms_of
 from memvault.runtime import Runtime
 from memvault.vault.memories import Remembered
@@ -78,13 +78,18 @@ def questions_of(sample: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 class Scores:
-    """recall_any@k, recall_all@k and mean evidence recall@k, overall and per category."""
+    """recall_any@k, recall_all@k and mean evidence recall@k, overall, per category and
+    per conversation."""
 
     def __init__(self) -> None:
         self.rows: list[tuple[int, set[str], list[str]]] = []
+        self.conversations: list[str] = []  # the conversation of each row
 
-    def add(self, category: int, evidence: Sequence[str], ranked: Sequence[str]) -> None:
+    def add(
+        self, category: int, evidence: Sequence[str], ranked: Sequence[str], conversation: str = ""
+    ) -> None:
         self.rows.append((category, set(evidence), list(ranked)))
+        self.conversations.append(conversation)
 
     def metrics(
         self, rows: list[tuple[int, set[str], list[str]]] | None = None
@@ -110,9 +115,57 @@ class Scores:
             groups[row[0]].append(row)
         return {c: self.metrics(rows)["recall_any@10"] for c, rows in sorted(groups.items())}
 
+    def by_conversation(self) -> dict[str, dict[str, float]]:
+        """The metrics of each conversation's questions alone, with their count ("n")."""
+        groups: dict[str, list[tuple[int, set[str], list[str]]]] = defaultdict(list)
+        for conversation, row in zip(self.conversations, self.rows, strict=True):
+            groups[conversation].append(row)
+        return {c: {**self.metrics(rows), "n": len(rows)} for c, rows in groups.items()}
 
-def run(files: Sequence[Path], *, quiet: bool = False) -> dict[str, Any]:
-    embedder = LocalEmbedder()
+
+def spread(by_conversation: dict[str, dict[str, float]]) -> dict[str, tuple[float, float]]:
+    """Each metric's lowest and highest value across the conversations."""
+    metrics = [m for m in next(iter(by_conversation.values()), {}) if m != "n"]
+    return {
+        m: (
+            min(v[m] for v in by_conversation.values()),
+            max(v[m] for v in by_conversation.values()),
+        )
+        for m in metrics
+    }
+
+
+PER_CONVERSATION = ("recall_any@5", "recall_any@10", "recall_all@5", "recall_all@10")
+
+
+def render_conversations(
+    by_conversation: dict[str, dict[str, dict[str, float]]], main: str = "memvault"
+) -> str:
+    """A table of ``main``'s metrics per conversation (and the others' recall_any@10 beside
+    them), then the spread: each column's lowest and highest value."""
+    first = next(iter(by_conversation.values()), {})
+    others = [m for m in first if m != main]
+    head = ["conversation", "n", *PER_CONVERSATION, *(f"{o} any@10" for o in others)]
+    lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+    for conversation, methods in by_conversation.items():
+        cells = [f"{methods[main][m]:.3f}" for m in PER_CONVERSATION]
+        cells += [f"{methods[o]['recall_any@10']:.3f}" for o in others]
+        lines.append(f"| {conversation} | {int(methods[main]['n'])} | " + " | ".join(cells) + " |")
+    columns = [(main, m) for m in PER_CONVERSATION] + [(o, "recall_any@10") for o in others]
+    cells = []
+    for method, metric in columns:
+        values = [methods[method][metric] for methods in by_conversation.values()]
+        cells.append(f"{min(values):.3f}..{max(values):.3f}")
+    lines.append("| spread (min..max) | | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def run(
+    files: Sequence[Path], *, quiet: bool = False, embedder: Embedder | None = None
+) -> dict[str, Any]:
+    """memvault and the baselines on every conversation of ``files`` (embedding with
+    ``embedder``, MiniLM by default)."""
+    embedder = LocalEmbedder() if embedder is None else embedder
     methods = {"memvault": Scores(), "bm25": Scores(), "cosine": Scores(), "hybrid_0.7": Scores()}
     counts = {"conversations": 0, "turns": 0, "questions": 0}
     timings: dict[str, float] = defaultdict(float)
@@ -123,7 +176,7 @@ def run(files: Sequence[Path], *, quiet: bool = False) -> dict[str, Any]:
         counts["turns"] += len(turns)
         counts["questions"] += len(questions)
         with tempfile.TemporaryDirectory() as tmp:
-            _one_conversation(Path(tmp), sample, turns, questions, embedder, methods, timings)
+            evaluate_conversation(Path(tmp), sample, turns, questions, embedder, methods, timings)
         if not quiet:
             print(
                 f"  {sample.get('sample_id', '?')}: {len(turns)} turns, {len(questions)} questions",
@@ -133,10 +186,18 @@ def run(files: Sequence[Path], *, quiet: bool = False) -> dict[str, Any]:
     result["_meta"] = {
         **counts,
         "by_category_recall_any@10": {n: s.by_category() for n, s in methods.items()},
+        "by_conversation": by_conversation(methods),
         "seconds": {k: round(v, 2) for k, v in timings.items()},
         "files": [str(f) for f in files],
     }
     return result
+
+
+def by_conversation(methods: dict[str, Scores]) -> dict[str, dict[str, dict[str, float]]]:
+    """``{conversation: {method: metrics}}``, conversations in the order asked."""
+    per_method = {name: scores.by_conversation() for name, scores in methods.items()}
+    conversations = list(next(iter(per_method.values()), {}))
+    return {c: {name: per_method[name][c] for name in methods} for c in conversations}
 
 
 @dataclass
@@ -184,7 +245,7 @@ def ingest(
     root: Path,
     sample: dict[str, Any],
     turns: list[dict[str, Any]],
-    embedder: LocalEmbedder,
+    embedder: Embedder,
     timings: dict[str, float] | None = None,
 ) -> Conversation:
     """A memvault in ``root`` holding ``turns`` through its real ingestion, indexed and embedded."""
@@ -216,19 +277,24 @@ def ingest(
     return Conversation(runtime, remembered, dia_of)
 
 
-def _one_conversation(
+def evaluate_conversation(
     root: Path,
     sample: dict[str, Any],
     turns: list[dict[str, Any]],
     questions: list[dict[str, Any]],
-    embedder: LocalEmbedder,
+    embedder: Embedder,
     methods: dict[str, Scores],
     timings: dict[str, float],
 ) -> None:
+    """Ingest one conversation, ask every question of memvault and of the baselines, and
+    add each ranking to ``methods`` under the conversation's name."""
     conversation = ingest(root, sample, turns, embedder, timings)
+    name = str(sample.get("sample_id", "?"))
     started = time.perf_counter()
     for q in questions:
-        methods["memvault"].add(q["category"], q["evidence"], conversation.search(q["question"]))
+        methods["memvault"].add(
+            q["category"], q["evidence"], conversation.search(q["question"]), name
+        )
     timings["search"] += time.perf_counter() - started
 
     # Baselines on the same turns.
@@ -245,10 +311,10 @@ def _one_conversation(
         fused = cos * 0.7 + np.array(
             [0.3 / (1 + bm25_rank[i]) if i in bm25_rank else 0.0 for i in ids]
         )
-        methods["bm25"].add(q["category"], q["evidence"], bm25_ranked)
-        methods["cosine"].add(q["category"], q["evidence"], cos_ranked)
+        methods["bm25"].add(q["category"], q["evidence"], bm25_ranked, name)
+        methods["cosine"].add(q["category"], q["evidence"], cos_ranked, name)
         methods["hybrid_0.7"].add(
-            q["category"], q["evidence"], [ids[i] for i in np.argsort(-fused)]
+            q["category"], q["evidence"], [ids[i] for i in np.argsort(-fused)], name
         )
     conversation.close()
 
@@ -305,6 +371,8 @@ def render(result: dict[str, Any]) -> str:
     )
     for name, cats in meta["by_category_recall_any@10"].items():
         lines.append(f"- {name}: " + ", ".join(f"{c}: {v:.3f}" for c, v in cats.items()))
+    lines += ["", "Per conversation (memvault; the baselines' recall_any@10 beside it):", ""]
+    lines.append(render_conversations(meta["by_conversation"]))
     return "\n".join(lines)
 
 
@@ -330,7 +398,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, files = arguments(__doc__, argv)
     result = run(files, quiet=args.json)
     if args.json:
-        print(json.dumps({k: v for k, v in result.items() if not k.startswith("_")}))
+        out = {k: v for k, v in result.items() if not k.startswith("_")}
+        out["by_conversation"] = result["_meta"]["by_conversation"]
+        out["spread"] = {
+            name: spread({c: m[name] for c, m in out["by_conversation"].items()})
+            for name in result
+            if not name.startswith("_")
+        }
+        print(json.dumps(out))
     else:
         print(render(result))
     return 0

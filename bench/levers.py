@@ -1,0 +1,529 @@
+"""Recall levers, each measured alone, on LoCoMo (dev) and the chit-chat benchmark,
+without touching memvault's code: each lever post-processes what memvault's own search
+returns (its top 50), or asks it a second, expanded question.
+
+Every question is asked once through memvault's real ingestion and search
+(bench/locomo.py's protocol, bench/chitchat.py's for the second benchmark); memvault's
+first 10 are the baseline. The levers:
+
+- **a. diversity across sessions**: from the top 50, at most ``cap`` turns of one
+  session in the first 10 (``cap`` swept), or a score decay per turn already picked
+  from the same session (``decay`` swept).
+- **b. pseudo-relevance feedback**, no model: (b1) the ``terms`` words with the
+  highest tf-idf in the first-pass top ``docs`` turns (idf over the conversation's
+  turns; no stopword, no query word) appended to the question, asked of memvault
+  again; the second list alone, or fused with the first by rank (RRF);
+  (b2) Rocchio on vectors: the question's vector plus the mean of the top ``docs``
+  turns' vectors, every turn ranked by cosine with it, fused with memvault's by rank
+  (the view weighing ``w``).
+- **c. a second embedding view**: MiniLM on each turn with its ``window`` neighbours
+  on either side (same session), every turn ranked by cosine with the question, fused
+  with memvault's ranking by RRF (``k`` and the view's weight ``w`` swept; the view
+  alone is shown for reference).
+- **d. reranking the top 50 with what the index already has**: (d1) a turn's score
+  plus ``beta`` times the summed scores of the other top-50 turns of its session
+  (the session's support); (d2) RRF of the top 50 ranked three ways: memvault's
+  score, its cosine, its keyword share.
+
+Every lever that reorders keeps the exact-word hits in place: a result whose keyword
+share is complete (every query word, ``text_score`` >= 1) stays in its slot; the
+others are reordered around it, so no such hit loses a place.
+
+The rule (issue 31): a setting is a gain only if it raises or keeps every LoCoMo dev
+conversation on recall_any@10 and recall_all@10. The chit-chat pairs are shown as the
+number raised / lowered (recall@10, one evidence turn: any = all).
+
+    python bench/levers.py [--quick] [--json]
+
+Vectors are kept on disk (bench/knownitem.py's CachedEmbedder), so a rerun skips the
+model; ``--quick`` takes the three smallest chit-chat pairs and fewer settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import chitchat
+import knownitem
+import locomo
+import numpy as np
+
+from memvault.index.embedders import Embedder, LocalEmbedder
+from memvault.index.query import STOPWORDS
+
+DEPTH = 50  # how many of memvault's results a lever may reorder
+K = 10
+EXACT = 0.999  # a keyword share this high: every query word held
+
+
+@dataclass
+class Item:
+    """One memory among a question's first-pass results."""
+
+    memory: str
+    score: float
+    cosine: float
+    keyword: float
+    session: str
+
+
+@dataclass
+class Case:
+    """One question with memvault's first 50 results."""
+
+    question: str
+    evidence: list[str]
+    category: int
+    items: list[Item]
+    qvec: np.ndarray[Any, Any] = field(repr=False)
+
+
+@dataclass
+class Store:
+    """One conversation ingested into memvault, with what the levers need beside it."""
+
+    name: str
+    conversation: locomo.Conversation
+    memories: list[str]  # the memory of each turn, in turn order
+    sessions: list[str]  # the session of each turn
+    texts: list[str]
+    vectors: np.ndarray[Any, Any]  # each turn's MiniLM vector
+    idf: dict[str, float]
+    embedder: Embedder
+    cases: list[Case] = field(default_factory=list)
+    text_of: dict[str, str] = field(default_factory=dict)  # a memory's (first) turn text
+    _views: dict[int, np.ndarray[Any, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for memory, text in zip(self.memories, self.texts, strict=True):
+            self.text_of.setdefault(memory, text)
+
+    def dias(self, memories: Sequence[str]) -> list[str]:
+        """The turns (dia ids) the ranked memories hold, in order."""
+        return [d for m in memories for d in self.conversation.dia_of[m]]
+
+    def view(self, window: int) -> np.ndarray[Any, Any]:
+        """Each turn's vector with ``window`` neighbours on either side (same session)."""
+        if window not in self._views:
+            texts = []
+            for i in range(len(self.texts)):
+                lo, hi = max(0, i - window), min(len(self.texts), i + window + 1)
+                texts.append(
+                    "\n".join(
+                        self.texts[j] for j in range(lo, hi) if self.sessions[j] == self.sessions[i]
+                    )
+                )
+            self._views[window] = self.embedder.embed(texts)
+        return self._views[window]
+
+    def ranked_by(self, scores: np.ndarray[Any, Any], n: int = DEPTH) -> list[str]:
+        """Memories by the best score of their turns, best first, the first ``n``."""
+        out: list[str] = []
+        for i in np.argsort(-scores):
+            memory = self.memories[int(i)]
+            if memory not in out:
+                out.append(memory)
+                if len(out) == n:
+                    break
+        return out
+
+
+def words(text: str) -> list[str]:
+    """Lower-case words of 3+ letters that are not stopwords."""
+    return [w for w in re.findall(r"[a-z][a-z']+", text.lower()) if w not in STOPWORDS]
+
+
+def build(
+    root: Path, sample: dict[str, Any], turns: list[dict[str, Any]], embedder: Embedder
+) -> Store:
+    """``turns`` ingested through memvault, with their vectors and idf."""
+    conversation = locomo.ingest(root, sample, turns, embedder)
+    memory_of = {d: m for m, ds in conversation.dia_of.items() for d in ds}
+    texts = [t["text"] for t in turns]
+    df = Counter(w for text in texts for w in set(words(text)))
+    n = len(texts)
+    return Store(
+        name=str(sample.get("sample_id", "?")),
+        conversation=conversation,
+        memories=[memory_of[t["id"]] for t in turns],
+        sessions=[t["session"] for t in turns],
+        texts=texts,
+        vectors=embedder.embed(texts),
+        idf={w: math.log((n + 1) / (c + 0.5)) for w, c in df.items()},
+        embedder=embedder,
+    )
+
+
+def first_pass(store: Store, question: str, depth: int = DEPTH) -> list[Item]:
+    """memvault's first ``depth`` results for ``question``, as items (memories only)."""
+    items = []
+    for h in store.conversation.runtime.searcher.search(question, limit=depth):
+        if h.id:
+            items.append(Item(h.id, h.score, h.vector_score, h.text_score, h.origin or ""))
+    return items
+
+
+# -- the levers: each maps a case to memory ids, best first ------------------------------
+
+Lever = Callable[["Store", "Case"], list[str]]
+
+
+def protect_exact(case: Case, reordered: list[str]) -> list[str]:
+    """``reordered`` with memvault's exact-word hits back in their own slots."""
+    fixed = {i: it.memory for i, it in enumerate(case.items) if it.keyword >= EXACT}
+    if not fixed:
+        return reordered
+    rest = iter(m for m in reordered if m not in fixed.values())
+    out: list[str] = []
+    for slot in range(len(reordered) + len(fixed)):
+        if slot in fixed:
+            out.append(fixed[slot])
+        else:
+            nxt = next(rest, None)
+            if nxt is None:
+                continue
+            out.append(nxt)
+    return out
+
+
+def rrf(
+    rankings: Sequence[Sequence[str]], k: float, weights: Sequence[float] | None = None
+) -> list[str]:
+    """Reciprocal rank fusion: each list gives ``weight / (k + rank)`` (weight 1 unless
+    ``weights`` says otherwise)."""
+    score: dict[str, float] = defaultdict(float)
+    for n, ranking in enumerate(rankings):
+        weight = 1.0 if weights is None else weights[n]
+        for rank, memory in enumerate(ranking, start=1):
+            score[memory] += weight / (k + rank)
+    return sorted(score, key=lambda m: -score[m])
+
+
+def baseline(store: Store, case: Case) -> list[str]:
+    return [it.memory for it in case.items]
+
+
+def session_cap(cap: int) -> Lever:
+    def lever(store: Store, case: Case) -> list[str]:
+        chosen: list[str] = []
+        later: list[str] = []
+        per: Counter[str] = Counter()
+        for it in case.items:
+            if per[it.session] < cap or len(chosen) >= K:
+                chosen.append(it.memory)
+                per[it.session] += 1
+            else:
+                later.append(it.memory)
+        head, tail = chosen[:K], chosen[K:]
+        return protect_exact(case, head + later + tail)
+
+    return lever
+
+
+def session_decay(decay: float) -> Lever:
+    def lever(store: Store, case: Case) -> list[str]:
+        rest = list(case.items)
+        per: Counter[str] = Counter()
+        out: list[str] = []
+        while rest:
+            best = max(rest, key=lambda it: it.score * decay ** per[it.session])
+            rest.remove(best)
+            per[best.session] += 1
+            out.append(best.memory)
+        return protect_exact(case, out)
+
+    return lever
+
+
+def expansion_terms(store: Store, case: Case, docs: int, terms: int) -> list[str]:
+    """The ``terms`` words of highest tf-idf in the first ``docs`` results, not in the query."""
+    asked = set(words(case.question))
+    weight: Counter[str] = Counter()
+    for it in case.items[:docs]:
+        text = store.text_of[it.memory].split(":", 1)[-1]  # not the speaker's name
+        for w, tf in Counter(words(text)).items():
+            if w not in asked:
+                weight[w] += tf * store.idf.get(w, 0.0)
+    return [w for w, _ in weight.most_common(terms)]
+
+
+def prf_terms(docs: int, terms: int, fuse: bool) -> Lever:
+    def lever(store: Store, case: Case) -> list[str]:
+        extra = expansion_terms(store, case, docs, terms)
+        if not extra:
+            return baseline(store, case)
+        second = [it.memory for it in first_pass(store, case.question + " " + " ".join(extra))]
+        ranked = rrf([baseline(store, case), second], 60) if fuse else second
+        return protect_exact(case, ranked)
+
+    return lever
+
+
+def prf_vector(docs: int, weight: float = 1.0, k: float = 60) -> Lever:
+    def lever(store: Store, case: Case) -> list[str]:
+        top = {it.memory for it in case.items[:docs]}
+        rows = [i for i, m in enumerate(store.memories) if m in top]
+        if not rows:
+            return baseline(store, case)
+        q = case.qvec + store.vectors[rows].mean(axis=0)
+        q = q / max(float(np.linalg.norm(q)), 1e-9)
+        view = store.ranked_by(store.vectors @ q)
+        return protect_exact(case, rrf([baseline(store, case), view], k, (1.0, weight)))
+
+    return lever
+
+
+def neighbour_view(window: int, k: float, weight: float | None = 1.0) -> Lever:
+    """The view fused with memvault's ranking (the view weighing ``weight``), or the
+    view's own ranking with ``weight`` None (for reference)."""
+
+    def lever(store: Store, case: Case) -> list[str]:
+        view = store.ranked_by(store.view(window) @ case.qvec)
+        if weight is None:
+            return view
+        return protect_exact(case, rrf([baseline(store, case), view], k, (1.0, weight)))
+
+    return lever
+
+
+def session_support(beta: float) -> Lever:
+    def lever(store: Store, case: Case) -> list[str]:
+        mass: Counter[str] = Counter()
+        for it in case.items:
+            mass[it.session] += it.score
+        ranked = sorted(
+            case.items, key=lambda it: -(it.score + beta * (mass[it.session] - it.score))
+        )
+        return protect_exact(case, [it.memory for it in ranked])
+
+    return lever
+
+
+def feature_rrf(k: float) -> Lever:
+    def lever(store: Store, case: Case) -> list[str]:
+        by = [
+            sorted(case.items, key=lambda it: -getattr(it, feature))
+            for feature in ("score", "cosine", "keyword")
+        ]
+        return protect_exact(case, rrf([[it.memory for it in r] for r in by], k))
+
+    return lever
+
+
+def levers(quick: bool) -> dict[str, dict[str, Lever]]:
+    """Each lever's settings, by lever: ``{lever: {setting: function}}``."""
+    out: dict[str, dict[str, Lever]] = {
+        "a. diversity: at most cap turns per session in the top 10": {
+            f"cap={c}": session_cap(c) for c in (1, 2, 3, 5)
+        },
+        "a. diversity: score x decay^(turns already picked from its session)": {
+            f"decay={d}": session_decay(d) for d in (0.5, 0.7, 0.85, 0.95)
+        },
+        "b1. PRF: top-docs words appended, asked again (alone / RRF with the first)": {
+            f"docs={d},terms={t},{'rrf' if fuse else 'alone'}": prf_terms(d, t, fuse)
+            for d, t in ((3, 5), (5, 5), (10, 5), (5, 3), (5, 10))
+            for fuse in (False, True)
+            if not quick or t == 5
+        },
+        "b2. PRF: Rocchio on vectors, RRF (k=60) with memvault, the view weighing w": {
+            f"docs={d},w={w}": prf_vector(d, w) for d in (3, 5, 10) for w in (0.25, 1.0)
+        },
+        "c. second view: MiniLM on turn +/- window neighbours, RRF with memvault": {
+            **{
+                f"window={w}, the view alone (reference)": neighbour_view(w, 60, None)
+                for w in ((1,) if quick else (1, 2))
+            },
+            **{
+                f"window={w},k={k},w={v}": neighbour_view(w, k, v)
+                for w in ((1,) if quick else (1, 2))
+                for k in (10, 60)
+                for v in (0.25, 0.5, 1.0)
+            },
+        },
+        "d1. rerank top 50: score + beta x the session's other scores": {
+            f"beta={b}": session_support(b) for b in (0.02, 0.05, 0.1, 0.2)
+        },
+        "d2. rerank top 50: RRF of score, cosine and keyword ranks": {
+            f"k={k}": feature_rrf(k) for k in (10, 30, 60)
+        },
+    }
+    return out
+
+
+def evaluate(
+    benchmark: str,
+    samples: list[dict[str, Any]],
+    turns_of: Callable[[dict[str, Any]], list[dict[str, Any]]],
+    questions_of: Callable[[dict[str, Any]], list[dict[str, Any]]],
+    embedder: Embedder,
+    table: dict[str, dict[str, Lever]],
+    quiet: bool,
+) -> dict[str, dict[str, locomo.Scores]]:
+    """``{lever: {setting: Scores}}`` on ``samples`` (with the baseline as "" / "")."""
+    scores: dict[str, dict[str, locomo.Scores]] = defaultdict(lambda: defaultdict(locomo.Scores))
+    for sample in samples:
+        started = time.perf_counter()
+        turns, questions = turns_of(sample), questions_of(sample)
+        with tempfile.TemporaryDirectory(prefix="levers-") as tmp:
+            store = build(Path(tmp), sample, turns, embedder)
+            qvecs = embedder.embed([q["question"] for q in questions])
+            for q, qvec in zip(questions, qvecs, strict=True):
+                case = Case(
+                    q["question"],
+                    q["evidence"],
+                    q["category"],
+                    first_pass(store, q["question"]),
+                    qvec,
+                )
+                store.cases.append(case)
+                scores[""][""].add(
+                    case.category, case.evidence, store.dias(baseline(store, case)), store.name
+                )
+            for lever, settings in table.items():
+                for setting, function in settings.items():
+                    for case in store.cases:
+                        ranked = store.dias(function(store, case))
+                        scores[lever][setting].add(case.category, case.evidence, ranked, store.name)
+            store.conversation.close()
+        if not quiet:
+            print(
+                f"  {benchmark} {store.name}: {len(turns)} turns, {len(questions)} questions, "
+                f"{time.perf_counter() - started:.0f} s",
+                file=sys.stderr,
+            )
+    return scores
+
+
+def run(*, quick: bool = False, quiet: bool = False) -> dict[str, Any]:
+    """Every lever's figures on both benchmarks."""
+    embedder = knownitem.CachedEmbedder(LocalEmbedder(), knownitem.DEFAULT_CACHE)
+    table = levers(quick)
+    dev = locomo.load([locomo.DEFAULT_FILE])
+    results = {
+        "locomo": evaluate(
+            "locomo", dev, locomo.turns_of, locomo.questions_of, embedder, table, quiet
+        )
+    }
+    if chitchat.available():
+        pairs = chitchat.samples()[: chitchat.QUICK_PAIRS if quick else None]
+        results["chitchat"] = evaluate(
+            "chitchat",
+            pairs,
+            lambda s: s["turns"],
+            lambda s: s["questions"],
+            embedder,
+            table,
+            quiet,
+        )
+    return {
+        bench: {
+            lever: {setting: s.by_conversation() for setting, s in by_setting.items()}
+            for lever, by_setting in per.items()
+        }
+        for bench, per in results.items()
+    }
+
+
+def _overall(per_conversation: dict[str, dict[str, float]], metric: str) -> float:
+    n = sum(v["n"] for v in per_conversation.values())
+    return sum(v[metric] * v["n"] for v in per_conversation.values()) / max(n, 1)
+
+
+def verdict(result: dict[str, Any], lever: str, setting: str) -> dict[str, Any]:
+    """One setting against the baseline: LoCoMo per conversation, chit-chat per pair."""
+    base = result["locomo"][""][""]
+    mine = result["locomo"][lever][setting]
+    out: dict[str, Any] = {}
+    kept = True
+    for metric in ("recall_any@10", "recall_all@10"):
+        out[metric] = _overall(mine, metric)
+        out[f"{metric} delta"] = out[metric] - _overall(base, metric)
+        for conv in base:
+            delta = mine[conv][metric] - base[conv][metric]
+            out[f"{conv} {metric}"] = delta
+            kept = kept and delta >= -1e-9
+    out["passes"] = kept and (
+        out["recall_any@10 delta"] > 1e-9 or out["recall_all@10 delta"] > 1e-9
+    )
+    if "chitchat" in result:
+        cbase, cmine = result["chitchat"][""][""], result["chitchat"][lever][setting]
+        deltas = [cmine[p]["recall_any@10"] - cbase[p]["recall_any@10"] for p in cbase]
+        out["chitchat recall@10"] = _overall(cmine, "recall_any@10")
+        out["chitchat delta"] = out["chitchat recall@10"] - _overall(cbase, "recall_any@10")
+        out["chitchat up/down"] = (sum(d > 1e-9 for d in deltas), sum(d < -1e-9 for d in deltas))
+    return out
+
+
+def render(result: dict[str, Any]) -> str:
+    """One table per lever: the baseline row, then each setting as a change from it."""
+    base = result["locomo"][""][""]
+    convs = list(base)
+    has_chitchat = "chitchat" in result
+    head = ["setting", "any@10", "all@10"]
+    head += [f"{c} any / all" for c in convs]
+    if has_chitchat:
+        head += ["chit-chat @10", "pairs up / down"]
+    head.append("every dev conv kept, a gain")
+    lines: list[str] = []
+    line0 = [
+        "memvault (baseline)",
+        f"{_overall(base, 'recall_any@10'):.3f}",
+        f"{_overall(base, 'recall_all@10'):.3f}",
+        *(f"{base[c]['recall_any@10']:.3f} / {base[c]['recall_all@10']:.3f}" for c in convs),
+    ]
+    if has_chitchat:
+        cb = result["chitchat"][""][""]
+        line0 += [f"{_overall(cb, 'recall_any@10'):.3f}", f"{len(cb)} pairs"]
+    line0.append("")
+    for lever, settings in result["locomo"].items():
+        if lever == "":
+            continue
+        lines += ["", f"**{lever}**", "", "| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+        lines.append("| " + " | ".join(line0) + " |")
+        for setting in settings:
+            v = verdict(result, lever, setting)
+            row = [
+                setting,
+                f"{v['recall_any@10 delta']:+.3f}",
+                f"{v['recall_all@10 delta']:+.3f}",
+                *(
+                    f"{v[f'{c} recall_any@10']:+.3f} / {v[f'{c} recall_all@10']:+.3f}"
+                    for c in convs
+                ),
+            ]
+            if has_chitchat:
+                up, down = v["chitchat up/down"]
+                row += [f"{v['chitchat delta']:+.3f}", f"{up} / {down}"]
+            row.append("**yes**" if v["passes"] else "no")
+            lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines).lstrip()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="3 chit-chat pairs, fewer settings")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    result = run(quick=args.quick, quiet=args.json)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(render(result))
+        print(f"\n{time.perf_counter() - started:.0f} s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
