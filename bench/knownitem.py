@@ -11,12 +11,18 @@ local model):
   of a fixed list of stdlib modules, one note each: short notes, like memories.
 - ``obsidian``: the Obsidian Tasks documentation (tests/fixtures/public_vault),
   one note per ``##`` section: Markdown as people write it.
+- ``readmes``: the READMEs of the packages installed with memvault (their
+  long descriptions, Markdown or reST), one note per section (~1,750 notes):
+  prose no one here wrote, full of words that share a stem with a commoner one.
 
 Query classes, each with exactly one right note:
 
 - ``rare``: a word (5+ letters, no function word) that is in one note only, both
   by its surface form (lower case, split on anything not a letter or digit) and
-  by the index's own tokenizer (an FTS5 match over the built index);
+  by the index's own tokenizer (an FTS5 match over the built index); on
+  ``readmes`` by its surface form alone, as a person reads it (letters only):
+  a word whose stem a commoner word shares (``statue``, ``status``), or that
+  stands only at the start of a longer token (``xoauth`` in ``XOAUTH2``), counts;
 - ``identifier``: the same for names, numbers and codes, as written
   (``PYTHONHASHSEED``, ``co_argcount``, ``0x1F``);
 - ``phrase``: four consecutive words of a line whose 4-gram is in no other note;
@@ -79,8 +85,16 @@ from memvault.vault.note import Note
 
 UTC = ZoneInfo("UTC")
 SEED = 11
-CORPORA = ("reference", "docstrings", "obsidian")
-FOLDERS = {"reference": "Reference", "docstrings": "Docs", "obsidian": "Plugin"}
+CORPORA = ("reference", "docstrings", "obsidian", "readmes")
+# Corpora whose generated queries are read off the text as a person reads it (see
+# ``generated_queries``): the others' are confirmed by the index's own stemmer.
+SURFACE = frozenset({"readmes"})
+FOLDERS = {
+    "reference": "Reference",
+    "docstrings": "Docs",
+    "obsidian": "Plugin",
+    "readmes": "Readme",
+}
 MODES = ("hybrid", "keyword", "vector")
 ANSWERABLE = ("rare", "identifier", "phrase", "quoted", "paraphrase")
 LIMIT = 60  # chunks asked for: about 20 distinct notes or more
@@ -107,6 +121,9 @@ QUICK_DOC_MODULES = (
 ).split()
 
 _TOKEN = re.compile(r"[^\W_]+")  # FTS5 unicode61: letters and digits, lower-cased
+_LETTERS = re.compile(r"[^\W\d_]+")  # a word as a person reads it: letters only
+# The index's tokenizer without its stemmer: the ground truth of surface-form queries.
+EXACT_TOKENIZER = "unicode61 remove_diacritics 2"
 _RAW = re.compile(r"\w+")  # a name as written, underscores included
 _UNDERLINE = re.compile(r"([*=\-~^])\1+")
 _ATX = re.compile(r"^( {0,3})#")
@@ -257,6 +274,97 @@ def obsidian_notes(root: Path = PUBLIC_VAULT) -> dict[str, str]:
     return notes
 
 
+_MD_HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)(?:\s+#+)?\s*$")
+_MD_FENCE = re.compile(r"^ {0,3}(```|~~~)")
+_RULE = re.compile(r"""([=\-~^*+#"'`:.])\1{2,}\s*""")
+
+
+def _readme_sections(text: str, markdown: bool) -> list[tuple[str, str]]:
+    """(heading, body) of each section of a README, the text before the first heading
+    first (heading ""). Markdown: ATX and setext headings outside code fences; reST (and
+    plain text): a line underlined (and maybe overlined) with one punctuation mark."""
+    lines = text.replace("\r\n", "\n").split("\n")
+    cuts: list[tuple[int, str, int]] = []  # (first line, heading, first line of the body)
+    fenced = False
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if markdown and _MD_FENCE.match(line):
+            fenced = not fenced
+        elif not fenced and markdown and (atx := _MD_HEADING.match(line)) and atx.group(2):
+            cuts.append((i, atx.group(2).strip(), i + 1))
+        elif (
+            not fenced
+            and i + 1 < len(lines)
+            and line.strip()
+            and not line[0].isspace()
+            and _RULE.fullmatch(lines[i + 1])
+            and len(lines[i + 1].rstrip()) >= len(line.rstrip())
+            and (not markdown or lines[i + 1][0] in "=-")
+        ):
+            over = i > 0 and not markdown and lines[i - 1][:1] == lines[i + 1][:1]
+            over = over and bool(_RULE.fullmatch(lines[i - 1]))
+            cuts.append((i - 1 if over else i, line.strip(), i + 2))
+            i += 2
+            continue
+        i += 1
+    first = cuts[0][0] if cuts else len(lines)
+    out = [("", "\n".join(lines[:first]))]
+    ends = [start for start, _, _ in cuts[1:]] + [len(lines)]
+    for (_, heading, body), end in zip(cuts, ends, strict=False):
+        out.append((heading, "\n".join(lines[body:end])))
+    return out
+
+
+def _description(dist: importlib.metadata.Distribution) -> tuple[str, bool]:
+    """A distribution's long description and whether it is Markdown."""
+    meta = dist.metadata
+    text = meta.get_payload() or ""  # type: ignore[attr-defined]
+    if not text.strip():
+        # Metadata 1.x keeps it in a header, continuation lines indented (``        |``).
+        header = meta.get("Description") or ""
+        text = re.sub(r"\n {8}\|?", "\n", header)
+    kind = (meta.get("Description-Content-Type") or "").lower()
+    if "markdown" in kind:
+        return text, True
+    if "rst" in kind:
+        return text, False
+    return text, bool(re.search(r"^ {0,3}#{1,6} \S|^```", text, re.M))
+
+
+def readme_notes(*, quick: bool = False) -> dict[str, str]:
+    """The READMEs of the installed packages (their long descriptions), one note per
+    section (``Readme/<package>/<heading>.md``).
+
+    Packages in name order, each once; memvault's own README is left out (it changes with
+    the code). Sections with little text (under 80 characters) or text already seen are
+    left out. ``quick``: every third package.
+    """
+    notes: dict[str, str] = {}
+    seen_text: set[str] = set()
+    dists: dict[str, importlib.metadata.Distribution] = {}
+    for dist in importlib.metadata.distributions():
+        name = re.sub(r"[-_.]+", "-", (dist.metadata["Name"] or "").lower())
+        if name and name != "memvault":
+            dists.setdefault(name, dist)
+    names = sorted(dists)
+    for number, name in enumerate(names):
+        if quick and number % 3:
+            continue
+        dist = dists[name]
+        text, markdown = _description(dist)
+        package = str(dist.metadata["Name"])
+        folder = f"{FOLDERS['readmes']}/{_slug(package)}"
+        for heading, body in _readme_sections(text, markdown):
+            key = " ".join(body.split())
+            if len(key) < 80 or key in seen_text:
+                continue
+            seen_text.add(key)
+            title = f"{package}: {heading}" if heading else package
+            _add(notes, folder, title, body, plain=not markdown)
+    return notes
+
+
 def corpus_notes(corpus: str, *, quick: bool = False) -> dict[str, str]:
     """The notes of a corpus, path to Markdown text, in a fixed order."""
     if corpus == "reference":
@@ -265,6 +373,8 @@ def corpus_notes(corpus: str, *, quick: bool = False) -> dict[str, str]:
         return docstring_notes(QUICK_DOC_MODULES if quick else DOC_MODULES)
     if corpus == "obsidian":
         return obsidian_notes()
+    if corpus == "readmes":
+        return readme_notes(quick=quick)
     raise ValueError(f"Unknown corpus {corpus!r}; use one of {', '.join(CORPORA)}.")
 
 
@@ -299,14 +409,13 @@ def _is_word(raw: str) -> bool:
 class _Index:
     """Which notes of the built index an FTS5 expression matches: the ground truth.
 
-    On PostgreSQL the index's rows are copied into an FTS5 table in memory first, so
-    both backends are asked exactly the same queries.
+    The index's rows are copied into an FTS5 table in memory with the index's tokenizer
+    (``stemmed``) or without its stemmer, so both backends are asked exactly the same
+    queries, whatever keyword tables the index itself keeps.
     """
 
-    def __init__(self, runtime: Runtime) -> None:
-        self.conn = runtime.index.conn
-        if runtime.index.dialect != "sqlite":
-            self.conn = _fts5_copy(runtime)
+    def __init__(self, runtime: Runtime, *, stemmed: bool = True) -> None:
+        self.conn = _fts5_copy(runtime, TOKENIZER if stemmed else EXACT_TOKENIZER)
 
     def notes(self, words: Sequence[str]) -> set[str]:
         phrase = '"' + " ".join(words) + '"'
@@ -320,15 +429,23 @@ class _Index:
     def only(self, words: Sequence[str], path: str) -> bool:
         return bool(words) and self.notes(words) == {path}
 
+    def paths(self) -> set[str]:
+        """The notes with a chunk in the keyword index."""
+        rows = self.conn.execute(
+            "SELECT DISTINCT n.path FROM chunks_fts f JOIN chunks c ON c.id = f.rowid"
+            " JOIN notes n ON n.id = c.note_id"
+        ).fetchall()
+        return {str(r[0]) for r in rows}
 
-def _fts5_copy(runtime: Runtime) -> sqlite3.Connection:
+
+def _fts5_copy(runtime: Runtime, tokenizer: str = TOKENIZER) -> sqlite3.Connection:
     """The index's notes, chunks and keyword rows in an in-memory SQLite with FTS5."""
     conn = sqlite3.connect(":memory:")
     conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, path TEXT)")
     conn.execute("CREATE TABLE chunks (id INTEGER PRIMARY KEY, note_id INTEGER)")
     conn.execute(
         "CREATE VIRTUAL TABLE chunks_fts USING fts5(text, context, title, tags,"
-        f" tokenize = '{TOKENIZER}')"
+        f" tokenize = '{tokenizer}')"
     )
     source = runtime.index.conn
     conn.executemany(
@@ -362,12 +479,21 @@ def _content(words: Sequence[str]) -> bool:
 
 
 def generated_queries(
-    runtime: Runtime, notes: Mapping[str, str], counts: Mapping[str, int], seed: int = SEED
+    runtime: Runtime,
+    notes: Mapping[str, str],
+    counts: Mapping[str, int],
+    seed: int = SEED,
+    *,
+    surface: bool = False,
 ) -> list[Query]:
     """Rare words, identifiers and phrases of single notes, sampled with a fixed seed.
 
     Uniqueness is counted over every Markdown file of the vault (the layout's
     own notes too) and confirmed on the built index, so the index must be synced.
+    ``surface``: as a person reads the text, not as the index's tokenizer does: a rare
+    word is a run of letters in one note only, even where the stemmer merges it with
+    a common word (``statue``, ``status``) or it stands inside a longer token
+    (``xoauth`` in ``XOAUTH2``); identifiers and phrases are confirmed without the stemmer.
     """
     vault = runtime.vault.root
     everything = {
@@ -381,15 +507,20 @@ def generated_queries(
     for text in everything.values():
         words = tokens(text)
         word_df.update(set(words))
+        if surface:
+            word_df.update({"\x00" + w.lower() for w in _LETTERS.findall(text)})
         raw_df.update({r.lower() for r in _RAW.findall(text)})
         gram_df.update(set(zip(words, words[1:], words[2:], words[3:], strict=False)))
 
     candidates: dict[str, dict[str, list[str]]] = {k: {} for k in ("rare", "identifier", "phrase")}
     for path, text in notes.items():
         raws = sorted(set(_RAW.findall(text)))
-        candidates["rare"][path] = sorted(
-            {r.lower() for r in raws if _is_word(r) and word_df[r.lower()] == 1}
-        )
+        if surface:
+            letters = {w for w in _LETTERS.findall(text) if _is_word(w)}
+            rare = {w.lower() for w in letters if word_df["\x00" + w.lower()] == 1}
+        else:
+            rare = {r.lower() for r in raws if _is_word(r) and word_df[r.lower()] == 1}
+        candidates["rare"][path] = sorted(rare)
         candidates["identifier"][path] = [
             r for r in raws if _is_identifier(r) and raw_df[r.lower()] == 1 and _content_id(r)
         ]
@@ -401,11 +532,17 @@ def generated_queries(
         }
         candidates["phrase"][path] = sorted(grams)
 
-    index = _Index(runtime)
+    index = _Index(runtime, stemmed=not surface)
+    indexed = index.paths()
     rng = random.Random(seed)
     queries: list[Query] = []
     for kind in ("rare", "identifier", "phrase"):
-        chosen = _sample(candidates[kind], counts[kind], rng, lambda q, p: index.only(tokens(q), p))
+        if surface and kind == "rare":
+            # Counted on letters above; the index need not hold it as a token of its own.
+            valid: Callable[[str, str], bool] = lambda q, p: p in indexed  # noqa: E731
+        else:
+            valid = lambda q, p: index.only(tokens(q), p)  # noqa: E731
+        chosen = _sample(candidates[kind], counts[kind], rng, valid)
         queries += [Query(text, kind, path) for text, path in chosen]
         if kind == "phrase":
             queries += [Query(f'"{text}"', "quoted", path) for text, path in chosen]
@@ -611,7 +748,8 @@ def build(
     runtime.index.sync()
     timings["ingest"] = timings.get("ingest", 0.0) + time.perf_counter() - started
     started = time.perf_counter()
-    queries = generated_queries(runtime, notes, QUICK_COUNTS if quick else COUNTS, seed)
+    counts = QUICK_COUNTS if quick else COUNTS
+    queries = generated_queries(runtime, notes, counts, seed, surface=corpus in SURFACE)
     queries += hand_written(corpus, notes, known=known)
     timings["queries"] = timings.get("queries", 0.0) + time.perf_counter() - started
     started = time.perf_counter()

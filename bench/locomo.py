@@ -340,7 +340,7 @@ def bm25_ranking(
         return []
     runtime = conversation.runtime
     if runtime.index.dialect != "sqlite":  # PostgreSQL: the keyword index's own BM25
-        parsed = parse_query(" ".join(terms), runtime.clock.now())
+        parsed = parse_query(" ".join(terms) + ".", runtime.clock.now())  # no word being typed
         scored = runtime.searcher.keywords.ranked(parsed, 200)
         return [turn_of_chunk[i] for i, _, _ in scored if i in turn_of_chunk]
     expr = "text : (" + " OR ".join(f'"{t}"' for t in terms) + ")"

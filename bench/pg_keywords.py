@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import sqlite3
 import statistics
 import sys
 import time
@@ -37,7 +36,7 @@ from typing import Any
 
 from scale import _query, _words
 
-from memvault.index.db import TOKENIZER
+from memvault.index.db import EXACT_TABLE, TOKENIZER, sqlite3
 from memvault.index.keywords import Fts5Keywords, Scored
 from memvault.index.pg_keywords import PgKeywords
 from memvault.index.query import ParsedQuery, parse_query
@@ -71,9 +70,11 @@ def sqlite_index(data: Sequence[tuple[int, str, str, str, str]]) -> Fts5Keywords
         f"CREATE VIRTUAL TABLE chunks_fts USING fts5(text, context, title, tags,"
         f" tokenize = '{TOKENIZER}')"
     )
-    conn.executemany(
-        "INSERT INTO chunks_fts (rowid, text, context, title, tags) VALUES (?, ?, ?, ?, ?)", data
-    )
+    conn.execute(EXACT_TABLE)
+    for table in ("chunks_fts", "chunks_exact"):
+        conn.executemany(
+            f"INSERT INTO {table} (rowid, text, context, title, tags) VALUES (?, ?, ?, ?, ?)", data
+        )
     return Fts5Keywords(conn)
 
 

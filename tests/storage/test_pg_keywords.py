@@ -1,22 +1,23 @@
 """PostgreSQL's keyword index against FTS5 on the same rows: the same BM25 numbers where
-the two read text alike, phrases, word counts and their renewal after a write."""
+the two read text alike, phrases, word counts and their renewal after a write, and the
+same words as written and prefixes."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
 import pytest
 
-from memvault.index.db import TOKENIZER
+from memvault.index.db import EXACT_TABLE, TOKENIZER, sqlite3
 from memvault.index.keyword_backends import keywords_for
-from memvault.index.keywords import Fts5Keywords, Keywords
+from memvault.index.keywords import Form, Fts5Keywords, Keywords, keyword_tables
 from memvault.index.pg_keywords import PgKeywords, _Query
 from memvault.index.query import parse_query
 from memvault.index.ranking import Vocabulary
 from memvault.sqlite import transaction
+from memvault.storage.dialect import PgConnection
 from pg_index_support import index_connection, migrate_index
 
 NOW = datetime(2026, 11, 24, 12, 0)
@@ -46,6 +47,7 @@ def pg_dsn(database: str) -> str:
 
 def fill(conn: Any, rows: list[tuple[str, str, str, str]], start: int = 1) -> None:
     """Notes, chunks and keyword rows for ``rows`` (one note per row)."""
+    tables = keyword_tables("postgres" if isinstance(conn, PgConnection) else "sqlite")
     with transaction(conn):
         for offset, (text, context, title, tags) in enumerate(rows):
             i = start + offset
@@ -59,10 +61,12 @@ def fill(conn: Any, rows: list[tuple[str, str, str, str]], start: int = 1) -> No
                 " context, hash) VALUES (?, ?, 0, 'note', 1, 1, ?, ?, '')",
                 (i, i, text, context),
             )
-            conn.execute(
-                "INSERT INTO chunks_fts (rowid, text, context, title, tags) VALUES (?, ?, ?, ?, ?)",
-                (i, text, context, title, tags),
-            )
+            for table in tables:
+                conn.execute(
+                    f"INSERT INTO {table} (rowid, text, context, title, tags)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    (i, text, context, title, tags),
+                )
 
 
 @pytest.fixture
@@ -77,6 +81,7 @@ def pair(pg_dsn: str) -> Iterator[tuple[Fts5Keywords, PgKeywords]]:
         " kind TEXT, start_line INTEGER, end_line INTEGER, text TEXT, context TEXT, hash TEXT);"
         "CREATE VIRTUAL TABLE chunks_fts USING fts5(text, context, title, tags,"
         f" tokenize = '{TOKENIZER}');"
+        f"{EXACT_TABLE};"
     )
     pg = index_connection(pg_dsn)
     fill(lite, ROWS)
@@ -113,9 +118,8 @@ def test_bm25_is_fts5s_own_and_context_scores(
     by_id = {i: (own, ctx) for i, own, ctx in found}
     for chunk_id, own, ctx in expected:
         assert by_id[chunk_id] == pytest.approx((own, ctx), rel=1e-9, abs=1e-12)
-    assert [round(o + c, 9) for _, o, c in found] == sorted(
-        (round(o + c, 9) for _, o, c in expected), reverse=True
-    )
+    # Ordered alike: by the stems' BM25 and the words' as written (and the word being typed).
+    assert [i for i, _, _ in found] == [i for i, _, _ in expected]
 
 
 def test_scores_of_given_chunks_match_fts5(pair: tuple[Fts5Keywords, PgKeywords]) -> None:
@@ -188,6 +192,40 @@ def test_vocabulary_terms_agree(pair: tuple[Fts5Keywords, PgKeywords]) -> None:
     assert [t.stem for t in found.terms] == ["tomato", "garden"] and found.absent == 1
     holders = Vocabulary(pg).holders(found, [1, 2, 9])
     assert holders == Vocabulary(lite).holders(expected, [1, 2, 9])
+    # The word being typed: "bre" is no word, but the start of "bread" and "breakfast".
+    expected = Vocabulary(lite).terms(("oven", "bre"), prefix="bre")
+    assert Vocabulary(pg).terms(("oven", "bre"), prefix="bre") == expected
+    assert [t.word for t in expected.terms] == ["oven", "bre"] and expected.absent == 0
+    among = list(range(1, 13))
+    assert Vocabulary(pg).holders(expected, among) == Vocabulary(lite).holders(expected, among)
+
+
+def test_words_as_written_and_prefixes_agree(pair: tuple[Fts5Keywords, PgKeywords]) -> None:
+    lite, pg = pair
+    assert pg.exact_tokens("Watering the Tomatoes") == lite.exact_tokens("Watering the Tomatoes")
+    assert lite.exact_tokens("Watering the Tomatoes") == ["watering", "the", "tomatoes"]
+    forms = [Form("tomato"), Form("tomatoes"), Form("garden"), Form("bre", prefix=True)]
+    forms += [Form("gard", prefix=True), Form("zz", prefix=True), Form("notes")]
+    counts = lite.form_frequencies(forms)
+    assert pg.form_frequencies(forms) == counts
+    assert counts[Form("tomato")] == 2 and counts[Form("tomatoes")] == 1  # the title's plural
+    assert counts[Form("bre", prefix=True)] == 3 and counts[Form("zz", prefix=True)] == 0
+    among = set(range(1, 13))
+    assert pg.form_holders(forms, among) == lite.form_holders(forms, among)
+    assert lite.form_holders([Form("notes")], among) == [set()]  # the context is not its own
+    assert pg.form_holders([], among) == lite.form_holders([], among) == []
+
+
+@pytest.mark.parametrize("text", ["tomato pla", "the bre", "client contr", "tomatoes"])
+def test_the_word_being_typed_ranks_alike(pair: tuple[Fts5Keywords, PgKeywords], text: str) -> None:
+    lite, pg = pair
+    query = parse_query(text, NOW)
+    assert query.prefix is not None
+    expected = lite.ranked(query, 50)
+    found = pg.ranked(query, 50)
+    assert [i for i, _, _ in found] == [i for i, _, _ in expected]
+    for (_, own, ctx), (_, own_pg, ctx_pg) in zip(expected, found, strict=True):
+        assert (own_pg, ctx_pg) == pytest.approx((own, ctx), rel=1e-9, abs=1e-12)
 
 
 def test_counts_are_renewed_after_another_connection_writes(pg_dsn: str) -> None:

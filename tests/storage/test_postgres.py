@@ -60,6 +60,7 @@ REAL = [
     (5, "digests"),
     (6, "token agents"),
     (7, "memory reads"),
+    (8, "exact words"),
 ]
 NOTES = Migration(NEXT, "notes", "CREATE TABLE notes (id serial PRIMARY KEY, body text NOT NULL)")
 SLOW = Migration(
@@ -143,7 +144,7 @@ def test_pooled_connections_read_and_write_vectors(storage: PostgresStorage) -> 
 def test_a_fresh_database_is_migrated_to_the_latest_version(database: str) -> None:
     assert "memvault_schema" not in tables(database)
     with PostgresStorage.open(SETTINGS, environ=env(database)) as storage:
-        assert storage.schema_version == len(MIGRATIONS) == 7
+        assert storage.schema_version == len(MIGRATIONS) == 8
     assert history(database) == REAL
     with psycopg.connect(database) as conn:
         assert conn.execute(

@@ -89,7 +89,8 @@ class SearchFilters:
             ids = sorted(self.memory_ids)
             clauses.append(f"c.memory_id IN ({','.join('?' * len(ids))})" if ids else "1 = 0")
             params.extend(ids)
-        return (" AND ".join(clauses) if clauses else "1"), params
+        # "1 = 1", not "1": PostgreSQL wants a boolean.
+        return (" AND ".join(clauses) if clauses else "1 = 1"), params
 
     @property
     def restrictive(self) -> bool:

@@ -45,6 +45,7 @@ from memvault.index.chunking import (
 )
 from memvault.index.db import Connection
 from memvault.index.embedders import Embedder, EmbeddingError, normalize_rows
+from memvault.index.keywords import keyword_tables
 from memvault.index.vectors import VectorStore
 from memvault.sqlite import get_meta, in_memory, quick_check, set_meta, transaction
 from memvault.storage.pg_schema import INDEX_TABLES
@@ -579,7 +580,7 @@ class MemoryIndex:
                     keyworded and (reuse["ftitle"], reuse["ftags"]) != (chunk_title, tags_text)
                 )
                 if stale_fts:
-                    self.conn.execute("DELETE FROM chunks_fts WHERE rowid = ?", (chunk_id,))
+                    self._delete_fts([chunk_id])
                     if keyworded:
                         self._insert_fts(chunk_id, draft, chunk_title, tags_text)
                     self.conn.execute("DELETE FROM chunk_tags WHERE chunk_id = ?", (chunk_id,))
@@ -608,10 +609,15 @@ class MemoryIndex:
         return chunk_id
 
     def _insert_fts(self, chunk_id: int, draft: ChunkDraft, title: str, tags_text: str) -> None:
-        self.conn.execute(
-            "INSERT INTO chunks_fts(rowid, text, context, title, tags) VALUES (?,?,?,?,?)",
-            (chunk_id, draft.text, draft.context, title, tags_text),
-        )
+        for table in keyword_tables(self.dialect):
+            self.conn.execute(
+                f"INSERT INTO {table}(rowid, text, context, title, tags) VALUES (?,?,?,?,?)",
+                (chunk_id, draft.text, draft.context, title, tags_text),
+            )
+
+    def _delete_fts(self, ids: Sequence[int]) -> None:
+        for table in keyword_tables(self.dialect):
+            self.conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", [(i,) for i in ids])
 
     def _insert_tags(self, chunk_id: int, tags: Sequence[str]) -> None:
         self.conn.executemany(
@@ -642,7 +648,7 @@ class MemoryIndex:
         if not ids:
             return
         pairs = [(i,) for i in ids]
-        self.conn.executemany("DELETE FROM chunks_fts WHERE rowid = ?", pairs)
+        self._delete_fts(ids)
         self.conn.executemany("DELETE FROM chunks WHERE id = ?", pairs)
         self.vectors.delete(ids)
 
@@ -723,7 +729,7 @@ class MemoryIndex:
                         "UPDATE chunks SET context = ?, hash = ?, embedded = 0 WHERE id = ?",
                         (draft.context, draft.hash, chunk_id),
                     )
-                    self.conn.execute("DELETE FROM chunks_fts WHERE rowid = ?", (chunk_id,))
+                    self._delete_fts([chunk_id])
                     self._insert_fts(chunk_id, draft, "", tags_text)
                 else:
                     chunk_id = self._insert_chunk(note_id, draft, "", tags_text)

@@ -1,35 +1,79 @@
 """The keyword index behind one interface: FTS5 on SQLite, tsvectors on PostgreSQL.
 
-Search and ranking ask the keyword index a few questions, and only these
+The index keeps every chunk's words twice: stemmed (``statue`` and ``status``
+are one word there) and as written (the *exact* view, lower-cased, accents
+removed). Search and ranking ask it a few questions, and only these
 (:class:`Keywords`): the best chunks for a query by BM25 (each chunk's BM25
-over its own words and over its context, as FTS5's ``bm25()`` computes them,
-higher is better), with and without the search's filters; which chunks hold
-a phrase; the BM25 of given chunks; the index's tokens of a text; how many
-chunks hold a token (document frequencies, kept until the index changes);
-which chunks hold a word in their own columns. Each backend answers them in
-its own SQL; the query's parsing (:mod:`memvault.index.query`) is shared.
+over its own words and over its context, as FTS5's ``bm25()`` computes them
+on the stems, higher is better; with a word being typed, the best chunks by
+that prefix's BM25 in the exact view join them: see :func:`merged`), with and
+without the search's filters; which chunks hold a phrase
+as typed; the BM25 of given chunks; the index's tokens of a text, stemmed or
+exact; how many chunks hold a token, an exact word or a prefix (kept until
+the index changes); which chunks hold each of them in their own columns.
+Each backend answers them in its own SQL; the query's parsing
+(:mod:`memvault.index.query`) is shared.
 
-:class:`Fts5Keywords` is SQLite's FTS5 table ``chunks_fts``;
-``memvault.index.pg_keywords.PgKeywords`` the PostgreSQL table of the same
-name. :func:`memvault.index.keyword_backends.keywords_for` picks one for a connection.
+:class:`Fts5Keywords` is SQLite's FTS5 tables ``chunks_fts`` (stems) and
+``chunks_exact`` (words as written); ``memvault.index.pg_keywords.PgKeywords``
+the PostgreSQL table ``chunks_fts``, which holds both views.
+:func:`memvault.index.keyword_backends.keywords_for` picks one for a connection.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from memvault.index.db import TOKENIZER, Connection
+from memvault.index.db import EXACT_TOKENIZER, TOKENIZER, Connection
 from memvault.index.query import ParsedQuery
 
-# A keyword match: (chunk id, BM25 of its own words, BM25 of its context).
+# A keyword match: (chunk id, BM25 of its own words, BM25 of its context), on the stems.
 Scored = tuple[int, float, float]
 
 # How many word counts are kept between searches (until the index changes).
 COUNTS_KEPT = 4096
+# Tokenisations kept (they depend on the words only, never on the index).
+TOKENS_KEPT = 4096
 # BM25 of a chunk's own words (text, title twice over, tags), and of its context alone.
 _OWN_BM25 = "bm25(chunks_fts, 1.0, 0.0, 2.0, 1.0)"
 _CONTEXT_BM25 = "bm25(chunks_fts, 0.0, 1.0, 0.0, 0.0)"
+# The BM25 of the word being typed as a prefix in the exact view (every column, the title
+# twice: own and context together).
+_STARTED_BM25 = "bm25(chunks_exact, 1.0, 1.0, 2.0, 1.0)"
+
+
+def merged(
+    stemmed: Sequence[Scored], started: Sequence[tuple[int, float]], limit: int
+) -> list[Scored]:
+    """The best ``limit`` of the stems' matches (their own and context BM25) and of the
+    prefix's (its BM25 in the exact view), by the sum of the three, ties by id; a chunk in
+    one list only has 0 from the other.
+
+    Each list is the best ``limit`` of its own (each a top-k SQLite computes cheaply: the
+    union of every match, grouped, costs twice the stems' ranking at 100k chunks).
+    """
+    prefix = dict(started)
+    both = [(-(own + ctx + prefix.pop(i, 0.0)), i, own, ctx) for i, own, ctx in stemmed]
+    both += [(-bm25, i, 0.0, 0.0) for i, bm25 in prefix.items()]
+    both.sort()
+    return [(chunk_id, own, ctx) for _, chunk_id, own, ctx in both[:limit]]
+
+
+def keyword_tables(dialect: str) -> tuple[str, ...]:
+    """The tables a chunk's words are written to and deleted from (PostgreSQL derives the
+    exact view in the same row)."""
+    return ("chunks_fts", "chunks_exact") if dialect == "sqlite" else ("chunks_fts",)
+
+
+@dataclass(frozen=True)
+class Form:
+    """A word as the exact view holds it: whole (``statue``) or the start of words
+    (``vendo``, with ``prefix``)."""
+
+    token: str
+    prefix: bool = False
 
 
 class Keywords(Protocol):
@@ -50,7 +94,7 @@ class Keywords(Protocol):
 
     def phrased(self, phrases: Sequence[Sequence[str]], limit: int) -> list[int]:
         """Up to ``limit`` chunks holding every one of ``phrases`` (each a sequence of words)
-        in their own words (text, title, tags)."""
+        as typed (the exact view) in their own words (text, title, tags)."""
         ...
 
     def scores(self, query: ParsedQuery, ids: Sequence[int]) -> dict[int, tuple[float, float]]:
@@ -61,8 +105,16 @@ class Keywords(Protocol):
         """The index's tokens of ``text`` (stems), in order."""
         ...
 
+    def exact_tokens(self, text: str) -> list[str]:
+        """The exact view's tokens of ``text`` (lower case, no accents, not stemmed)."""
+        ...
+
     def document_frequencies(self, stems: Collection[str]) -> dict[str, int]:
         """How many chunks hold each token, in any column (kept until the index changes)."""
+        ...
+
+    def form_frequencies(self, forms: Collection[Form]) -> dict[Form, int]:
+        """How many chunks hold each exact word or prefix, in any column (kept as above)."""
         ...
 
     def documents(self) -> int:
@@ -72,6 +124,10 @@ class Keywords(Protocol):
     def holders(self, words: Sequence[str], among: Collection[int]) -> list[set[int]]:
         """For each of ``words``, which of ``among`` hold it in their own words (text,
         title, tags)."""
+        ...
+
+    def form_holders(self, forms: Sequence[Form], among: Collection[int]) -> list[set[int]]:
+        """For each of ``forms``, which of ``among`` hold it in their own words."""
         ...
 
     def text_frequency(self, word: str) -> int:
@@ -84,12 +140,18 @@ def fts_phrase(words: Sequence[str]) -> str:
     return '"' + " ".join(w.replace('"', '""') for w in words) + '"'
 
 
-class Fts5Keywords:
-    """SQLite's FTS5 table ``chunks_fts`` (text, context, title, tags).
+def fts_form(form: Form) -> str:
+    """An FTS5 expression for an exact word or a prefix."""
+    return fts_phrase([form.token]) + (" *" if form.prefix else "")
 
-    Query text is tokenised by an in-memory FTS5 table with the index's own
-    tokenizer, so stems always agree with what BM25 counted; document
-    frequencies come from an ``fts5vocab`` table.
+
+class Fts5Keywords:
+    """SQLite's FTS5 tables ``chunks_fts`` and ``chunks_exact`` (text, context, title, tags),
+    stemmed and as written.
+
+    Query text is tokenised by in-memory FTS5 tables with the index's own
+    tokenizers, so tokens always agree with what BM25 counted; document
+    frequencies come from ``fts5vocab`` tables.
     """
 
     def __init__(self, conn: Connection, tokenizer: str = TOKENIZER) -> None:
@@ -97,9 +159,11 @@ class Fts5Keywords:
         self.tokenizer = tokenizer
         self._prepared = False
         self._df: dict[str, int] = {}
+        self._form_df: dict[Form, int] = {}
         self._documents: int | None = None
         self._df_version: tuple[int, int] | None = None
         self._scratch = 0  # changes made tokenising queries (not the index's)
+        self._tokens: dict[tuple[str, bool], list[str]] = {}
 
     # -- matches -------------------------------------------------------------------
 
@@ -111,7 +175,15 @@ class Fts5Keywords:
             " FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY own + ctx LIMIT ?",
             (query.fts, limit),
         ).fetchall()
-        return [(int(r[0]), -float(r[1]), -float(r[2])) for r in rows]
+        stemmed = [(int(r[0]), -float(r[1]), -float(r[2])) for r in rows]
+        if query.prefix_fts is None:
+            return stemmed
+        rows = self.conn.execute(
+            f"SELECT rowid, {_STARTED_BM25} AS bm25 FROM chunks_exact WHERE chunks_exact MATCH ?"
+            " ORDER BY bm25, rowid LIMIT ?",
+            (query.prefix_fts, limit),
+        ).fetchall()
+        return merged(stemmed, [(int(r[0]), -float(r[1])) for r in rows], limit)
 
     def ranked_where(
         self, query: ParsedQuery, where: str, params: Sequence[Any], limit: int
@@ -127,12 +199,23 @@ class Fts5Keywords:
             f" JOIN notes n ON n.id = c.note_id WHERE {where} ORDER BY m.own + m.ctx LIMIT ?",
             [query.fts, *params, limit],
         ).fetchall()
-        return [(int(r[0]), -float(r[1]), -float(r[2])) for r in rows]
+        stemmed = [(int(r[0]), -float(r[1]), -float(r[2])) for r in rows]
+        if query.prefix_fts is None:
+            return stemmed
+        rows = self.conn.execute(
+            "WITH m AS MATERIALIZED ("
+            f" SELECT rowid AS id, {_STARTED_BM25} AS bm25"
+            " FROM chunks_exact WHERE chunks_exact MATCH ?)"
+            " SELECT m.id, m.bm25 FROM m JOIN chunks c ON c.id = m.id"
+            f" JOIN notes n ON n.id = c.note_id WHERE {where} ORDER BY m.bm25, m.id LIMIT ?",
+            [query.prefix_fts, *params, limit],
+        ).fetchall()
+        return merged(stemmed, [(int(r[0]), -float(r[1])) for r in rows], limit)
 
     def phrased(self, phrases: Sequence[Sequence[str]], limit: int) -> list[int]:
         joined = " AND ".join(fts_phrase(words) for words in phrases)
         rows = self.conn.execute(
-            "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
+            "SELECT rowid FROM chunks_exact WHERE chunks_exact MATCH ? ORDER BY rank LIMIT ?",
             (f"{{text title tags}} : ({joined})", limit),
         ).fetchall()
         return [int(r[0]) for r in rows]
@@ -153,32 +236,50 @@ class Fts5Keywords:
     def _prepare(self) -> None:
         if self._prepared:
             return
-        self.conn.execute(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_words"
-            f" USING fts5(text, tokenize = '{self.tokenizer}')"
-        )
-        self.conn.execute(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_words_seen"
-            " USING fts5vocab('temp', 'query_words', 'instance')"
-        )
+        for name, tokenizer in (("query_words", self.tokenizer), ("query_forms", EXACT_TOKENIZER)):
+            self.conn.execute(
+                f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{name}"
+                f" USING fts5(text, tokenize = '{tokenizer}')"
+            )
+            self.conn.execute(
+                f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{name}_seen"
+                f" USING fts5vocab('temp', '{name}', 'instance')"
+            )
         self.conn.execute(
             "CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunk_words"
             " USING fts5vocab('main', 'chunks_fts', 'row')"
         )
+        self.conn.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunk_forms"
+            " USING fts5vocab('main', 'chunks_exact', 'row')"
+        )
         self._prepared = True
 
     def tokens(self, text: str) -> list[str]:
+        return self._tokenised(text, exact=False)
+
+    def exact_tokens(self, text: str) -> list[str]:
+        return self._tokenised(text, exact=True)
+
+    def _tokenised(self, text: str, *, exact: bool) -> list[str]:
+        known = self._tokens.get((text, exact))
+        if known is not None:
+            return list(known)
         self._prepare()
+        table = "query_forms" if exact else "query_words"
         before = int(self.conn.total_changes)
-        self.conn.execute("INSERT INTO temp.query_words(rowid, text) VALUES (1, ?)", (text,))
+        self.conn.execute(f"INSERT INTO temp.{table}(rowid, text) VALUES (1, ?)", (text,))
         try:
             rows = self.conn.execute(
-                "SELECT term FROM temp.query_words_seen ORDER BY offset"
+                f"SELECT term FROM temp.{table}_seen ORDER BY offset"
             ).fetchall()
         finally:
-            self.conn.execute("DELETE FROM temp.query_words")
+            self.conn.execute(f"DELETE FROM temp.{table}")
             self._scratch += int(self.conn.total_changes) - before
-        return [str(r[0]) for r in rows]
+        if len(self._tokens) > TOKENS_KEPT:
+            self._tokens.clear()
+        found = self._tokens[(text, exact)] = [str(r[0]) for r in rows]
+        return list(found)
 
     def document_frequencies(self, stems: Collection[str]) -> dict[str, int]:
         self._prepare()
@@ -192,6 +293,27 @@ class Fts5Keywords:
         self._df_version = self._version()
         return {stem: self._df[stem] for stem in stems}
 
+    def form_frequencies(self, forms: Collection[Form]) -> dict[Form, int]:
+        self._prepare()
+        self._check_version()
+        for form in forms:
+            if form in self._form_df:
+                continue
+            if form.prefix:
+                # Rows, not the sum over the words that start so: a row may hold several.
+                row = self.conn.execute(
+                    "SELECT count(*) FROM chunks_exact WHERE chunks_exact MATCH ?",
+                    (fts_form(form),),
+                ).fetchone()
+                self._form_df[form] = int(row[0])
+            else:
+                row = self.conn.execute(
+                    "SELECT doc FROM temp.chunk_forms WHERE term = ?", (form.token,)
+                ).fetchone()
+                self._form_df[form] = int(row[0]) if row else 0
+        self._df_version = self._version()
+        return {form: self._form_df[form] for form in forms}
+
     def documents(self) -> int:
         self._check_version()
         if self._documents is None:
@@ -203,8 +325,10 @@ class Fts5Keywords:
 
     def _check_version(self) -> None:
         """Forget the counts when anything was written since, here or by another process."""
-        if self._version() != self._df_version or len(self._df) > COUNTS_KEPT:
+        kept = len(self._df) + len(self._form_df)
+        if self._version() != self._df_version or kept > COUNTS_KEPT:
             self._df.clear()
+            self._form_df.clear()
             self._documents = None
 
     def _version(self) -> tuple[int, int]:
@@ -222,6 +346,16 @@ class Fts5Keywords:
             (f"{{text title tags}} : {fts_phrase([word])}",),
         )
         return {chunk_id for (chunk_id,) in rows if chunk_id in among}
+
+    def form_holders(self, forms: Sequence[Form], among: Collection[int]) -> list[set[int]]:
+        found = []
+        for form in forms:
+            rows = self.conn.execute(
+                "SELECT rowid FROM chunks_exact WHERE chunks_exact MATCH ?",
+                (f"{{text title tags}} : {fts_form(form)}",),
+            )
+            found.append({chunk_id for (chunk_id,) in rows if chunk_id in among})
+        return found
 
     def text_frequency(self, word: str) -> int:
         row = self.conn.execute(

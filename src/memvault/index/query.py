@@ -5,8 +5,13 @@
   dropped (unless nothing else is left) and the rest are OR-ed, because a
   question rarely repeats the exact wording of the answer.
 - Phrases: text in double quotes (straight or curly) is a phrase: its words
-  in that order. The whole query is also tried as a phrase, so words copied
+  in that order, as typed (not stemmed: a quoted ``"statue"`` is not
+  ``status``). The whole query is also tried as a phrase, so words copied
   from a note find it even when each of them is common.
+- A word being typed: when the query ends with a search word (no space or
+  punctuation after it) of at least ``PREFIX_MIN`` characters, that word also
+  matches as the start of a longer one (``vendo`` finds ``vendor``); shorter
+  ones are not expanded, as ``a*`` would match most of the index.
 - Time: an explicit day, month or year in the query ("on 3 June, 2023",
   "in August 2023", "the week before August 3, 2023", "yesterday") becomes
   a time range that boosts what was written then.
@@ -19,6 +24,9 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta, tzinfo
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_LAST_WORD = re.compile(r"[^\W_]+$", re.UNICODE)
+# The shortest word being typed that is also matched as a prefix.
+PREFIX_MIN = 3
 _QUOTED = re.compile(r'["\u201c\u201d\u201e]([^"\u201c\u201d\u201e]+)["\u201c\u201d\u201e]')
 STOPWORDS = frozenset(
     """a an the is are was were be been being am do does did doing of to in on at for with by
@@ -93,7 +101,8 @@ class ParsedQuery:
     terms: tuple[str, ...]
     time: TimeRange | None
     words: tuple[str, ...] = ()  # every word, in order (stopwords too): the whole-query phrase
-    phrases: tuple[tuple[str, ...], ...] = ()  # quoted phrases, each with two or more words
+    phrases: tuple[tuple[str, ...], ...] = ()  # quoted phrases (a quoted word is one too)
+    prefix: str | None = None  # the word being typed, also matched as a prefix (one of terms)
 
     @property
     def fts(self) -> str | None:
@@ -101,6 +110,11 @@ class ParsedQuery:
         if not self.terms:
             return None
         return " OR ".join(f'"{term}"' for term in self.terms)
+
+    @property
+    def prefix_fts(self) -> str | None:
+        """The word being typed as an FTS5 prefix query (``"vendo" *``), if there is one."""
+        return None if self.prefix is None else f'"{self.prefix}" *'
 
 
 def terms_of(text: str) -> tuple[str, ...]:
@@ -187,17 +201,28 @@ def parse_time(text: str, now: datetime) -> TimeRange | None:
 
 
 def phrases_of(text: str) -> tuple[tuple[str, ...], ...]:
-    """The quoted phrases of ``text`` with two or more words (one quoted word is a keyword)."""
+    """The quoted phrases of ``text`` (a quoted word is one: that word as typed)."""
     found = (tuple(_WORD.findall(m.group(1))) for m in _QUOTED.finditer(text))
-    return tuple(dict.fromkeys(words for words in found if len(words) >= 2))
+    return tuple(dict.fromkeys(words for words in found if words))
+
+
+def prefix_of(text: str, terms: tuple[str, ...]) -> str | None:
+    """The word being typed: the search word ``text`` ends with, if it is long enough."""
+    match = _LAST_WORD.search(text)
+    if match is None:
+        return None
+    word = match.group(0).lower()
+    return word if len(word) >= PREFIX_MIN and word in terms else None
 
 
 def parse_query(text: str, now: datetime) -> ParsedQuery:
-    """Keywords, phrases and time range of a query."""
+    """Keywords, phrases, time range and the word being typed of a query."""
+    terms = terms_of(text)
     return ParsedQuery(
         text=text,
-        terms=terms_of(text),
+        terms=terms,
         time=parse_time(text, now),
         words=tuple(_WORD.findall(text))[:64],
         phrases=phrases_of(text),
+        prefix=prefix_of(text, terms),
     )

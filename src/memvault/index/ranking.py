@@ -13,7 +13,11 @@ score can be held against a floor ("nothing relevant"):
   the query's average word: "favourite pizza topping" is not answered in
   full by a chunk that merely says "top". A chunk's context (a note's title
   and headings, the neighbouring lines of a conversation) can lift its
-  share part of the way.
+  share part of the way. The word being typed (the query ends with it) is
+  also held by a chunk holding a word that starts with it: worth the idf of
+  the chunks holding its stem or such a word (counted apart: an upper bound
+  of them together), always less than the word itself; where no chunk holds
+  the word, its start is all it has and is worth its own idf.
 - **Meaning** (0..1, a little more for a very clear match): how far a
   chunk's cosine stands above the query's cosines with the vault at large
   (median and spread, measured on a sample of stored vectors) and above an
@@ -21,7 +25,10 @@ score can be held against a floor ("nothing relevant"):
   hold, so the best of a weak lot is not inflated into a match, in a small
   vault or a large one.
 - **Phrases**: a chunk holding every quoted phrase of the query, or the
-  whole query as typed, has a phrase match.
+  whole query (a single word too), as typed (the keyword index's exact view,
+  not its stems: ``statue`` is not ``status``), has a phrase match: the one
+  note holding a rare word as typed comes before the many holding only a
+  common word of its stem.
 
 Fusion: ``max(k, m) + 0.5 * min(k, m)**2``, plus ``COMPLETE * k**8`` and
 ``phrase_weight`` for a phrase. Either signal alone carries a result; two
@@ -39,7 +46,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from memvault.config import SearchSettings
-from memvault.index.keywords import Keywords
+from memvault.index.keywords import Form, Keywords
 
 # Which chunks hold a word is listed for words in at most this share of the chunks (or
 # this many): commoner words carry little information and their lists are long.
@@ -59,8 +66,10 @@ class QueryTerm:
 
     word: str  # as typed (lower case)
     stem: str  # as the index's tokenizer stores it
-    idf: float
-    hits: int  # chunks holding it
+    idf: float  # its information: its stem's idf (none held: its start's)
+    hits: int  # chunks holding its stem (none: its start): whether its holders are listed
+    start: Form | None = None  # the word being typed: held by the words that start so
+    start_idf: float = 0.0  # what holding only a word that starts so is worth
 
 
 @dataclass(frozen=True)
@@ -76,6 +85,11 @@ class QueryTerms:
     def __post_init__(self) -> None:
         object.__setattr__(self, "information", sum(t.idf for t in self.terms))
 
+    @property
+    def started(self) -> bool:
+        """Whether the word being typed is also held by longer words (its start counts)."""
+        return any(t.start is not None for t in self.terms)
+
 
 class Vocabulary:
     """The keyword index seen from the query side: the query words' stems and frequencies.
@@ -87,8 +101,9 @@ class Vocabulary:
     def __init__(self, keywords: Keywords) -> None:
         self.keywords = keywords
 
-    def terms(self, words: Iterable[str]) -> QueryTerms:
-        """Each query word with its stem and its idf, as FTS5's BM25 computes it."""
+    def terms(self, words: Iterable[str], prefix: str | None = None) -> QueryTerms:
+        """Each query word with its stem and its idf, as FTS5's BM25 computes it; and for
+        ``prefix`` (the word being typed) its start and what holding it is worth."""
         keywords = self.keywords
         total = keywords.documents()
         first: dict[str, str] = {}  # stem -> the first word that has it
@@ -97,11 +112,28 @@ class Vocabulary:
             if len(stems) == 1:
                 first.setdefault(stems[0], word)
         counts = keywords.document_frequencies(first)
+        typed = [s for s, w in first.items() if w == prefix]
+        start, started = None, 0
+        if typed:
+            exact = keywords.exact_tokens(first[typed[0]])
+            if len(exact) == 1:
+                begun, whole = Form(exact[0], prefix=True), Form(exact[0])
+                known = keywords.form_frequencies([begun, whole])
+                # Where every chunk with a word starting so holds the word itself, the
+                # start adds nothing (and costs a search).
+                if known[begun] > known[whole]:
+                    start, started = begun, known[begun]
         found: list[QueryTerm] = []
         absent = 0
         for stem, word in first.items():
             hits = counts[stem]
-            if hits:
+            if stem in typed and started:
+                # Held whole, the word is worth its stem's idf; by a longer word, the idf of
+                # the stem's and the start's holders counted apart: always less.
+                idf = bm25_idf(total, hits or started)
+                later = bm25_idf(total, min(total, hits + started))
+                found.append(QueryTerm(word, stem, idf, hits or started, start, later))
+            elif hits:
                 found.append(QueryTerm(word, stem, bm25_idf(total, hits), hits))
             else:
                 absent += 1
@@ -121,12 +153,17 @@ class Vocabulary:
         if not listed:
             return None
         scale = sum(t.idf for t in listed)  # each idf is above zero
-        held: dict[int, float] = dict.fromkeys(wanted, 0.0)
-        holding = self.keywords.holders([t.word for t in listed], wanted)
-        for term, holders in zip(listed, holding, strict=True):
+        worth: dict[int, dict[str, float]] = {chunk_id: {} for chunk_id in wanted}
+        starting = [t for t in listed if t.start is not None]
+        started = self.keywords.form_holders([t.start for t in starting if t.start], wanted)
+        for term, holders in zip(starting, started, strict=True):
             for chunk_id in holders:
-                held[chunk_id] += term.idf / scale
-        return held
+                worth[chunk_id][term.stem] = term.start_idf
+        whole = self.keywords.holders([t.word for t in listed], wanted)
+        for term, holders in zip(listed, whole, strict=True):
+            for chunk_id in holders:
+                worth[chunk_id][term.stem] = term.idf
+        return {chunk_id: sum(w.values()) / scale for chunk_id, w in worth.items()}
 
 
 def bm25_idf(total: int, hits: int) -> float:

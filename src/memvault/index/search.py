@@ -1,7 +1,7 @@
 """Hybrid search over the index: keywords (FTS5 BM25), meaning (vectors) and phrases.
 
 1. Candidates: the best ``candidates`` chunks by BM25, by cosine, and the
-   chunks holding the query as a phrase (or its quoted phrases), each under
+   chunks holding the query as typed (or its quoted phrases), each under
    the filters.
 2. Every candidate gets calibrated keyword and meaning evidence and a phrase
    flag, fused into a relevance that means the same in every vault
@@ -30,7 +30,7 @@ import json
 import logging
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -253,7 +253,9 @@ class Searcher:
         where, params = checked.sql()
         n = self.settings.candidates
         use_keywords = mode != "vector"
-        terms = self.vocabulary.terms(parsed.terms) if use_keywords else None
+        terms = self.vocabulary.terms(parsed.terms, parsed.prefix) if use_keywords else None
+        if terms is not None and parsed.prefix is not None and not terms.started:
+            parsed = replace(parsed, prefix=None)  # no longer word starts so: whole words
         # A longer keyword list than the candidates, to score the others' keywords too.
         keyword = (
             self._keyword(parsed, where, params, n * _KEYWORD_DEPTH, n, checked.restrictive)
@@ -467,13 +469,14 @@ class Searcher:
         return self.keywords.ranked_where(parsed, where, params, n)
 
     def _phrased(self, parsed: ParsedQuery, n: int, where: str, params: list[Any]) -> set[int]:
-        """Chunks holding every quoted phrase, or else the whole query as a phrase.
+        """Chunks holding every quoted phrase, or else the whole query (one word too), as
+        typed: a word as typed comes before the words it shares a stem with.
 
         Only a chunk's own words count (its text, title and tags), not its context.
         """
         if parsed.phrases:
             phrases: Sequence[Sequence[str]] = parsed.phrases
-        elif len(parsed.words) >= 2:
+        elif parsed.words:
             phrases = [parsed.words]
         else:
             return set()

@@ -52,6 +52,7 @@ from memvault.config import Settings
 from memvault.errors import InvalidInputError, MemvaultError, NotFoundError
 from memvault.index.filters import SearchFilters
 from memvault.index.index import MemoryIndex
+from memvault.index.keywords import keyword_tables
 from memvault.index.search import Searcher
 from memvault.memory.sessions import JOURNAL_SECTION as SESSIONS_SECTION
 from memvault.memory.state import StateStore
@@ -691,7 +692,8 @@ class Forgetter:
         full-text tables too (deleting a row only marks it gone there)."""
         try:
             with index.lock:
-                index.conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('optimize')")
+                for table in keyword_tables(index.dialect):  # stemmed and as written
+                    index.conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
         except Exception:  # a read-only index: the rows are gone, the segments stay
             log.debug("forgetting: keyword index not merged", exc_info=True)
 

@@ -402,6 +402,22 @@ UPDATE {INDEX_SCHEMA}.notes SET hash = '', mtime_ns = 0 WHERE kind = 'insight';
 UPDATE {INDEX_SCHEMA}.chunks SET embedded = 0 WHERE kind = 'insight';
 """
 
+# The words as written beside their stems (the exact view, see memvault.index.keywords):
+# ``simple`` lower-cases every word and stems none; ``words()`` has removed accents and
+# punctuation as for the stems. The table is rewritten once, every row kept.
+EXACT_SQL = f"""
+ALTER TABLE {INDEX_SCHEMA}.chunks_fts
+    ADD COLUMN own_exact tsvector GENERATED ALWAYS AS (
+        to_tsvector('pg_catalog.simple'::regconfig,
+            {INDEX_SCHEMA}.words(text || ' ' || title || ' ' || title || ' ' || tags))
+    ) STORED,
+    ADD COLUMN ctx_exact tsvector GENERATED ALWAYS AS (
+        to_tsvector('pg_catalog.simple'::regconfig, {INDEX_SCHEMA}.words(context))
+    ) STORED;
+CREATE INDEX chunks_fts_own_exact ON {INDEX_SCHEMA}.chunks_fts USING gin(own_exact);
+CREATE INDEX chunks_fts_ctx_exact ON {INDEX_SCHEMA}.chunks_fts USING gin(ctx_exact)
+"""
+
 # The tables of each schema, in an order that copying them one by one respects their
 # foreign keys (``memvault storage migrate``).
 INDEX_TABLES = ("meta", "notes", "chunks", "chunk_tags", "links", "memories", "chunks_fts")

@@ -43,6 +43,7 @@ from memvault.storage.dialect import PgConnection
 from memvault.storage.pg_schema import (
     DIGESTS_SQL,
     EVENTS_SQL,
+    EXACT_SQL,
     INDEX_SCHEMA,
     INDEX_SQL,
     READS_SQL,
@@ -80,6 +81,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "digests", DIGESTS_SQL),
     Migration(6, "token agents", TOKEN_AGENTS_SQL),
     Migration(7, "memory reads", READS_SQL),
+    Migration(8, "exact words", EXACT_SQL),
 )
 
 
