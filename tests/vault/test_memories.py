@@ -133,6 +133,22 @@ def test_hand_edits_in_obsidian_are_respected(
     assert "Hates meetings" not in path.read_text()
 
 
+def test_a_memory_moved_by_hand_to_another_file_is_found_there(
+    runtime: Runtime, write: Callable[[str, str], Path]
+) -> None:
+    moved = runtime.memories.remember("Walks the dog at seven", category="fact").memory
+    assert runtime.memories.get(moved.id).path == "Memory/Facts.md"  # read, and cached
+    facts = runtime.vault.root / "Memory/Facts.md"
+    line = next(line for line in facts.read_text().splitlines() if moved.id in line)
+    write("Memory/Facts.md", facts.read_text().replace(line + "\n", ""))
+    write("Memory/Habits.md", f"- {line[2:].replace('seven', 'eight')}\n")
+    found = runtime.memories.get(moved.id)
+    assert (found.path, found.text) == ("Memory/Habits.md", "Walks the dog at eight")
+    write("Memory/Habits.md", "")
+    with pytest.raises(NotFoundError):
+        runtime.memories.get(moved.id)
+
+
 def test_checklists_code_and_frontmatter_are_not_memories(
     runtime: Runtime, write: Callable[[str, str], Path]
 ) -> None:

@@ -444,6 +444,18 @@ class Memories:
     def get(self, memory_id: str) -> Memory:
         """The memory with this id; NotFoundError if none (deleted by hand, perhaps)."""
         wanted = memory_id.strip().lstrip("^")
+        files = self.files()
+        with self._cache_guard:  # where it was last read: that file alone, as it reads now
+            cached = [self._cache.get(path) for path in files]
+        seen = next((read.path for read in cached if read and read.find(wanted)), None)
+        if seen is not None:
+            try:
+                found = self.read(seen).memories
+            except NotTextError:
+                found = []
+            memory = next((m for m in found if m.id == wanted), None)
+            if memory is not None:
+                return memory
         for memory in self.all():
             if memory.id == wanted:
                 return memory

@@ -121,6 +121,7 @@ class Vault:
         self._observers: list[Observer] = []
         self._intents: tuple[Intent, ...] = ()
         self._path_max_bytes: int | None = None
+        self._real_root: str | None = None
 
     # -- change notification ---------------------------------------------------
 
@@ -208,7 +209,7 @@ class Vault:
                     f"Path {shown!r} is a symlink loop; fix or remove the link."
                 ) from None
             real = os.path.realpath(path)  # not there yet: check where it would be
-        real_root = os.path.realpath(self.root)
+        real_root = self._resolved_root()
         if not _within(real, real_root):
             raise UnsafePathError(f"Path {shown!r} leads outside the vault through a symlink.")
         real_state = os.path.join(real_root, STATE_DIR)
@@ -226,6 +227,17 @@ class Vault:
                 f"Path {shown!r} leads through a symlink to the hidden name {hidden!r}, "
                 "and hidden files and folders are not notes."
             )
+
+    def _resolved_root(self) -> str:
+        """The vault folder's real location, found once it exists: a path is checked
+        against where the vault was, so a root moved under a running process refuses
+        paths rather than following it."""
+        if self._real_root is not None:
+            return self._real_root
+        real = os.path.realpath(self.root)
+        if os.path.isdir(real):
+            self._real_root = real
+        return real
 
     def _path_max(self) -> int:
         """The longest path the vault's filesystem takes, in bytes (4096 on Linux)."""
