@@ -53,12 +53,15 @@ $(PG_STAMP): $(STAMP) scripts/build_test_postgres.sh
 
 postgres: $(PG_STAMP)
 
-# The email channel's tests run a real IMAP server (Debian's dovecot) and make certificates.
+# The email channel's tests run a real IMAP server (Debian's dovecot) and make certificates;
+# the service tests check units with systemd-analyze.
 DEBIAN_STAMP := $(VENV)/.debian
 
-$(DEBIAN_STAMP):
+# Made again when this file changes: a package added here is installed in an existing venv too.
+$(DEBIAN_STAMP): Makefile
 	command -v dovecot >/dev/null && command -v openssl >/dev/null || \
 		(apt-get update -qq && apt-get install -y -qq dovecot-imapd openssl)
+	command -v systemd-analyze >/dev/null || (apt-get update -qq && apt-get install -y -qq systemd)
 	touch $(DEBIAN_STAMP)
 
 # The suite runs on xdist's workers, one module per worker at a time (module fixtures

@@ -48,6 +48,7 @@ class RootGroup(ErrorBoundaryGroup):
         "tokens": "memvault.cli.tokens",
         "storage": "memvault.cli.storage",
         "privacy": "memvault.cli.privacy",
+        "service": "memvault.cli.service",
     }
 
 
