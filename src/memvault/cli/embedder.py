@@ -9,6 +9,7 @@ from __future__ import annotations
 import typer
 
 from memvault.cli.common import JsonOption, VaultOption, emit_json, group, root_vault, say
+from memvault.cli.progress import QuietOption, spinner
 
 app = group("The local embedding model: how it runs, and its ONNX file.")
 
@@ -38,16 +39,21 @@ def status(ctx: typer.Context, vault: VaultOption = None, as_json: JsonOption = 
 
 
 @app.command("prepare")
-def prepare(ctx: typer.Context, vault: VaultOption = None, as_json: JsonOption = False) -> None:
+def prepare(
+    ctx: typer.Context,
+    quiet: QuietOption = False,
+    vault: VaultOption = None,
+    as_json: JsonOption = False,
+) -> None:
     """Export the local model to ONNX if it is missing or damaged, and check that it loads."""
     from memvault.config import load_settings
     from memvault.index.local_model import ModelFile
 
     settings = load_settings(vault or root_vault(ctx)).settings.embedder
     model_file = ModelFile(settings.model_cache)
-    if not as_json and not model_file.status().ready:
-        say(f"Exporting the local model to {model_file.path} (once, a few seconds)...")
-    done = model_file.prepare()
+    exporting = f"Exporting the local model to {model_file.path} (once, a few seconds)"
+    with spinner(exporting, quiet=as_json or quiet or model_file.status().ready):
+        done = model_file.prepare()
     if as_json:
         emit_json(done.to_dict())
         return

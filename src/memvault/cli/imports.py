@@ -7,15 +7,14 @@ files again adds nothing, and ``--dry-run`` writes nothing at all.
 
 from __future__ import annotations
 
-import contextlib
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from memvault.cli.common import JsonOption, VaultOption, emit_json, group, open_runtime, say, stderr
+from memvault.cli.common import JsonOption, VaultOption, emit_json, group, open_runtime, say
+from memvault.cli.progress import QuietOption, progress
 
 if TYPE_CHECKING:
     from memvault.openclaw.importers import ImportReport, Progress
@@ -31,41 +30,15 @@ DryRunOption = Annotated[
 ]
 
 
-@contextlib.contextmanager
-def _progress_bar(path: Path) -> Iterator[Progress | None]:
-    """A rich bar on stderr while many daily logs are imported, only on a terminal."""
-    from memvault.openclaw.importers import count_daily_logs
-
-    if not sys.stderr.isatty() or count_daily_logs(path) <= _PROGRESS_AFTER:
-        yield None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-    bar = Progress(
-        TextColumn("Daily logs"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        console=stderr.get(),
-        transient=True,
-    )
-    task = bar.add_task("Daily logs", total=None)
-
-    def update(done: int, total: int) -> None:
-        bar.update(task, completed=done, total=total)
-
-    with bar:
-        yield update
-
-
 def _run(
     ctx: typer.Context,
     vault: Path | None,
     as_json: bool,
     work: Callable[[Runtime, Progress | None], ImportReport],
-    path: Path,
+    quiet: bool,
 ) -> None:
     runtime = open_runtime(ctx, vault)
-    with _progress_bar(path) as update:
+    with progress("Daily logs", quiet=as_json or quiet, after=_PROGRESS_AFTER) as update:
         report = work(runtime, update)
     if as_json:
         emit_json(report.to_dict())
@@ -143,6 +116,7 @@ def _command(name: str, path_help: str, doc: str, importer: str, shows_progress:
         ctx: typer.Context,
         path: Path = typer.Argument(..., help=path_help, metavar="PATH"),
         dry_run: DryRunOption = False,
+        quiet: QuietOption = False,
         vault: VaultOption = None,
         as_json: JsonOption = False,
     ) -> None:
@@ -155,7 +129,7 @@ def _command(name: str, path_help: str, doc: str, importer: str, shows_progress:
             report: ImportReport = run(runtime, path, dry_run=dry_run, **extra)
             return report
 
-        _run(ctx, vault, as_json, work, path)
+        _run(ctx, vault, as_json, work, quiet)
 
     command.__doc__ = doc
     app.command(name)(command)

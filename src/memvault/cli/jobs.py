@@ -27,6 +27,7 @@ from memvault.cli.common import (
     table,
     via_daemon,
 )
+from memvault.cli.progress import QuietOption, spinner
 from memvault.errors import MemvaultError
 from memvault.vocabulary import counted
 
@@ -123,13 +124,16 @@ def run(
         bool, typer.Option("--no-wait", help="With a daemon: start it and return at once.")
     ] = False,
     direct: DirectOption = False,
+    quiet: QuietOption = False,
     vault: VaultOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Run a job now (even one that is off), through the daemon or in this process."""
     started = via_daemon(ctx, vault, "POST", f"/v1/jobs/{name}/run")
     if started is None:
-        record = _engine(ctx, vault).run_now(name).as_dict()
+        engine = _engine(ctx, vault)
+        with spinner(f"Running {name}", quiet=as_json or quiet):
+            record = engine.run_now(name).as_dict()
     elif no_wait:
         if as_json:
             emit_json(started)
@@ -137,7 +141,8 @@ def run(
             say(f"Started run {started['run_id']} of {name} in the daemon.")
         return
     else:
-        record = _await_run(ctx, vault, started["run_id"])
+        with spinner(f"Running {name} in the daemon", quiet=as_json or quiet):
+            record = _await_run(ctx, vault, started["run_id"])
     if as_json:
         emit_json(record)
     else:

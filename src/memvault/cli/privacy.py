@@ -15,9 +15,6 @@ what changed.
 
 from __future__ import annotations
 
-import contextlib
-import sys
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -29,16 +26,16 @@ from memvault.cli.common import (
     group,
     open_runtime,
     say,
-    stderr,
     stdout,
     table,
 )
+from memvault.cli.progress import QuietOption, progress
 from memvault.errors import ConflictError, InvalidInputError, MemvaultError, NotFoundError
 from memvault.vocabulary import counted
 
 if TYPE_CHECKING:
     from memvault.jobs.engine import JobEngine
-    from memvault.privacy.scanning import Found, Progress
+    from memvault.privacy.scanning import Found
     from memvault.runtime import Runtime
 
 app = group("Privacy: secrets already in the vault (scan, redact, undo).")
@@ -48,42 +45,10 @@ REDACT_JOB = "privacy_redact"
 _PROGRESS_AFTER = 200
 
 
-@contextlib.contextmanager
-def _progress_bar() -> Iterator[Progress]:
-    """A rich bar on stderr while a large vault is scanned, only on a terminal."""
-    shown: list[Any] = []
-
-    def update(done: int, total: int) -> None:
-        if not shown:
-            if total <= _PROGRESS_AFTER or not sys.stderr.isatty():
-                shown.append(None)
-                return
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-            bar = Progress(
-                TextColumn("Scanning notes"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                console=stderr.get(),
-                transient=True,
-            )
-            bar.start()
-            shown.append((bar, bar.add_task("Scanning", total=total)))
-        if shown[0] is not None:
-            bar, task = shown[0]
-            bar.update(task, completed=done)
-
-    try:
-        yield update
-    finally:
-        if shown and shown[0] is not None:
-            shown[0][0].stop()
-
-
-def _scan(runtime: Runtime) -> list[Found]:
+def _scan(runtime: Runtime, *, quiet: bool) -> list[Found]:
     from memvault.privacy.scanning import scan_vault
 
-    with _progress_bar() as update:
+    with progress("Scanning notes", quiet=quiet, after=_PROGRESS_AFTER) as update:
         return scan_vault(runtime.vault, runtime.memories, progress=update)
 
 
@@ -146,13 +111,14 @@ def scan(
         ),
     ] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Redact without asking.")] = False,
+    quiet: QuietOption = False,
     vault: VaultOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """List the secrets (keys, tokens, passwords, card numbers) in the vault's notes and
     memories: path, line, kind and a masked preview, never the secret itself."""
     runtime = open_runtime(ctx, vault)
-    found = _scan(runtime)
+    found = _scan(runtime, quiet=as_json or quiet)
     report: dict[str, Any] = {"found": [f.to_dict() for f in found]}
     if not as_json:
         if not found:

@@ -8,11 +8,9 @@ local model would have to load here, they start one in the background first
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import sys
 import threading
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -32,12 +30,12 @@ from memvault.cli.common import (
     table,
     via_daemon,
 )
+from memvault.cli.progress import INDEX_STAGES, QuietOption, progress
 from memvault.errors import VaultError
 from memvault.vocabulary import KINDS, counted
 
 if TYPE_CHECKING:
     from memvault.index.filters import SearchFilters
-    from memvault.index.index import Progress as ProgressCallback
     from memvault.index.index import SyncReport
     from memvault.runtime import Runtime
 
@@ -48,52 +46,13 @@ READ_ONLY_INDEX = (
     "searching a copy in memory."
 )
 _PROGRESS_AFTER = 50
-# What the progress bar calls a stage, by the label the work reports it with.
-_STAGES = {"embedding": "Embedding", "vectors": "Copying vectors"}
-
-
-@contextlib.contextmanager
-def progress_bar(enabled: bool) -> Iterator[ProgressCallback | None]:
-    """A rich progress bar on stderr for long runs (None when not wanted)."""
-    if not enabled:
-        yield None
-        return
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TaskID,
-        TextColumn,
-        TimeRemainingColumn,
-    )
-
-    bar = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=stderr.get(),
-        transient=True,
-    )
-    tasks: dict[str, TaskID] = {}
-
-    def update(done: int, total: int, label: str) -> None:
-        stage = _STAGES.get(label, "Indexing")
-        if stage not in tasks:
-            tasks[stage] = bar.add_task(stage, total=total)
-        bar.update(tasks[stage], completed=done, total=total)
-
-    with bar:
-        yield update
 
 
 def _sync(runtime: Runtime, *, quiet: bool) -> SyncReport:
     """Bring the index up to date, with a progress bar when there is a lot to do."""
-    pending = len(runtime.vault.list()) if not runtime.index.exists() else 0
-    show = not quiet and (pending > _PROGRESS_AFTER or sys.stderr.isatty())
     if runtime.index.in_memory:
         stderr.print(READ_ONLY_INDEX.format(path=runtime.index.path))
-    with progress_bar(show) as update:
+    with progress("Indexing", quiet=quiet, stages=INDEX_STAGES) as update:
         return runtime.index.sync(progress=update)
 
 
@@ -131,6 +90,7 @@ def index(
     no_embed: Annotated[
         bool, typer.Option("--no-embed", help="Keywords only; leave vectors pending.")
     ] = False,
+    quiet: QuietOption = False,
     vault: VaultOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -143,8 +103,8 @@ def index(
             f"Cannot update the index at {runtime.index.path}: the vault is read-only for this "
             "user (search, recall and context still work, from a copy in memory)."
         )
-    show = not as_json
-    with progress_bar(show and (rebuild or sys.stderr.isatty())) as update:
+    hide = as_json or quiet
+    with progress("Indexing", quiet=hide, stages=INDEX_STAGES) as update:
         report = runtime.index.rebuild(update) if rebuild else runtime.index.sync(update)
     embedded = 0
     problem = runtime.index.mismatch()
@@ -152,9 +112,9 @@ def index(
         pending = runtime.index.pending()
         if reembed or pending:
             _loading_model(runtime)
-        long_run = reembed or pending > _PROGRESS_AFTER
+        after = 0 if reembed else _PROGRESS_AFTER
         try:
-            with progress_bar(show and long_run) as update:
+            with progress("Embedding", quiet=hide, after=after, stages=INDEX_STAGES) as update:
                 embedded = (
                     runtime.index.reembed(update)
                     if reembed

@@ -8,7 +8,6 @@ the databases directly, so it refuses while a daemon serves the vault.
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -23,6 +22,7 @@ from memvault.cli.common import (
     stdout,
     table,
 )
+from memvault.cli.progress import INDEX_STAGES, QuietOption, progress
 from memvault.errors import ConflictError, InvalidInputError
 
 if TYPE_CHECKING:
@@ -54,13 +54,13 @@ def migrate(
             "--replace", help="Empty the target's index and state first if they hold rows."
         ),
     ] = False,
+    quiet: QuietOption = False,
     vault: VaultOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Rebuild the index in the other backend and copy the state there; the source stays."""
     from memvault.backend_migration import BACKENDS, VerificationError, target_settings
     from memvault.backend_migration import migrate as run
-    from memvault.cli.recall import progress_bar
     from memvault.config import load_settings
     from memvault.gateway.client import find_daemon
 
@@ -81,7 +81,7 @@ def migrate(
             "`memvault serve --stop`, migrate, then start it again."
         )
     target = _open(ctx, target_settings(settings, to), clock=source.clock, embedder=source.embedder)
-    with progress_bar(not as_json and sys.stderr.isatty()) as update:
+    with progress("Indexing", quiet=as_json or quiet, stages=INDEX_STAGES) as update:
         report = run(source, target, replace=replace, progress=update, embed_progress=update)
     advice = _advice(report, loaded)
     if as_json:
