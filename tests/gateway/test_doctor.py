@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import psycopg
@@ -198,3 +199,24 @@ def test_a_pgvector_without_hnsw_is_one_sentence(
         " has no HNSW index; memvault needs pgvector 0.5.0 or newer (ALTER EXTENSION vector "
         "UPDATE after upgrading it on the server)."
     )
+
+
+def test_an_index_or_state_written_by_a_newer_memvault_is_named(
+    tmp_path: Path, clock: MovableClock
+) -> None:
+    root = tmp_path / "vault"
+    init_vault(Vault(root))
+    runtime = Runtime.open(Settings(vault=root), clock=clock, embedder=HashEmbedder())
+    runtime.index.sync()
+    assert runtime.state.check() is None  # state.db made
+    runtime.close()
+    for name in ("index.db", "state.db"):
+        with sqlite3.connect(root / ".memvault" / name) as conn:
+            conn.execute("PRAGMA user_version = 999")
+        conn.close()
+    report = json.loads(invoke(root, "doctor", "--json").stdout)
+    found = checks(report)
+    for name in ("index_healthy", "state_db"):
+        assert found[name]["status"] == "error"
+        assert "written by a newer memvault (schema 999)" in found[name]["message"]
+    assert "memvault index --rebuild" in found["index_healthy"]["message"]

@@ -476,6 +476,7 @@ def diagnose(runtime: Runtime, daemon: DaemonFacts | None = None) -> Report:
             ("unreadable_notes", lambda: _unreadable(runtime)),
             ("embedder", lambda: _embedder(runtime, daemon)),
             ("pending_embeddings", lambda: _pending(runtime, daemon)),
+            ("state_db", lambda: _state(daemon.state if daemon else runtime.state)),
             ("jobs", lambda: _jobs(runtime)),
         ]
     steps.append(("local_model", lambda: _local_model(runtime)))
@@ -487,7 +488,6 @@ def diagnose(runtime: Runtime, daemon: DaemonFacts | None = None) -> Report:
         steps += [
             ("token_file", lambda: _token(daemon.token_path)),
             ("server_bind", lambda: _server(daemon)),
-            ("state_db", lambda: _state(daemon.state)),
         ]
     for name, step in steps:
         try:
