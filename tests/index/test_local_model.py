@@ -1,4 +1,4 @@
-"""The bundled model under ONNX Runtime: same vectors as sentence-transformers, no torch.
+"""The bundled model under ONNX Runtime: its file, its sessions, no torch.
 
 Real model, real files, real child processes. The session's model cache
 (tests/conftest.py) holds the one export most tests share; the tests about
@@ -66,13 +66,7 @@ def finish(process: subprocess.Popen[str], timeout: float = 300) -> str:
     return out + err
 
 
-@pytest.mark.slow  # loads torch and sentence-transformers for the reference
-def test_onnx_vectors_match_sentence_transformers(onnx: LocalEmbedder) -> None:
-    reference = LocalEmbedder(runtime="torch").embed(TEXTS)
-    vectors = onnx.embed(TEXTS)
-    assert vectors.shape == (len(TEXTS), 384) and vectors.dtype == np.float32
-    assert np.abs(vectors - reference).max() < 1e-5
-    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+# Equality with sentence-transformers' vectors: tests/index/test_onnx_torchfree.py.
 
 
 def test_order_is_kept_when_lengths_are_mixed(onnx: LocalEmbedder) -> None:
@@ -193,15 +187,15 @@ def test_an_export_killed_midway_leaves_no_file_that_passes_for_the_model(
     model_file = ModelFile(tmp_path)
     model_file.cache.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "memvault.index.onnx_export", str(model_file.path)]
-    for kill_when in ("the temporary file appears", "torch is loading"):
+    for kill_when in ("the temporary file appears", "the weights are loading"):
         export = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + WAIT
         while export.poll() is None and time.monotonic() < deadline:
             written = list(tmp_path.glob(f".{model_file.path.name}.*.tmp"))
-            if kill_when == "torch is loading" or written:
+            if kill_when == "the weights are loading" or written:
                 break
             time.sleep(0.005)
-        if kill_when == "torch is loading":
+        if kill_when == "the weights are loading":
             time.sleep(0.5)
         export.send_signal(signal.SIGKILL)
         export.wait()

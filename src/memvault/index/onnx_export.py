@@ -1,86 +1,246 @@
-"""Exporting the bundled model to ONNX: the one place memvault runs torch for it.
+"""Building the bundled model's ONNX file from its weights, without torch.
+
+The package ships all-MiniLM-L6-v2 as ``model.safetensors`` and a BERT
+``config.json``. The graph is written here node by node with ``onnx.helper``
+and the weights, read with safetensors' numpy API, become its initializers:
+the encoder (embeddings, self-attention, GELU feed-forward, LayerNorm, as
+transformers' ``BertModel`` computes them), then sentence-transformers'
+pooling, the token vectors mean-pooled over the attention mask and
+L2-normalised. It takes token ids, attention mask and token types (batch and
+sequence length left open) and returns one unit vector per text: the vectors
+the torch pipeline gives (tests/index/test_onnx_torchfree.py holds them to it).
 
 Run as a child process by :class:`memvault.index.local_model.ModelFile`
-(``python -m memvault.index.onnx_export FILE``), so torch never enters the
-memory of a process that embeds. The graph takes token ids, attention mask
-and token types and returns sentence-transformers' vectors for them: the
-encoder's token vectors, mean-pooled over the attention mask, L2-normalised.
+(``python -m memvault.index.onnx_export FILE``), so the weights and the
+graph being built never enter the memory of a process that embeds.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from memvault.index.local_model import INPUTS, OUTPUT, quiet_offline, weights_dir
+import numpy as np
+import numpy.typing as npt
+
+from memvault.index.local_model import INPUTS, OUTPUT, weights_dir
+
+OPSET = 17  # LayerNormalization is in the standard domain from 17 on
+IR_VERSION = 8  # the IR of opset 17: any ONNX Runtime that runs the opset loads it
+
+Weights = Mapping[str, npt.NDArray[Any]]
 
 
-def export(dest: Path) -> None:
-    """Write the ONNX file for the installed weights to ``dest``, atomically.
+@dataclass(frozen=True)
+class BertShape:
+    """What ``config.json`` says about the encoder, checked against what this graph builds."""
 
-    Batch size and sequence length are left open. The file is written under
-    a temporary name in the same folder, synced, then renamed.
+    layers: int
+    hidden: int
+    heads: int
+    epsilon: float
+
+    @classmethod
+    def read(cls, config_path: Path) -> BertShape:
+        """The shape of the model in ``config.json``; anything but a plain BERT is refused."""
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+        kind, activation = config.get("model_type"), config.get("hidden_act")
+        if kind != "bert" or activation != "gelu":
+            raise ValueError(
+                f"{config_path} is not a BERT encoder with GELU "
+                f"(model_type {kind!r}, hidden_act {activation!r})"
+            )
+        if config.get("position_embedding_type", "absolute") != "absolute":
+            raise ValueError(f"{config_path} asks for positions this graph does not build")
+        shape = cls(
+            layers=int(config["num_hidden_layers"]),
+            hidden=int(config["hidden_size"]),
+            heads=int(config["num_attention_heads"]),
+            epsilon=float(config["layer_norm_eps"]),
+        )
+        if shape.hidden % shape.heads:
+            raise ValueError(f"{config_path}: {shape.hidden} dimensions do not split in heads")
+        return shape
+
+
+class _Graph:
+    """Nodes and initializers being collected, with fresh names for intermediate values."""
+
+    def __init__(self) -> None:
+        from onnx import helper, numpy_helper
+
+        self.helper = helper
+        self.numpy_helper = numpy_helper
+        self.nodes: list[Any] = []
+        self.initializers: list[Any] = []
+        self._count = 0
+
+    def constant(self, name: str, value: npt.NDArray[Any]) -> str:
+        """``value`` as an initializer called ``name``."""
+        self.initializers.append(self.numpy_helper.from_array(np.ascontiguousarray(value), name))
+        return name
+
+    def op(self, op_type: str, *inputs: str, **attributes: Any) -> str:
+        """One node with one output; its output's name."""
+        self._count += 1
+        output = f"{op_type.lower()}_{self._count}"
+        self.nodes.append(self.helper.make_node(op_type, list(inputs), [output], **attributes))
+        return output
+
+    def floats(self, name: str, value: float) -> str:
+        """A float32 scalar."""
+        return self.constant(name, np.array(value, dtype=np.float32))
+
+    def ints(self, name: str, values: list[int]) -> str:
+        """An int64 vector (axes, shapes, slice bounds)."""
+        return self.constant(name, np.array(values, dtype=np.int64))
+
+    def weight(self, name: str, weights: Weights) -> str:
+        """The tensor ``name`` of the checkpoint, under its own name."""
+        return self.constant(name, weights[name])
+
+    def linear(self, x: str, weights: Weights, prefix: str) -> str:
+        """``x @ W.T + b`` for the torch Linear layer named ``prefix``."""
+        weight = self.constant(f"{prefix}.weight.T", weights[f"{prefix}.weight"].T)
+        return self.op("Add", self.op("MatMul", x, weight), self.weight(f"{prefix}.bias", weights))
+
+    def layer_norm(self, x: str, weights: Weights, prefix: str, epsilon: float) -> str:
+        """LayerNormalization over the last axis with the weights named ``prefix``."""
+        scale, bias = (
+            self.weight(f"{prefix}.weight", weights),
+            self.weight(f"{prefix}.bias", weights),
+        )
+        return self.op("LayerNormalization", x, scale, bias, axis=-1, epsilon=epsilon)
+
+
+def build(weights: Weights, shape: BertShape) -> Any:
+    """The sentence-embedding graph (an ``onnx.ModelProto``) over ``weights``."""
+    from onnx import TensorProto, helper
+
+    g = _Graph()
+    head_size = shape.hidden // shape.heads
+    lowest = g.floats("lowest", float(np.finfo(np.float32).min))
+    scale, sqrt2 = g.floats("scale", head_size**-0.5), g.floats("sqrt2", math.sqrt(2.0))
+    zero, one, half = g.floats("zero", 0.0), g.floats("one", 1.0), g.floats("half", 0.5)
+    axis0, axis1, axis2 = g.ints("axis_0", [0]), g.ints("axis_1", [1]), g.ints("axis_2", [2])
+    split_heads = g.ints("split_heads", [0, 0, shape.heads, head_size])
+    join_heads = g.ints("join_heads", [0, 0, shape.hidden])
+    input_ids, attention_mask, token_type_ids = INPUTS
+
+    # Embeddings: word + position (0 .. length - 1) + token type, then LayerNorm. The
+    # positions are sliced from a constant, as transformers' export has them: ONNX Runtime
+    # fuses the embedding layer in that form (its fusion of a Range fails at run time).
+    length = g.op("Slice", g.op("Shape", input_ids), axis1, axis2)  # [sequence]
+    places = weights["embeddings.position_embeddings.weight"]
+    every_position = g.constant("position_ids", np.arange(len(places), dtype=np.int64)[None, :])
+    positions = g.op("Slice", every_position, axis0, length, axis1, axis1)
+    summed = g.op(
+        "Add",
+        g.op(
+            "Add",
+            g.op("Gather", g.weight("embeddings.word_embeddings.weight", weights), input_ids),
+            g.op(
+                "Gather",
+                g.weight("embeddings.token_type_embeddings.weight", weights),
+                token_type_ids,
+            ),
+        ),
+        g.op("Gather", g.constant("embeddings.position_embeddings.weight", places), positions),
+    )
+    hidden = g.layer_norm(summed, weights, "embeddings.LayerNorm", shape.epsilon)
+
+    # Padding is kept out of attention by adding the lowest float32 to its scores.
+    kept = g.op("Cast", attention_mask, to=TensorProto.BOOL)
+    score_bias = g.op("Unsqueeze", g.op("Where", kept, zero, lowest), g.ints("index_1_2", [1, 2]))
+
+    def heads(x: str, perm: list[int]) -> str:
+        """[batch, sequence, hidden] split into the heads, axes in the order ``perm``."""
+        return g.op("Transpose", g.op("Reshape", x, split_heads), perm=perm)
+
+    for n in range(shape.layers):
+        prefix = f"encoder.layer.{n}"
+        query = heads(g.linear(hidden, weights, f"{prefix}.attention.self.query"), [0, 2, 1, 3])
+        key = heads(g.linear(hidden, weights, f"{prefix}.attention.self.key"), [0, 2, 3, 1])
+        value = heads(g.linear(hidden, weights, f"{prefix}.attention.self.value"), [0, 2, 1, 3])
+        scores = g.op("Add", g.op("Mul", g.op("MatMul", query, key), scale), score_bias)
+        context = g.op("MatMul", g.op("Softmax", scores, axis=-1), value)
+        context = g.op("Reshape", g.op("Transpose", context, perm=[0, 2, 1, 3]), join_heads)
+        attended = g.linear(context, weights, f"{prefix}.attention.output.dense")
+        hidden = g.layer_norm(
+            g.op("Add", attended, hidden),
+            weights,
+            f"{prefix}.attention.output.LayerNorm",
+            shape.epsilon,
+        )
+        # GELU as erf, the form ONNX Runtime fuses into one kernel.
+        inner = g.linear(hidden, weights, f"{prefix}.intermediate.dense")
+        erf = g.op("Erf", g.op("Div", inner, sqrt2))
+        gelu = g.op("Mul", g.op("Mul", inner, g.op("Add", erf, one)), half)
+        out = g.linear(gelu, weights, f"{prefix}.output.dense")
+        hidden = g.layer_norm(
+            g.op("Add", out, hidden), weights, f"{prefix}.output.LayerNorm", shape.epsilon
+        )
+
+    # sentence-transformers: mean over the tokens the mask keeps, then unit length.
+    token_weights = g.op("Unsqueeze", g.op("Cast", attention_mask, to=TensorProto.FLOAT), axis2)
+    total = g.op("ReduceSum", g.op("Mul", hidden, token_weights), axis1, keepdims=0)
+    count = g.op("ReduceSum", token_weights, axis1, keepdims=0)
+    pooled = g.op("Div", total, g.op("Max", count, g.floats("least_count", 1e-9)))
+    norm = g.op("ReduceL2", pooled, axes=[1], keepdims=1)
+    norm = g.op("Max", norm, g.floats("least_norm", 1e-12))
+    g.nodes.append(helper.make_node("Div", [pooled, norm], [OUTPUT]))
+
+    def int_input(name: str) -> Any:
+        return helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "sequence"])
+
+    graph = helper.make_graph(
+        g.nodes,
+        "sentence_embedding",
+        [int_input(name) for name in INPUTS],
+        [helper.make_tensor_value_info(OUTPUT, TensorProto.FLOAT, ["batch", shape.hidden])],
+        initializer=g.initializers,
+    )
+    return helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", OPSET)],
+        producer_name="memvault",
+        ir_version=IR_VERSION,
+    )
+
+
+def export(dest: Path, source: Path | None = None) -> None:
+    """Write the ONNX file for the installed weights (or those in ``source``) to ``dest``.
+
+    The file is written under a temporary name in the same folder, synced,
+    then renamed: a reader finds the whole file or none.
     """
-    import warnings
+    from safetensors.numpy import load_file
 
-    quiet_offline()
-    warnings.filterwarnings("ignore")  # the legacy exporter's advisories; errors still raise
-    import torch
-    from transformers import AutoModel
-
-    # Eager attention exports as plain MatMul/Softmax, which ONNX Runtime fuses.
-    encoder = AutoModel.from_pretrained(str(weights_dir()), attn_implementation="eager")
-
-    class SentenceEmbedding(torch.nn.Module):
-        """The encoder, mean pooling and normalisation: sentence-transformers' pipeline."""
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.encoder = encoder
-
-        def forward(
-            self,
-            input_ids: torch.Tensor,
-            attention_mask: torch.Tensor,
-            token_type_ids: torch.Tensor,
-        ) -> torch.Tensor:
-            tokens = self.encoder(
-                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
-            )[0]
-            weights = attention_mask.unsqueeze(-1).to(tokens.dtype)
-            pooled = (tokens * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
-            return torch.nn.functional.normalize(pooled, p=2.0, dim=1)
-
-    # A padded example, so the traced graph keeps the attention mask's path.
-    ids = torch.full((2, 8), 1000, dtype=torch.int64)
-    mask = torch.ones_like(ids)
-    mask[1, 5:] = 0
-    axes = {name: {0: "batch", 1: "sequence"} for name in INPUTS}
+    folder = source or weights_dir()
+    shape = BertShape.read(folder / "config.json")
+    # No onnx.checker pass: loading the file in ONNX Runtime, which prepare does next, is the
+    # check that counts (and the tests hold the graph to the reference vectors).
+    model = build(load_file(str(folder / "model.safetensors")), shape)
     dest.parent.mkdir(parents=True, exist_ok=True)
     temporary = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
     try:
-        with torch.no_grad():
-            torch.onnx.export(
-                SentenceEmbedding().eval(),
-                (ids, mask, torch.zeros_like(ids)),
-                str(temporary),
-                dynamo=False,
-                opset_version=17,
-                input_names=list(INPUTS),
-                output_names=[OUTPUT],
-                dynamic_axes={**axes, OUTPUT: {0: "batch"}},
-            )
-        with temporary.open("rb") as written:
-            os.fsync(written.fileno())
+        with temporary.open("wb") as out:
+            out.write(model.SerializeToString())
+            out.flush()
+            os.fsync(out.fileno())
         os.replace(temporary, dest)
     finally:
         temporary.unlink(missing_ok=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m memvault.index.onnx_export FILE``: the child that runs the export."""
+    """``python -m memvault.index.onnx_export FILE``: the child that builds the file."""
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
         sys.stderr.write("usage: python -m memvault.index.onnx_export FILE\n")
