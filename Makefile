@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 OPENCLAW_DIR := $(VENV)/openclaw
 OPENCLAW_STAMP := $(OPENCLAW_DIR)/.installed
 
-.PHONY: install openclaw postgres run test lint typecheck pytest bench bench-quick bench-qa clean
+.PHONY: install openclaw postgres run test lint typecheck pytest bench bench-quick bench-qa screenshots clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -53,15 +53,17 @@ $(PG_STAMP): $(STAMP) scripts/build_test_postgres.sh
 
 postgres: $(PG_STAMP)
 
-# The email channel's tests run a real IMAP server (Debian's dovecot) and make certificates;
-# the service tests check units with systemd-analyze.
+# The email channel's tests run a real IMAP server (Debian's dovecot) and make certificates,
+# the service tests check units with systemd-analyze;
+# the console's tests drive Debian's chromium (never `playwright install`).
 DEBIAN_STAMP := $(VENV)/.debian
 
-# Made again when this file changes: a package added here is installed in an existing venv too.
+# Made again when this file changes: a package added here reaches an existing venv.
 $(DEBIAN_STAMP): Makefile
 	command -v dovecot >/dev/null && command -v openssl >/dev/null || \
 		(apt-get update -qq && apt-get install -y -qq dovecot-imapd openssl)
 	command -v systemd-analyze >/dev/null || (apt-get update -qq && apt-get install -y -qq systemd)
+	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
 	touch $(DEBIAN_STAMP)
 
 # The suite runs on xdist's workers, one module per worker at a time (module fixtures
@@ -75,6 +77,10 @@ pytest: $(STAMP) $(OPENCLAW_STAMP) $(DEBIAN_STAMP) $(PG_STAMP)
 # spend waiting on servers and processes.
 test: $(STAMP) $(OPENCLAW_STAMP) $(DEBIAN_STAMP) $(PG_STAMP)
 	$(MAKE) --no-print-directory -j3 lint typecheck pytest
+
+# The console's photographs in docs/console/ (the README shows them), made by its tests.
+screenshots: $(STAMP) $(DEBIAN_STAMP)
+	MEMVAULT_SCREENSHOTS=1 $(BIN)/pytest -q -n 0 -p no:randomly tests/console/test_console.py
 
 bench: $(STAMP) $(OPENCLAW_STAMP) $(PG_STAMP)
 	cd bench && ../$(BIN)/python run.py

@@ -520,6 +520,18 @@ class TelemetrySettings(Section):
     journal_section: str = Field("Locations", description="journal section of location lines")
 
 
+class ConsoleSettings(Section):
+    """The web console the daemon serves at ``/`` (``memvault ui`` opens it)."""
+
+    enabled: bool = Field(True, description="serve the console at / beside the API")
+    link_minutes: float = Field(
+        5.0, gt=0, le=60, description="how long a `memvault ui` link may be used (once)"
+    )
+    session_hours: float = Field(
+        12.0, gt=0, le=24 * 30, description="how long a console sign-in lasts"
+    )
+
+
 ChannelPolicy = Literal["quiet", "pairing", "allowlist", "open"]
 
 
@@ -1038,6 +1050,7 @@ class Settings(BaseSettings):
     server: ServerSettings = Field(default_factory=ServerSettings)
     replica: ReplicaSettings = Field(default_factory=ReplicaSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    console: ConsoleSettings = Field(default_factory=ConsoleSettings)
     cli: CliSettings = Field(default_factory=CliSettings)
     channels: ChannelsSettings = Field(default_factory=ChannelsSettings)
     jobs: JobsSettings = Field(default_factory=JobsSettings)

@@ -14,6 +14,7 @@ from memvault.cli import mcp as mcp_cli
 from memvault.cli import memories as memory_cli
 from memvault.cli import recall as recall_cli
 from memvault.cli import serve as serve_cli
+from memvault.cli import ui as ui_cli
 from memvault.cli.common import (
     ErrorBoundaryGroup,
     JsonOption,
@@ -176,6 +177,7 @@ app.command()(agent_cli.ask)
 app.command()(agent_cli.chat)
 app.command()(serve_cli.serve)
 app.command()(serve_cli.doctor)
+app.command()(ui_cli.ui)
 app.command()(archive_cli.unarchive)
 
 

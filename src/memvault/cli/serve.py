@@ -224,7 +224,12 @@ def _run(
     if not is_loopback(host):
         stderr.print(REMOTE_WARNING.format(host=host, path=daemon.token_path))
     configure_logging(fmt)
-    serve(daemon, sock)
+    front = None
+    if runtime.settings.console.enabled and daemon.primary_url is None:
+        from memvault.console import console_front  # the web console: the primary serves it
+
+        front = console_front(daemon)
+    serve(daemon, sock, front=front)
 
 
 def _replica_runtime(ctx: typer.Context, vault: Path | None, primary: str | None) -> Runtime:

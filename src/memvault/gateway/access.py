@@ -107,6 +107,10 @@ ROUTE_SCOPES: dict[tuple[str, str], Scope] = {
     ("GET", "/v1/jobs/runs"): READ,
     ("GET", "/v1/jobs/runs/{run_id}"): READ,
     ("POST", "/v1/jobs/runs/{run_id}/undo"): ADMIN,
+    # the console (memvault.console): a sign-in link opens a console of the token's own
+    # scope; ending every console session is the owner's
+    ("POST", "/v1/console/links"): READ,
+    ("DELETE", "/v1/console/sessions"): ADMIN,
     # MCP over streamable HTTP: each tool call is checked against tool_scope()
     ("GET", "/mcp"): READ,
     ("POST", "/mcp"): READ,

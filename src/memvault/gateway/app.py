@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
-from fastapi import Depends, FastAPI
+from fastapi import APIRouter, Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
+from starlette.types import ASGIApp
 
 from memvault import __version__
 from memvault.gateway import errors
 from memvault.gateway.access import authorized, gate_routes
 from memvault.gateway.daemon import Daemon
-from memvault.gateway.middleware import AccessLog, Guard, HostCheck
+from memvault.gateway.middleware import AccessLog, FrontDoor, Guard, HostCheck
 from memvault.gateway.replica import Forward, Primary
 from memvault.gateway.routes import (
     agent,
@@ -57,8 +59,19 @@ memories and sessions. Answers are `{"ok": true, "result": ...}` or
 """
 
 
-def create_app(daemon: Daemon) -> FastAPI:
-    """The ASGI app serving ``daemon``."""
+@dataclass(frozen=True)
+class WebFront:
+    """Pages served beside the API (the console, :mod:`memvault.console`, built above this
+    layer): its ``router`` joins the API, behind the token and the scope table like every
+    route; every path outside the API is its ``pages``', which sign their visitors in
+    themselves. The host check and the body limits hold for both."""
+
+    router: APIRouter
+    pages: ASGIApp
+
+
+def create_app(daemon: Daemon, *, front: WebFront | None = None) -> FastAPI:
+    """The ASGI app serving ``daemon`` (and ``front``'s pages, when given)."""
     mcp_routes, run_mcp_sessions = streamable_http(daemon.mcp, path=MCP_PATH, host=daemon.host)
     primary = _primary(daemon)
 
@@ -105,6 +118,8 @@ def create_app(daemon: Daemon) -> FastAPI:
         graph,
     ):
         app.include_router(module.router)
+    if front is not None:
+        app.include_router(front.router)
     app.router.routes.extend(mcp_routes)
     gate_routes(app)  # /mcp and /openapi.json: the scope table applies to them too
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
@@ -112,11 +127,14 @@ def create_app(daemon: Daemon) -> FastAPI:
     if primary is not None:
         # Inside the Guard: a request is forwarded only once its token and scope passed.
         app.add_middleware(Forward, primary=primary)
+    if front is not None:  # inside the Guard (its body limits), before any forwarding
+        app.add_middleware(FrontDoor, front=front.pages)
     app.add_middleware(
         Guard,
         token=daemon.token,
         max_body=max_body,
         tokens=daemon.tokens.authenticate,
+        front=front is not None,
     )
     # DNS rebinding: every route, /v1 and /mcp alike, answers only to this daemon's names.
     app.add_middleware(HostCheck, host=daemon.host, port=lambda: daemon.port)

@@ -42,6 +42,29 @@ _NOT_BRACKETS = bytes(byte for byte in range(256) if byte not in b"[]{}")
 _OPENERS = (ord("["), ord("{"))
 # A body up to this size is measured on the event loop; a larger one in a worker thread.
 _MEASURED_INLINE = 64 * 1024
+# The API's paths; with a web front (the console, memvault.console), every other path is the
+# front's, whose pages sign their visitors in themselves.
+API_PATHS = ("/v1", "/mcp", "/api", "/openapi.json")
+
+
+def api_path(path: str) -> bool:
+    """Whether ``path`` is one of the API's (not a web front's page)."""
+    return any(path == prefix or path.startswith(prefix + "/") for prefix in API_PATHS)
+
+
+class FrontDoor:
+    """Sends every request outside :data:`API_PATHS` to ``front`` (the console's pages);
+    the API's requests go on to the API."""
+
+    def __init__(self, app: ASGIApp, *, front: ASGIApp) -> None:
+        self.app = app
+        self.front = front
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not api_path(scope["path"]):
+            await self.front(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
 
 
 def nests_deeper(body: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
@@ -143,6 +166,9 @@ class Guard:
       whose JSON nests deeper than :data:`MAX_JSON_DEPTH` levels: 400
       ``invalid_json``, before any parser sees it (FastAPI's, the routes', LINE's,
       MCP's). The body is read whole for this; the route gets it as sent.
+    - With ``front`` (a web front serves the paths outside :data:`API_PATHS`), a
+      request to a page passes without a token and with its ``Origin``: the page
+      checks its own sign-in cookie, CSRF token and origin. The body limits apply.
     """
 
     def __init__(
@@ -153,8 +179,10 @@ class Guard:
         max_body: int,
         tokens: TokenLookup,
         open_paths: Collection[str] = ("/v1/health",),
+        front: bool = False,
     ) -> None:
         self.app = app
+        self.front = front
         self.token = token
         self.max_body = max_body
         self.tokens = tokens
@@ -165,8 +193,10 @@ class Guard:
             await self.app(scope, receive, send)
             return
         try:
-            self._check_origin(scope)
-            principal = await self._admit(scope)
+            principal = None
+            if not (self.front and not api_path(scope["path"])):  # a page checks its own
+                self._check_origin(scope)
+                principal = await self._admit(scope)
             self._check_length(scope)
             body = await self._body(receive)
         except ApiError as error:

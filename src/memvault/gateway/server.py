@@ -29,7 +29,7 @@ from pythonjsonlogger.json import JsonFormatter
 
 from memvault import __version__
 from memvault.errors import ConflictError, VaultError
-from memvault.gateway.app import create_app
+from memvault.gateway.app import WebFront, create_app
 from memvault.gateway.client import DaemonInfo
 from memvault.gateway.daemon import Daemon
 from memvault.processes import process_start
@@ -163,12 +163,13 @@ class DaemonServer(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
-def serve(daemon: Daemon, sock: socket.socket) -> None:
+def serve(daemon: Daemon, sock: socket.socket, *, front: WebFront | None = None) -> None:
     """Serve until a signal asks to stop; returns after a clean shutdown (or ends the
-    process, status 0, when a thread is still busy: see :func:`leave_cleanly`)."""
+    process, status 0, when a thread is still busy: see :func:`leave_cleanly`). ``front``:
+    pages served beside the API (the console)."""
     settings = daemon.runtime.settings.server
     config = uvicorn.Config(
-        create_app(daemon),
+        create_app(daemon, front=front),
         log_config=None,
         access_log=False,
         lifespan="on",

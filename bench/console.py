@@ -1,0 +1,170 @@
+"""The console's pages: server time of each at 10,000 memories (DESIGN.md: p95 <= 50 ms).
+
+A vault with ``--memories`` memories over three category files (sentences of
+bench/scale.py's Zipf vocabulary, queried with its mid-frequency words), indexed
+and embedded (a 384-d hashing embedder, so search is hybrid), served in process
+by the daemon's own app with the console (no network: the figure is the
+server's time, from the request entering the app to its last byte). The
+browser signs in as ``memvault ui`` does; each page is then asked for
+``--requests`` times, after one request that warms it (Today's first one runs
+the doctor, whose report is then reused for 30 s). The search page is timed
+as the whole page and as the htmx fragment a keystroke asks for.
+
+    python bench/console.py [--memories 10000] [--requests 100] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from scale import HashingEmbedder, _query, _sentence, machine, machine_line
+from starlette.testclient import TestClient
+
+from memvault.clock import Clock
+from memvault.config import Settings
+from memvault.console import console_front
+from memvault.gateway.app import create_app
+from memvault.gateway.daemon import Daemon
+from memvault.gateway.routes.memory import run_search
+from memvault.index.filters import SearchFilters
+from memvault.runtime import Runtime
+from memvault.vault.layout import init_vault
+from memvault.vault.store import Vault
+
+UTC = ZoneInfo("UTC")
+FILES = {"Facts": "fact", "Preferences": "preference", "Decisions": "decision"}
+QUERIES = [_query(random.Random(seed)) for seed in range(20)]
+# The daemon believes it listens on port 80, so the test client's Host (127.0.0.1) is its own.
+PORT = 80
+
+
+def seed(root: Path, count: int) -> None:
+    """``count`` memories, spread over three category files, written as a person's would be."""
+    rng = random.Random(11)
+    init_vault(Vault(root))
+    per_file = count // len(FILES)
+    for n, (title, category) in enumerate(FILES.items()):
+        lines = ["---", f"category: {category}", "tags: [memory]", "---", f"# {title}", ""]
+        for i in range(per_file):
+            lines.append(
+                f"- {_sentence(rng, rng.randint(6, 20))} #t{i % 13}"
+                f" [importance:: 0.5] [created:: 2026-01-01 10:00:00] [source:: cli]"
+                f" ^m-{n:02x}{i:06x}"
+            )
+        (root / f"Memory/{title}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _figures(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    return {
+        "p50_ms": round(ordered[len(ordered) // 2] * 1000, 2),
+        "p95_ms": round(ordered[max(0, round(0.95 * len(ordered)) - 1)] * 1000, 2),
+        "max_ms": round(ordered[-1] * 1000, 2),
+    }
+
+
+def _search_alone(daemon: Daemon, requests: int) -> dict[str, float]:
+    """The hybrid search the search page runs, without the page: what the page adds."""
+    filters = SearchFilters(kinds=("memory",))
+    samples = []
+    for n in range(requests):
+        started = time.perf_counter()
+        run_search(
+            daemon, QUERIES[n % len(QUERIES)], 20, filters, keyword=False, mmr=None, min_score=None
+        )
+        samples.append(time.perf_counter() - started)
+    return {"first_ms": 0.0, **_figures(samples)}
+
+
+def measure(memories: int, requests: int) -> dict[str, Any]:
+    """Each page's timings at ``memories`` memories."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "vault"
+        seed(root, memories)
+        runtime = Runtime.open(Settings(vault=root), clock=Clock(UTC), embedder=HashingEmbedder())
+        runtime.index.sync()
+        runtime.index.embed_pending(batch=512)
+        daemon = Daemon(runtime, host="127.0.0.1", port=PORT, background=False)
+        daemon.watching.set()  # as the serving daemon's watcher: searches sync nothing first
+        app = create_app(daemon, front=console_front(daemon))
+        pages: dict[str, Any] = {}
+        with TestClient(app, base_url="http://127.0.0.1") as client:
+            link = client.post(
+                "/v1/console/links", headers={"Authorization": f"Bearer {daemon.token}"}
+            ).json()["result"]
+            signed = client.get(link["path"], follow_redirects=False)
+            assert signed.status_code == 303, signed.text
+            one = sorted(runtime.memories.all(), key=lambda m: m.id)[memories // 2].id
+            plans: dict[str, tuple[list[str], dict[str, str]]] = {
+                "today": (["/"], {}),
+                "memories (newest)": (["/memories"], {}),
+                "memories (search, page)": ([f"/memories?q={q}" for q in QUERIES], {}),
+                "memories (search, as you type)": (
+                    [f"/memories?q={q}" for q in QUERIES],
+                    {"HX-Request": "true"},
+                ),
+                "memory": ([f"/memories/{one}"], {}),
+                "approvals": (["/approvals"], {}),
+            }
+            for name, (paths, headers) in plans.items():
+                first = time.perf_counter()
+                answer = client.get(paths[0], headers=headers)
+                cold = time.perf_counter() - first
+                assert answer.status_code == 200, (name, answer.status_code, answer.text[:300])
+                samples = []
+                for n in range(requests):
+                    started = time.perf_counter()
+                    answer = client.get(paths[n % len(paths)], headers=headers)
+                    samples.append(time.perf_counter() - started)
+                    assert answer.status_code == 200
+                pages[name] = {"first_ms": round(cold * 1000, 2), **_figures(samples)}
+            pages["the search alone (no page)"] = _search_alone(daemon, requests)
+        daemon.stop()
+    return {"memories": memories, "requests": requests, "pages": pages}
+
+
+def run(memories: int = 10_000, requests: int = 100) -> dict[str, Any]:
+    """The figures and the machine they ran on."""
+    return {"machine": machine(), **measure(memories, requests)}
+
+
+def render(result: dict[str, Any]) -> str:
+    """A Markdown table of the figures."""
+    lines = [
+        f"Console pages at {result['memories']:,} memories, {result['requests']} requests each "
+        "(server time, in process):",
+        "",
+        "| page | first | p50 | p95 | max |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, f in result["pages"].items():
+        lines.append(
+            f"| {name} | {f['first_ms']} ms | {f['p50_ms']} ms | {f['p95_ms']} ms "
+            f"| {f['max_ms']} ms |"
+        )
+    lines += ["", machine_line(result["machine"])]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--memories", type=int, default=10_000)
+    parser.add_argument("--requests", type=int, default=100)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    result = run(args.memories, args.requests)
+    print(json.dumps(result) if args.json else render(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

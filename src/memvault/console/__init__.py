@@ -1,0 +1,25 @@
+"""The web console: what the agent remembers and does, in a browser, served by the daemon.
+
+A layer above the gateway: it uses the daemon's services and the API's auth,
+and the gateway knows it only as a :class:`~memvault.gateway.app.WebFront`
+(``memvault serve`` hands it over). Pages: :mod:`memvault.console.pages`;
+signing in: :mod:`memvault.console.signin`; ``memvault ui``'s routes:
+:mod:`memvault.console.api`.
+"""
+
+from __future__ import annotations
+
+from memvault.console.api import console_router
+from memvault.console.pages import Console
+from memvault.console.signin import SignIns
+from memvault.gateway.app import WebFront
+from memvault.gateway.daemon import Daemon
+
+
+def console_front(daemon: Daemon) -> WebFront:
+    """The console of ``daemon``, ready to be served beside its API."""
+    settings = daemon.runtime.settings.console
+    signins = SignIns(
+        link_seconds=settings.link_minutes * 60, session_seconds=settings.session_hours * 3600
+    )
+    return WebFront(router=console_router(signins), pages=Console(daemon, signins).app())

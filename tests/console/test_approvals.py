@@ -1,0 +1,148 @@
+"""Approving a waiting tool call from the console, in a real browser: the decision takes the
+path the phone's buttons take (bound to the call's hash), and the waiting run gets it.
+
+The daemon runs in this process (uvicorn in a thread, as ``memvault serve`` builds it, the
+console included), so the test can put a call in the owner's hands as a channel's run
+does: ``hub.approvals.ask`` in a thread of its own, waiting for the answer.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+from playwright.sync_api import Browser, expect
+
+from console_support import Watched, shoot, sign_in_link, watch
+from memvault.channels.approvals import APPROVE, Reply
+from memvault.config import load_settings
+from memvault.console import console_front
+from memvault.gateway.app import create_app
+from memvault.gateway.daemon import Daemon
+from memvault.gateway.server import DaemonServer, bind
+from memvault.runtime import Runtime
+from memvault.tools.policy import ONCE, Answer, ApprovalRequest, Tier
+from memvault.vault.layout import init_vault
+from memvault.vault.store import Vault
+from support import HashEmbedder
+from waiting import WAIT, wait_for
+
+
+class Served:
+    """The in-process daemon with its console."""
+
+    def __init__(self, root: Path) -> None:
+        runtime = Runtime.open(load_settings(root).settings, embedder=HashEmbedder())
+        sock = bind("127.0.0.1", 0)
+        self.daemon = Daemon(runtime, host="127.0.0.1", port=sock.getsockname()[1])
+        app = create_app(self.daemon, front=console_front(self.daemon))
+        self.server = DaemonServer(uvicorn.Config(app, log_config=None, lifespan="on"), self.daemon)
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [sock]}, daemon=True
+        )
+        self.thread.start()
+        wait_for(lambda: self.server.announced.is_set() or not self.thread.is_alive(), "serve")
+        assert self.thread.is_alive(), "the daemon did not start"
+        self.url = f"http://127.0.0.1:{self.daemon.port}"
+        self.token = self.daemon.token
+
+    def stop(self) -> None:
+        self.server.handle_exit(15, None)
+        self.thread.join(WAIT)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    root = tmp_path_factory.mktemp("approvals") / "vault"
+    init_vault(Vault(root))
+    live = Served(root)
+    yield live
+    live.stop()
+
+
+class Asked:
+    """A call waiting for the owner, asked in a thread as a channel's run asks."""
+
+    def __init__(self, served: Served, tool: str, arguments: dict[str, Any]) -> None:
+        self.answers: list[Answer] = []
+        request = ApprovalRequest(tool, Tier.WRITE, "task_write", f"{arguments}", arguments)
+        approvals = served.daemon.hub.approvals
+        known = {w.short_id for w in approvals.pending()}
+
+        def ask() -> None:
+            answer = approvals.ask(request, session="telegram:42", channel="telegram", chat_id="42")
+            self.answers.append(answer)
+
+        threading.Thread(target=ask, daemon=True).start()
+        self.waiting = wait_for(
+            lambda: next((w for w in approvals.pending() if w.short_id not in known), None),
+            f"the call of {tool} to wait for the owner",
+        )
+
+    def answer(self) -> Answer:
+        return wait_for(lambda: self.answers, "the waiting run to get its answer")[0]
+
+
+@pytest.fixture
+def console(browser: Browser, served: Served) -> Iterator[Watched]:
+    watched = watch(browser, sign_in_link(served.url, served.token)["url"])
+    yield watched
+    watched.context.close()
+    assert watched.problems == []
+
+
+def test_approve_once_from_the_console_lets_the_waiting_run_go_on(
+    console: Watched, served: Served
+) -> None:
+    asked = Asked(served, "task_delete", {"ref": "Renew the certificate"})
+    page = console.page
+    page.goto(f"{served.url}/approvals")
+    row = page.locator(f'[data-approval="{asked.waiting.short_id}"]')
+    expect(row).to_contain_text("task_delete")
+    expect(row.locator("pre.arguments")).to_contain_text('"ref": "Renew the certificate"')
+    expect(row).to_contain_text("telegram")
+    shoot(page, "approvals")
+
+    # A decision bound to another call's hash (a stale page) approves nothing.
+    stale = console.context.request.post(
+        f"{served.url}/approvals/{asked.waiting.short_id}",
+        form={"csrf": console.csrf(), "decision": "approve", "hash": "0" * 12},
+        headers={"Origin": served.url},
+    )
+    assert stale.ok and "nothing was approved" in stale.text()
+    assert asked.answers == []
+
+    row.get_by_role("button", name="Approve once").click()
+    expect(page.get_by_role("status")).to_contain_text("Approved task_delete once.")
+    assert asked.answer() == ONCE
+    expect(page.locator(f'[data-approval="{asked.waiting.short_id}"]')).to_have_count(0)
+
+
+def test_deny_from_the_console_and_a_decision_made_elsewhere_shows(
+    console: Watched, served: Served
+) -> None:
+    denied = Asked(served, "task_delete", {"ref": "Old notes"})
+    page = console.page
+    page.goto(f"{served.url}/approvals")
+    page.locator(f'[data-approval="{denied.waiting.short_id}"]').get_by_role(
+        "button", name="Deny"
+    ).click()
+    expect(page.get_by_role("status")).to_contain_text("Denied task_delete")
+    assert denied.answer() is False
+
+    # Answered on the phone: the console's page no longer offers it.
+    phoned = Asked(served, "task_complete", {"ref": "Water the plants"})
+    page.goto(f"{served.url}/approvals")
+    expect(page.locator(f'[data-approval="{phoned.waiting.short_id}"]')).to_be_visible()
+    served.daemon.hub.approvals.resolve(
+        Reply(APPROVE, phoned.waiting.short_id, ONCE, phoned.waiting.call_hash[:10]),
+        by="telegram",
+    )
+    assert phoned.answer() == ONCE
+    page.reload()
+    expect(page.locator(f'[data-approval="{phoned.waiting.short_id}"]')).to_have_count(0)
+    expect(page.locator("#main")).to_contain_text("No tool call is waiting")

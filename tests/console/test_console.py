@@ -1,0 +1,279 @@
+"""The console in a real browser (Debian's chromium) against a real ``memvault serve``.
+
+One daemon serves the whole module; each test signs a fresh browser context in
+(the tests hold in any order). Every page a test opens is watched for
+Content-Security-Policy violations and script errors, and the test fails on
+any. The pages are photographed at a phone's and a desktop's width into
+``docs/console/``, which the README links (``make screenshots``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+from playwright.sync_api import Browser, expect
+
+from cli_support import EXIT_VAULT, invoke
+from console_support import PHONE, PNG, SHOTS, Watched, shoot, watch
+from console_support import sign_in_link as link_of
+from daemon_process import DaemonProcess
+from memvault.vault.layout import init_vault
+from memvault.vault.store import Vault
+from waiting import WAIT
+
+TEA = "I prefer green tea in the morning, never coffee"
+KEY = "The spare key is under the blue flowerpot by the door"
+MEMORIES = [
+    (TEA, "preference", ["drinks"]),
+    ("We chose PostgreSQL for the shared memory of the research agents", "decision", ["infra"]),
+    ("Ada's birthday is on the tenth of December", "fact", ["family"]),
+    ("The quarterly report is due on the first Friday of the month", "fact", ["work"]),
+]
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
+    """One daemon for the module, with a few memories."""
+    root = tmp_path_factory.mktemp("console") / "vault"
+    init_vault(Vault(root))
+    process = DaemonProcess(root)
+    try:
+        with process.client() as api:
+            for text, category, tags in MEMORIES:
+                stored = api.post(
+                    "/v1/memories", json={"text": text, "category": category, "tags": tags}
+                )
+                assert stored.status_code == 200, stored.text
+        yield process
+    finally:
+        process.stop()
+
+
+def sign_in_link(daemon: DaemonProcess, token: str | None = None) -> dict[str, Any]:
+    """A one-time link, asked for with the owner's token (or ``token``)."""
+    return link_of(daemon.url, token or daemon.token)
+
+
+@pytest.fixture
+def console(browser: Browser, daemon: DaemonProcess) -> Iterator[Watched]:
+    """The owner's console, signed in on Today; no CSP violation or script error allowed."""
+    watched = watch(browser, sign_in_link(daemon)["url"])
+    yield watched
+    watched.context.close()
+    assert watched.problems == []
+
+
+def memory_id(daemon: DaemonProcess, text: str) -> str:
+    with daemon.client() as api:
+        listed = api.get("/v1/memories").json()["result"]
+    return str(next(m["id"] for m in listed if m["text"] == text))
+
+
+def test_the_cli_link_signs_in_once_and_no_token_reaches_the_page(
+    browser: Browser, daemon: DaemonProcess
+) -> None:
+    printed = invoke(daemon.vault, "ui", "--no-open", "--json")
+    assert printed.exit_code == 0, printed.output
+    link = json.loads(printed.output)
+    assert link["scope"] == "admin" and link["url"].startswith(daemon.url + "/signin?code=")
+    watched = watch(browser, link["url"])
+    page = watched.page
+    expect(page.get_by_role("heading", name="Today")).to_be_visible()
+    assert page.url == daemon.url + "/"  # the code left the address bar
+    (cookie,) = watched.context.cookies()
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    assert daemon.token not in page.content()
+
+    reused = page.goto(link["url"])
+    assert reused is not None and reused.status == 403
+    expect(page.get_by_role("alert")).to_contain_text("wrong, expired or already used")
+    wrong = page.goto(daemon.url + "/signin?code=" + link["url"].rsplit("=", 1)[1][:-2] + "xx")
+    assert wrong is not None and wrong.status == 403
+    expect(page.get_by_role("alert")).to_contain_text("run `memvault ui` for a new one")
+    watched.context.close()
+    assert watched.problems == []
+
+
+def test_without_the_cookie_no_page_gives_data(console: Watched, daemon: DaemonProcess) -> None:
+    tea = memory_id(daemon, TEA)
+    pages = ("/", "/memories", "/memories?q=green+tea", f"/memories/{tea}", "/feed", "/approvals")
+    with httpx.Client(base_url=daemon.url, timeout=WAIT) as stranger:
+        for path in pages:
+            answer = stranger.get(path)
+            assert answer.status_code == 401, path
+            assert "green tea" not in answer.text and "not signed in" in answer.text
+            assert answer.headers["content-security-policy"].startswith("default-src 'self'")
+        stranger.cookies.set(console.cookie()["name"], "x")
+        forged = stranger.get("/memories?q=green+tea")
+        assert forged.status_code == 401 and "green tea" not in forged.text
+    with daemon.client() as api:  # the API's token does not open a page either
+        assert api.get("/memories?q=green+tea").status_code == 401
+
+    # Signed in, a change still needs the session's CSRF token and the console's origin.
+    cookie = {console.cookie()["name"]: console.cookie()["value"]}
+    forget = f"/memories/{tea}/forget"
+    with httpx.Client(base_url=daemon.url, timeout=WAIT, cookies=cookie) as signed:
+        assert signed.get("/memories?q=green+tea").status_code == 200
+        no_csrf = signed.post(forget, headers={"Origin": daemon.url}, data={})
+        assert no_csrf.status_code == 403 and "stale" in no_csrf.text
+        elsewhere = signed.post(
+            forget, headers={"Origin": "http://evil.example"}, data={"csrf": console.csrf()}
+        )
+        assert elsewhere.status_code == 403 and "did not come from" in elsewhere.text
+    with daemon.client() as api:
+        assert api.get(f"/v1/memories/{tea}").status_code == 200  # nothing was forgotten
+
+
+def test_today_shows_the_vault_and_new_activity_without_a_reload(
+    console: Watched, daemon: DaemonProcess
+) -> None:
+    page = console.page
+    expect(page.locator('[data-count="memories"]')).not_to_have_text("0")
+    expect(page.locator("#health")).to_contain_text("ok")
+    expect(page.locator("#waiting")).to_contain_text("waiting for approval")
+    expect(page.locator("#live-state")).to_have_text("live")
+    page.evaluate("window.mvSameDocument = true")
+    with daemon.client() as api:
+        stored = api.post("/v1/memories", json={"text": "The plumber comes on Thursday at nine"})
+        assert stored.status_code == 200
+    expect(page.locator("#feed li").first).to_contain_text("plumber comes on Thursday")
+    assert page.evaluate("window.mvSameDocument === true")  # the same page, not reloaded
+    shoot(page, "today")
+
+    # Dark when the system is: the same page, the system's setting changed.
+    background = "getComputedStyle(document.body).backgroundColor"
+    light = page.evaluate(background)
+    page.emulate_media(color_scheme="dark")
+    assert page.evaluate(background) != light
+    page.set_viewport_size(PHONE)  # type: ignore[arg-type]
+    assert page.screenshot(path=SHOTS / "today-dark-phone.png").startswith(PNG)
+
+
+def test_search_as_you_type_finds_a_memory_with_its_reasons(console: Watched) -> None:
+    page = console.page
+    page.get_by_role("link", name="Memories").click()
+    expect(page.get_by_role("heading", name="Memories")).to_be_visible()
+    page.evaluate("window.mvSameDocument = true")
+    page.locator("#q").press_sequentially("birthday of Ada", delay=40)
+    hit = page.locator(".hit", has_text="birthday is on the tenth")
+    expect(hit).to_be_visible()
+    expect(hit.locator(".why")).to_contain_text("keywords")
+    expect(hit.locator(".meta")).to_contain_text("fact")
+    assert page.evaluate("window.mvSameDocument === true")  # answered in place
+    assert "q=birthday" in page.url  # and the address says what was searched
+    assert page.evaluate("window.localStorage.length") == 0  # no page snapshot is kept
+
+    page.get_by_label("Category").select_option("decision")
+    page.locator("#q").fill("shared memory")
+    expect(page.locator(".hit", has_text="PostgreSQL")).to_be_visible()
+    expect(page.locator(".hit", has_text="birthday")).to_have_count(0)
+    shoot(page, "memories")
+
+
+def test_forget_from_the_page_and_search_no_longer_finds_it(
+    console: Watched, daemon: DaemonProcess
+) -> None:
+    with daemon.client() as api:
+        assert api.post("/v1/memories", json={"text": KEY, "tags": ["home"]}).status_code == 200
+    key = memory_id(daemon, KEY)
+    page = console.page
+    page.goto(f"{daemon.url}/memories?q=spare+key+flowerpot")
+    page.locator(".hit a.title", has_text="spare key").click()
+    expect(page.locator("h1.text")).to_have_text(KEY)
+    opener = page.get_by_role("link", name="Open in Obsidian").get_attribute("href")
+    assert opener == "obsidian://open?vault=vault&file=Memory%2FFacts.md"
+    shoot(page, "memory")
+
+    page.get_by_role("link", name="Forget…").click()
+    expect(page.get_by_role("heading", name="Forget this memory?")).to_be_visible()
+    page.locator("#confirm-forget").click()
+    expect(page.get_by_role("status")).to_contain_text(f"Forgotten everywhere: {key}")
+    page.locator("#q").fill("spare key flowerpot")
+    expect(page.locator("#results")).to_contain_text("Nothing found")
+    with daemon.client() as api:
+        assert api.get(f"/v1/memories/{key}").status_code == 404
+        found = api.get("/v1/search", params={"q": "spare key flowerpot"}).json()["result"]
+        assert all(hit["id"] != key for hit in found)
+
+
+def test_approvals_page_lists_what_waits(console: Watched, daemon: DaemonProcess) -> None:
+    page = console.page
+    page.get_by_role("link", name="Approvals").click()
+    expect(page.get_by_role("heading", name="Approvals")).to_be_visible()
+    expect(page.locator("#main")).to_contain_text("No tool call is waiting")
+
+
+def test_a_read_token_opens_a_read_only_console(browser: Browser, daemon: DaemonProcess) -> None:
+    made = invoke(daemon.vault, "tokens", "create", "viewer", "--scope", "read", "--json")
+    assert made.exit_code == 0, made.output
+    secret = json.loads(made.output)["token"]
+    link = sign_in_link(daemon, secret)
+    assert link["scope"] == "read"
+    watched = watch(browser, link["url"])
+    page = watched.page
+    expect(page.locator("#health")).to_contain_text("need the admin scope")
+    expect(page.get_by_role("link", name="Approvals")).to_have_count(0)
+    tea = memory_id(daemon, TEA)
+    page.goto(f"{daemon.url}/memories/{tea}")
+    expect(page.locator("h1.text")).to_have_text(TEA)
+    expect(page.get_by_role("link", name="Forget…")).to_have_count(0)
+    refused = watched.context.request.post(
+        f"{daemon.url}/memories/{tea}/forget",
+        form={"csrf": watched.csrf()},
+        headers={"Origin": daemon.url},
+    )
+    assert refused.status == 403 and "read scope" in refused.text()
+    assert page.goto(f"{daemon.url}/approvals").status == 403  # type: ignore[union-attr]
+    ended = invoke(daemon.vault, "ui", "--revoke", "--token", secret)
+    assert ended.exit_code == 2 and "admin scope" in ended.output  # the owner's to do
+    with daemon.client() as api:
+        assert api.get(f"/v1/memories/{tea}").status_code == 200
+
+    # A token revoked ends the consoles it opened.
+    assert invoke(daemon.vault, "tokens", "revoke", "viewer").exit_code == 0
+    gone = page.goto(daemon.url + "/")
+    assert gone is not None and gone.status == 401
+    expect(page.get_by_role("alert")).to_contain_text("was revoked")
+    watched.context.close()
+    assert watched.problems == []
+
+
+def test_revoke_signs_every_browser_out(console: Watched, daemon: DaemonProcess) -> None:
+    page = console.page
+    expect(page.get_by_role("heading", name="Today")).to_be_visible()
+    unused = sign_in_link(daemon)
+    ended = invoke(daemon.vault, "ui", "--revoke")
+    assert ended.exit_code == 0 and "Ended" in ended.output
+    again = page.reload()
+    assert again is not None and again.status == 401
+    expect(page.get_by_role("alert")).to_contain_text("not signed in")
+    late = page.goto(unused["url"])
+    assert late is not None and late.status == 403
+
+
+def test_a_token_bound_to_an_agent_opens_no_console(daemon: DaemonProcess) -> None:
+    made = invoke(
+        daemon.vault, "tokens", "create", "scout", "--scope", "write", "--agent", "scout", "--json"
+    )
+    assert made.exit_code == 0, made.output
+    secret = json.loads(made.output)["token"]
+    with daemon.client() as api:
+        refused = api.post("/v1/console/links", headers={"Authorization": f"Bearer {secret}"})
+        assert refused.status_code == 403
+        assert refused.json()["error"]["code"] == "insufficient_scope"
+        ended = api.delete("/v1/console/sessions", headers={"Authorization": f"Bearer {secret}"})
+        assert ended.status_code == 403
+
+
+def test_ui_without_a_daemon_says_how_to_start_one(tmp_path: Path) -> None:
+    root = tmp_path / "vault"
+    init_vault(Vault(root))
+    printed = invoke(root, "ui", "--no-open")
+    assert printed.exit_code == EXIT_VAULT
+    assert "No daemon serves" in printed.output and "memvault serve" in printed.output
+    assert "Traceback" not in printed.output

@@ -1,0 +1,89 @@
+"""The console's tests: a watched browser context, one-time links, photographs."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+from playwright.sync_api import Browser, BrowserContext, Page
+
+from waiting import WAIT
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "console"
+# The photographs go to docs/console/, which the README links, when asked for (`make
+# screenshots`); otherwise to a temporary folder: a test run changes no file of the checkout.
+SHOTS = (
+    DOCS
+    if os.environ.get("MEMVAULT_SCREENSHOTS")
+    else Path(tempfile.gettempdir()) / "memvault-console-shots"
+)
+PNG = b"\x89PNG\r\n\x1a\n"
+PHONE = {"width": 390, "height": 844}
+DESKTOP = {"width": 1280, "height": 860}
+# Recorded in every document before its own scripts run (a CDP init script: the page's
+# Content-Security-Policy does not apply to it).
+WATCH_CSP = """
+document.addEventListener("securitypolicyviolation", (event) => {
+  window.mvCspViolation(event.violatedDirective + " blocked " + event.blockedURI);
+});
+"""
+
+
+def sign_in_link(url: str, token: str) -> dict[str, Any]:
+    """A one-time link of the daemon at ``url``, asked for over the API with ``token``."""
+    with httpx.Client(base_url=url, timeout=WAIT) as api:
+        answer = api.post("/v1/console/links", headers={"Authorization": f"Bearer {token}"})
+    assert answer.status_code == 200, answer.text
+    link: dict[str, Any] = answer.json()["result"]
+    return link
+
+
+@dataclass
+class Watched:
+    """A signed-in browser context and its page, and what went wrong in them."""
+
+    context: BrowserContext
+    page: Page
+    problems: list[str] = field(default_factory=list)
+
+    def csrf(self) -> str:
+        """The session's CSRF token, as the page holds it."""
+        token = self.page.locator('meta[name="csrf-token"]').get_attribute("content")
+        assert token
+        return token
+
+    def cookie(self) -> dict[str, Any]:
+        """The console's session cookie."""
+        (cookie,) = self.context.cookies()
+        return dict(cookie)
+
+
+def watch(browser: Browser, url: str) -> Watched:
+    """A new context (desktop width) watched for CSP violations and script errors, its
+    page opened at ``url`` (a sign-in link)."""
+    context = browser.new_context(viewport=DESKTOP)  # type: ignore[arg-type]
+    watched = Watched(context, context.new_page())
+    context.expose_function("mvCspViolation", lambda text: watched.problems.append(text))
+    context.add_init_script(WATCH_CSP)
+
+    def heard(message: Any) -> None:
+        if "Content Security Policy" in message.text or "Refused to" in message.text:
+            watched.problems.append(message.text)
+
+    watched.page.on("console", heard)
+    watched.page.on("pageerror", lambda error: watched.problems.append(str(error)))
+    watched.page.goto(url)
+    return watched
+
+
+def shoot(page: Page, name: str) -> None:
+    """The page at a phone's width and a desktop's, into :data:`SHOTS`."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    for label, size in (("phone", PHONE), ("desktop", DESKTOP)):
+        page.set_viewport_size(size)  # type: ignore[arg-type]
+        assert page.screenshot(path=SHOTS / f"{name}-{label}.png").startswith(PNG)
+    page.set_viewport_size(DESKTOP)  # type: ignore[arg-type]
