@@ -37,9 +37,10 @@ class DaemonProcess:
         *args: str,
         env: dict[str, str] | None = None,
         start_timeout: float = WAIT,
+        python: str = sys.executable,
     ) -> None:
         self.vault = vault
-        command = [sys.executable, "-m", "memvault", "--vault", str(vault), "serve", *args]
+        command = [python, "-m", "memvault", "--vault", str(vault), "serve", *args]
         if "--port" not in args:
             command += ["--port", "0"]
         self.process = subprocess.Popen(
