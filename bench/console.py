@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from scale import HashingEmbedder, _query, _sentence, machine, machine_line
+from scale import HashingEmbedder, _query, _sentence, latency, machine, machine_line
 from starlette.testclient import TestClient
 
 from memvault.clock import Clock
@@ -63,15 +63,6 @@ def seed(root: Path, count: int) -> None:
         (root / f"Memory/{title}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def _figures(samples: list[float]) -> dict[str, float]:
-    ordered = sorted(samples)
-    return {
-        "p50_ms": round(ordered[len(ordered) // 2] * 1000, 2),
-        "p95_ms": round(ordered[max(0, round(0.95 * len(ordered)) - 1)] * 1000, 2),
-        "max_ms": round(ordered[-1] * 1000, 2),
-    }
-
-
 def _search_alone(daemon: Daemon, requests: int) -> dict[str, float]:
     """The hybrid search the search page runs, without the page: what the page adds."""
     filters = SearchFilters(kinds=("memory",))
@@ -82,7 +73,7 @@ def _search_alone(daemon: Daemon, requests: int) -> dict[str, float]:
             daemon, QUERIES[n % len(QUERIES)], 20, filters, keyword=False, mmr=None, min_score=None
         )
         samples.append(time.perf_counter() - started)
-    return {"first_ms": 0.0, **_figures(samples)}
+    return {"first_ms": 0.0, **latency(samples)}
 
 
 def measure(memories: int, requests: int) -> dict[str, Any]:
@@ -126,7 +117,7 @@ def measure(memories: int, requests: int) -> dict[str, Any]:
                     answer = client.get(paths[n % len(paths)], headers=headers)
                     samples.append(time.perf_counter() - started)
                     assert answer.status_code == 200
-                pages[name] = {"first_ms": round(cold * 1000, 2), **_figures(samples)}
+                pages[name] = {"first_ms": round(cold * 1000, 2), **latency(samples)}
             pages["the search alone (no page)"] = _search_alone(daemon, requests)
         daemon.stop()
     return {"memories": memories, "requests": requests, "pages": pages}

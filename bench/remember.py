@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from scale import HashingEmbedder, machine, machine_line
+from scale import HashingEmbedder, latency, machine, machine_line
 
 from memvault.clock import Clock
 from memvault.config import Settings
@@ -45,15 +45,6 @@ def _seed(root: Path, size: int) -> None:
         for i in range(size)
     ]
     (root / "Memory/Facts.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-
-def _figures(samples: list[float]) -> dict[str, float]:
-    ordered = sorted(samples)
-    return {
-        "p50_ms": round(ordered[len(ordered) // 2] * 1000, 2),
-        "p95_ms": round(ordered[max(0, round(0.95 * len(ordered)) - 1)] * 1000, 2),
-        "max_ms": round(ordered[-1] * 1000, 2),
-    }
 
 
 def measure(size: int, writes: int) -> dict[str, Any]:
@@ -84,8 +75,8 @@ def measure(size: int, writes: int) -> dict[str, Any]:
     return {
         "size": size,
         "memories_after": memories,
-        "remember": _figures(remember),
-        "typed_by_hand": _figures(typed),
+        "remember": latency(remember),
+        "typed_by_hand": latency(typed),
     }
 
 

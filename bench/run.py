@@ -30,6 +30,7 @@ import trust
 
 import agent
 import channels
+import console
 import openclaw
 from memvault.index.embedders import LocalEmbedder
 
@@ -77,6 +78,8 @@ def main() -> int:
     plan = daemon.QUICK if args.quick else daemon.FULL
     print(f"Daemon on {plan.memories:,} memories...", file=sys.stderr)
     served = daemon.run(plan, quiet=True)
+    print("The console's pages...", file=sys.stderr)
+    paged = console.run(2_000 if args.quick else 10_000, 30 if args.quick else 100)
     agent_size = agent.QUICK if args.quick else agent.FULL
     print(f"Agent loop on {agent_size:,} items...", file=sys.stderr)
     looped = agent.run(agent_size, 20 if args.quick else 50)
@@ -168,6 +171,10 @@ def main() -> int:
             "## Daemon",
             "",
             daemon.render(served),
+            "",
+            "## The console's pages",
+            "",
+            console.render(paged),
             "",
             "## Agent loop",
             "",

@@ -197,6 +197,11 @@ def percentiles(samples: list[float]) -> dict[str, float]:
     return {"p50_ms": round(statistics.median(ordered) * 1000, 2), "p95_ms": round(p95 * 1000, 2)}
 
 
+def latency(samples: list[float]) -> dict[str, float]:
+    """p50 / p95 / max in milliseconds."""
+    return {**percentiles(samples), "max_ms": round(max(samples) * 1000, 2)}
+
+
 def measure(size: int, queries: int) -> dict[str, Any]:
     """Every figure for one vault size."""
     with tempfile.TemporaryDirectory() as tmp:

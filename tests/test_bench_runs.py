@@ -25,6 +25,7 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
     ("script", "args", "key"),
     [
         ("remember.py", ["--sizes", "10", "--writes", "5"], "sizes"),
+        ("console.py", ["--memories", "200", "--requests", "3"], "pages"),
         ("scale.py", ["--sizes", "200", "--queries", "5", "--no-model"], "sizes"),
         ("channels.py", ["--size", "100", "--runs", "2"], "one_call_reply"),
         # Both storage backends (a PostgreSQL started for the run).
@@ -35,6 +36,9 @@ def test_a_benchmark_runs_on_a_small_vault(script: str, args: list[str], key: st
     result = run_benchmark(script, args)
     if key == "sizes":
         assert result[key] and all(entry["size"] for entry in result[key])
+    elif key == "pages":
+        assert {"today", "memory", "approvals"} <= set(result[key])
+        assert all(page["p95_ms"] > 0 for page in result[key].values())
     elif key == "postgres":
         for backend in ("sqlite", "postgres"):
             [figures] = result[backend]["scale"]
