@@ -6,9 +6,9 @@ import errno
 import json
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Protocol, TypeVar
 
 import typer
 from typer.core import TyperGroup
@@ -308,6 +308,47 @@ def emit_json(data: Any) -> None:
     """Pretty JSON on stdout (UTF-8, dates as ISO strings)."""
     sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
     sys.stdout.flush()
+
+
+class Record(Protocol):
+    """What a command answers with: a note, a task, a contact ... that has a JSON form."""
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+R = TypeVar("R", bound=Record)
+
+
+def answer(as_json: bool, record: Record, said: str | Callable[[], None]) -> None:
+    """A command's result: the record as JSON for scripts; for people ``said``, a
+    sentence, or a function that prints the record."""
+    if as_json:
+        emit_json(record.to_dict())
+    elif callable(said):
+        said()
+    else:
+        say(said)
+
+
+def listing(
+    as_json: bool,
+    records: Sequence[R],
+    *,
+    noun: str,
+    empty: str,
+    columns: Sequence[str],
+    row: Callable[[R], Sequence[Any]],
+) -> None:
+    """A list of records: JSON for scripts; for people a table titled with their count,
+    or ``empty`` when there are none."""
+    from memvault.vocabulary import counted
+
+    if as_json:
+        emit_json([record.to_dict() for record in records])
+    elif not records:
+        say(empty)
+    else:
+        stdout.print(table(counted(len(records), noun), columns, [row(r) for r in records]))
 
 
 def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Table:

@@ -2,23 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from memvault.cli.common import (
     JsonOption,
     VaultOption,
-    emit_json,
+    answer,
     group,
+    listing,
     open_runtime,
     say,
     split_tags,
-    stdout,
-    table,
 )
 from memvault.errors import InvalidInputError
-from memvault.vocabulary import KNOWN_CHANNELS, counted
+from memvault.vocabulary import KNOWN_CHANNELS
+
+if TYPE_CHECKING:
+    from memvault.vault.contacts import Contact
 
 app = group("Contacts: people the agent knows, one note each in Contacts/.")
 
@@ -78,10 +80,7 @@ def add(
         identities=_identities(ids),
         tags=split_tags(tags),
     )
-    if as_json:
-        emit_json(contact.to_dict())
-    else:
-        say(f"Created contact {contact.path}")
+    answer(as_json, contact, f"Created contact {contact.path}")
 
 
 @app.command("log")
@@ -94,10 +93,7 @@ def log(
 ) -> None:
     """Add a dated interaction to a contact."""
     updated = open_runtime(ctx, vault).contacts.log(contact, text)
-    if as_json:
-        emit_json(updated.to_dict())
-    else:
-        say(f"Logged on {updated.path}: {updated.interactions[-1]}")
+    answer(as_json, updated, f"Logged on {updated.path}: {updated.interactions[-1]}")
 
 
 @app.command("show")
@@ -106,9 +102,10 @@ def show(
 ) -> None:
     """Show one contact."""
     found = open_runtime(ctx, vault).contacts.get(contact)
-    if as_json:
-        emit_json(found.to_dict())
-        return
+    answer(as_json, found, lambda: _show(found))
+
+
+def _show(found: Contact) -> None:
     say(found.name + (f"  ({found.relationship})" if found.relationship else ""))
     for label, value in (("Email", found.email), ("Phone", found.phone)):
         if value:
@@ -133,21 +130,16 @@ def list_contacts(
 ) -> None:
     """List contacts by name."""
     found = open_runtime(ctx, vault).contacts.list()
-    if as_json:
-        emit_json([c.to_dict() for c in found])
-        return
-    if not found:
-        say("No contacts yet. Add one with `memvault contact add NAME`.")
-        return
-    rows = [
-        [
+    listing(
+        as_json,
+        found,
+        noun="contact",
+        empty="No contacts yet. Add one with `memvault contact add NAME`.",
+        columns=["Name", "Relationship", "Email", "Channels"],
+        row=lambda c: [
             c.name,
             c.relationship or "",
             c.email or "",
             ", ".join(f"{k}:{v}" for k, v in c.identities.items()),
-        ]
-        for c in found
-    ]
-    stdout.print(
-        table(counted(len(found), "contact"), ["Name", "Relationship", "Email", "Channels"], rows)
+        ],
     )

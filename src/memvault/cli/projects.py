@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from memvault.cli.common import (
     JsonOption,
     VaultOption,
-    emit_json,
+    answer,
     group,
+    listing,
     open_runtime,
     say,
     split_tags,
-    stdout,
-    table,
 )
 from memvault.vocabulary import counted
+
+if TYPE_CHECKING:
+    from memvault.vault.projects import Project
 
 app = group("Projects: one note each in Projects/, listing their tasks.")
 
@@ -46,10 +48,7 @@ def add(
     project = open_runtime(ctx, vault).projects.create(
         name, description, status=status, tags=split_tags(tags)
     )
-    if as_json:
-        emit_json(project.to_dict())
-    else:
-        say(f"Created project {project.path}")
+    answer(as_json, project, f"Created project {project.path}")
 
 
 @app.command("link")
@@ -62,10 +61,7 @@ def link(
 ) -> None:
     """Make a task part of a project."""
     updated = open_runtime(ctx, vault).projects.link_task(project, task)
-    if as_json:
-        emit_json(updated.to_dict())
-    else:
-        say(f"{updated.name} now lists {counted(len(updated.tasks), 'task')}.")
+    answer(as_json, updated, f"{updated.name} now lists {counted(len(updated.tasks), 'task')}.")
 
 
 @app.command("list")
@@ -79,15 +75,13 @@ def list_projects(
 ) -> None:
     """List projects."""
     found = open_runtime(ctx, vault).projects.list(status=status)
-    if as_json:
-        emit_json([p.to_dict() for p in found])
-        return
-    if not found:
-        say("No projects yet. Add one with `memvault project add NAME`.")
-        return
-    rows = [[p.name, p.status, len(p.tasks), " ".join(f"#{t}" for t in p.tags)] for p in found]
-    stdout.print(
-        table(counted(len(found), "project"), ["Project", "Status", "Tasks", "Tags"], rows)
+    listing(
+        as_json,
+        found,
+        noun="project",
+        empty="No projects yet. Add one with `memvault project add NAME`.",
+        columns=["Project", "Status", "Tasks", "Tags"],
+        row=lambda p: [p.name, p.status, len(p.tasks), " ".join(f"#{t}" for t in p.tags)],
     )
 
 
@@ -97,9 +91,10 @@ def show(
 ) -> None:
     """Show one project and its tasks."""
     found = open_runtime(ctx, vault).projects.get(project)
-    if as_json:
-        emit_json(found.to_dict())
-        return
+    answer(as_json, found, lambda: _show(found))
+
+
+def _show(found: Project) -> None:
     say(f"{found.name}  [{found.status}]")
     if found.overview:
         say(found.overview)

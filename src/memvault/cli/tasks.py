@@ -9,15 +9,14 @@ import typer
 from memvault.cli.common import (
     JsonOption,
     VaultOption,
-    emit_json,
+    answer,
     group,
+    listing,
     open_runtime,
     say,
     split_tags,
-    stdout,
-    table,
 )
-from memvault.vocabulary import PRIORITIES, STATUSES, counted
+from memvault.vocabulary import PRIORITIES, STATUSES
 
 if TYPE_CHECKING:
     from memvault.vault.tasks import Task
@@ -84,10 +83,7 @@ def add(
         tags=split_tags(tags),
         steps=steps or [],
     )
-    if as_json:
-        emit_json(task.to_dict())
-    else:
-        say(f"Created task {task.path}")
+    answer(as_json, task, f"Created task {task.path}")
 
 
 @app.command("list")
@@ -120,29 +116,20 @@ def list_tasks(
         due_before=due_before,
         include_closed=include_closed,
     )
-    if as_json:
-        emit_json([t.to_dict() for t in found])
-        return
-    if not found:
-        say("No matching tasks.")
-        return
-    rows = [
-        [
+    listing(
+        as_json,
+        found,
+        noun="task",
+        empty="No matching tasks.",
+        columns=["Task", "Status", "Priority", "Due", "Project", "Tags"],
+        row=lambda t: [
             t.title,
             t.status,
             t.priority,
             t.due or "",
             t.project or "",
             " ".join(f"#{x}" for x in t.tags),
-        ]
-        for t in found
-    ]
-    stdout.print(
-        table(
-            counted(len(found), "task"),
-            ["Task", "Status", "Priority", "Due", "Project", "Tags"],
-            rows,
-        )
+        ],
     )
 
 
@@ -152,10 +139,7 @@ def show(
 ) -> None:
     """Show one task."""
     found = open_runtime(ctx, vault).tasks.get(task)
-    if as_json:
-        emit_json(found.to_dict())
-    else:
-        _show(found)
+    answer(as_json, found, lambda: _show(found))
 
 
 @app.command("update")
@@ -172,10 +156,7 @@ def update(
 ) -> None:
     """Change one field of a task (status done/cancelled closes it)."""
     updated = open_runtime(ctx, vault).tasks.update(task, field, value)
-    if as_json:
-        emit_json(updated.to_dict())
-    else:
-        say(f"Updated {updated.path}: {field} = {value}")
+    answer(as_json, updated, f"Updated {updated.path}: {field} = {value}")
 
 
 @app.command("done")
@@ -184,10 +165,7 @@ def done(
 ) -> None:
     """Complete a task: status done, dated, moved to Tasks/completed."""
     completed = open_runtime(ctx, vault).tasks.complete(task)
-    if as_json:
-        emit_json(completed.to_dict())
-    else:
-        say(f"Completed {completed.title} -> {completed.path}")
+    answer(as_json, completed, f"Completed {completed.title} -> {completed.path}")
 
 
 @app.command("note")
@@ -200,7 +178,4 @@ def note(
 ) -> None:
     """Add a dated note to a task."""
     updated = open_runtime(ctx, vault).tasks.add_note(task, text)
-    if as_json:
-        emit_json(updated.to_dict())
-    else:
-        say(f"Noted on {updated.path}")
+    answer(as_json, updated, f"Noted on {updated.path}")
