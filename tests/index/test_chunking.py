@@ -50,6 +50,16 @@ def test_small_sections_share_a_chunk_with_line_ranges() -> None:
     assert lines[chunks[0].end_line - 1] == "Second."
 
 
+def test_lines_of_a_code_block_are_kept_whatever_they_look_like() -> None:
+    text = (
+        "# Shell\n\n## Setup\n```sh\n## uncomment to enable tracing\n## export TRACE=1\n"
+        "-\n```\n\n## Empty\n\n## Next\nDone.\n"
+    )
+    [chunk] = _chunks(text)
+    assert "## uncomment to enable tracing\n## export TRACE=1\n-\n```" in chunk.text
+    assert "## Empty" not in chunk.text  # outside the block, an empty section still goes
+
+
 def test_long_sections_split_with_overlap_and_true_line_numbers() -> None:
     lines = [f"Line {n} says something moderately long about topic {n}." for n in range(60)]
     text = "# Big\n\n## Part\n" + "\n".join(lines) + "\n"

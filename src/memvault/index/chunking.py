@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
-from memvault.vault.markdown import headings
+from memvault.vault.markdown import headings, mask_code
 from memvault.vault.memories import Memory
 from memvault.vault.note import plain
 
@@ -212,6 +212,11 @@ def note_chunks(
         lines.pop()
     max_chars = chunk_tokens * CHARS_PER_TOKEN
     overlap_chars = overlap_tokens * CHARS_PER_TOKEN
+    # Lines of code blocks: a `## ...` or `- ` there is code, never a heading or a placeholder.
+    masked = mask_code("\n".join(lines)).split("\n") if lines else []
+    fenced = [
+        bool(line.strip()) and not code.strip() for line, code in zip(lines, masked, strict=True)
+    ]
     # Section boundaries: (first line index, heading path).
     starts: list[tuple[int, str]] = [(0, "")]
     trail: list[tuple[int, str]] = []
@@ -247,7 +252,7 @@ def note_chunks(
     fields = field_summary(kind, frontmatter)
     drafts: list[ChunkDraft] = []
     for start, end, heading_path in packed:
-        text = "\n".join(_meaningful(lines[start:end])).strip()
+        text = "\n".join(_meaningful(lines[start:end], fenced[start:end])).strip()
         if not text:
             continue
         context_parts = [title]
@@ -293,18 +298,23 @@ _PLACEHOLDER = re.compile(r"^\s*(?:[-*+](?:\s+\[[ xX]?\])?|\d+\.|[-*+]\s+\[\[\]\
 _ANY_HEADING = re.compile(r"^ {0,3}(#{1,6})\s")
 
 
-def _meaningful(lines: Sequence[str]) -> list[str]:
+def _meaningful(lines: Sequence[str], fenced: Sequence[bool]) -> list[str]:
     """Lines without a template's scaffolding: placeholder bullets and empty sections' headings.
 
-    A level-1 heading (the note's title) always stays.
+    A level-1 heading (the note's title) always stays, and so does every line of a code
+    block (``fenced``), whatever it looks like.
     """
-    kept = [line for line in lines if not _PLACEHOLDER.match(line)]
+    kept = [
+        (line, code)
+        for line, code in zip(lines, fenced, strict=True)
+        if code or not _PLACEHOLDER.match(line)
+    ]
     out: list[str] = []
-    for index, line in enumerate(kept):
-        heading = _ANY_HEADING.match(line)
+    for index, (line, code) in enumerate(kept):
+        heading = None if code else _ANY_HEADING.match(line)
         if heading and len(heading.group(1)) > 1:
-            following = next((x for x in kept[index + 1 :] if x.strip()), None)
-            if following is None or _ANY_HEADING.match(following):
+            following = next(((x, c) for x, c in kept[index + 1 :] if x.strip()), None)
+            if following is None or (not following[1] and _ANY_HEADING.match(following[0])):
                 continue
         out.append(line)
     return out
