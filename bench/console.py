@@ -45,6 +45,7 @@ FILES = {"Facts": "fact", "Preferences": "preference", "Decisions": "decision"}
 QUERIES = [_query(random.Random(seed)) for seed in range(20)]
 # The daemon believes it listens on port 80, so the test client's Host (127.0.0.1) is its own.
 PORT = 80
+RUNS, SESSIONS, TURNS = 30, 60, 200
 
 
 def seed(root: Path, count: int) -> None:
@@ -76,6 +77,23 @@ def _search_alone(daemon: Daemon, requests: int) -> dict[str, float]:
     return {"first_ms": 0.0, **latency(samples)}
 
 
+def _activity(daemon: Daemon) -> tuple[int, int]:
+    """What the Jobs and Sessions pages show: a run of living_summary over the vault (its
+    MEMORY.md diff), ``RUNS`` more runs in the history, and ``SESSIONS`` conversations,
+    the last of ``TURNS`` messages; the ids of the run and that session."""
+    run_id = daemon.jobs.run_now("living_summary").id
+    for _ in range(RUNS):
+        daemon.jobs.run_now("reminders")
+    sessions = daemon.runtime.sessions
+    for n in range(SESSIONS):
+        for turn in range(TURNS if n == SESSIONS - 1 else 4):
+            role = "user" if turn % 2 == 0 else "assistant"
+            session, _ = sessions.log(
+                f"telegram:{n}", _sentence(random.Random(turn), 14), role=role
+            )
+    return run_id, session.id
+
+
 def measure(memories: int, requests: int) -> dict[str, Any]:
     """Each page's timings at ``memories`` memories."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -95,6 +113,7 @@ def measure(memories: int, requests: int) -> dict[str, Any]:
             signed = client.get(link["path"], follow_redirects=False)
             assert signed.status_code == 303, signed.text
             one = sorted(runtime.memories.all(), key=lambda m: m.id)[memories // 2].id
+            run_id, session_id = _activity(daemon)
             plans: dict[str, tuple[list[str], dict[str, str]]] = {
                 "today": (["/"], {}),
                 "memories (newest)": (["/memories"], {}),
@@ -105,6 +124,10 @@ def measure(memories: int, requests: int) -> dict[str, Any]:
                 ),
                 "memory": ([f"/memories/{one}"], {}),
                 "approvals": (["/approvals"], {}),
+                "jobs": (["/jobs"], {}),
+                "a job run (MEMORY.md's diff)": ([f"/jobs/runs/{run_id}"], {}),
+                "sessions": (["/sessions"], {}),
+                f"a session ({TURNS} messages)": ([f"/sessions/{session_id}"], {}),
             }
             for name, (paths, headers) in plans.items():
                 first = time.perf_counter()

@@ -24,7 +24,7 @@ from console_support import sign_in_link as link_of
 from daemon_process import DaemonProcess
 from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
-from waiting import WAIT
+from waiting import WAIT, wait_for
 
 TEA = "I prefer green tea in the morning, never coffee"
 KEY = "The spare key is under the blue flowerpot by the door"
@@ -101,7 +101,10 @@ def test_the_cli_link_signs_in_once_and_no_token_reaches_the_page(
 
 def test_without_the_cookie_no_page_gives_data(console: Watched, daemon: DaemonProcess) -> None:
     tea = memory_id(daemon, TEA)
-    pages = ("/", "/memories", "/memories?q=green+tea", f"/memories/{tea}", "/feed", "/approvals")
+    pages = (
+        *("/", "/memories", "/memories?q=green+tea", f"/memories/{tea}", "/feed", "/approvals"),
+        *("/jobs", "/jobs/runs/1", "/sessions", "/sessions/1"),
+    )
     with httpx.Client(base_url=daemon.url, timeout=WAIT) as stranger:
         for path in pages:
             answer = stranger.get(path)
@@ -208,6 +211,108 @@ def test_approvals_page_lists_what_waits(console: Watched, daemon: DaemonProcess
     expect(page.locator("#main")).to_contain_text("No tool call is waiting")
 
 
+def ran(daemon: DaemonProcess, job: str) -> int:
+    """A run of ``job`` started over the API, once it has ended; its id."""
+    with daemon.client() as api:
+        started = api.post(f"/v1/jobs/{job}/run")
+        assert started.status_code == 202, started.text
+        run_id = int(started.json()["result"]["run_id"])
+        wait_for(
+            lambda: api.get(f"/v1/jobs/runs/{run_id}").json()["result"]["status"] != "running",
+            f"run {run_id} of {job} to end",
+        )
+    return run_id
+
+
+def test_run_a_job_from_the_page_see_what_it_changed_and_undo_it(
+    console: Watched, daemon: DaemonProcess
+) -> None:
+    with daemon.client() as api:
+        stored = api.post("/v1/memories", json={"text": "The boiler was serviced in October"})
+        assert stored.status_code == 200
+    summary = daemon.vault / "MEMORY.md"
+    before = summary.read_bytes()
+    page = console.page
+    page.get_by_role("link", name="Jobs").click()
+    expect(page.get_by_role("heading", name="Jobs")).to_be_visible()
+    job = page.locator('[data-job="living_summary"]')
+    expect(job).to_contain_text("30 3 * * *")
+    shoot(page, "jobs")
+    job.get_by_role("button", name="Run now").click()
+    expect(page.locator("#run-status")).to_have_text("ok")  # htmx asked until it ended
+    changed = page.locator('[data-file="MEMORY.md"]')
+    expect(changed.locator(".diff .add", has_text="boiler was serviced")).to_be_visible()
+    assert summary.read_bytes() != before
+    run_id = int(page.url.rsplit("/", 1)[1])
+    shoot(page, "job-run")
+    part = console.context.request.get(page.url, headers={"HX-Request": "true"})
+    assert part.text().startswith('<section id="run" data-status="ok"')  # what htmx polls
+
+    page.get_by_role("link", name="← Jobs").click()
+    history = page.locator(f'[data-run="{run_id}"]')
+    expect(history).to_contain_text("living_summary")
+    expect(history).to_contain_text("ok")
+    history.get_by_role("link").click()
+    page.locator("#undo").click()
+    expect(page.get_by_role("status")).to_contain_text("Undone at")
+    assert summary.read_bytes() == before  # the file is back, byte for byte
+    expect(page.locator("#undo")).to_have_count(0)
+    with daemon.client() as api:
+        assert api.get(f"/v1/jobs/runs/{run_id}").json()["result"]["metadata"]["undone"]
+
+
+def test_undo_after_a_hand_edit_is_refused_with_the_reason(
+    console: Watched, daemon: DaemonProcess
+) -> None:
+    with daemon.client() as api:
+        assert api.post("/v1/memories", json={"text": "The bins go out on Tuesday"}).is_success
+    run_id = ran(daemon, "living_summary")
+    summary = daemon.vault / "MEMORY.md"
+    edited = summary.read_text(encoding="utf-8") + "\nMy own line, written in Obsidian.\n"
+    summary.write_text(edited, encoding="utf-8")
+    page = console.page
+    page.goto(f"{daemon.url}/jobs/runs/{run_id}")
+    expect(page.locator('[data-file="MEMORY.md"]')).to_contain_text("Edited since the run")
+    page.locator("#undo").click()
+    expect(page.get_by_role("alert")).to_have_text(
+        f"MEMORY.md was edited after run {run_id}; nothing was undone, so that edit is kept."
+    )
+    assert summary.read_text(encoding="utf-8") == edited
+
+
+def test_a_sessions_transcript(console: Watched, daemon: DaemonProcess) -> None:
+    said = [
+        ("user", "Ada", "Can you remind me what tea I like?"),
+        ("assistant", None, "You prefer green tea in the morning."),
+        ("user", "Ada", "Thanks, and book the plumber for Thursday"),
+    ]
+    with daemon.client() as api:
+        for role, sender, text in said:
+            logged = api.post(
+                "/v1/sessions/telegram:4242/messages",
+                json={"text": text, "role": role, "sender": sender},
+            )
+            assert logged.status_code == 200, logged.text
+        session_id = logged.json()["result"]["session"]["id"]
+    page = console.page
+    page.get_by_role("link", name="Sessions").click()
+    row = page.locator(f'[data-session="{session_id}"]')
+    expect(row).to_contain_text("telegram")
+    expect(row.locator("td").last).to_have_text("3")
+    shoot(page, "sessions")
+    row.get_by_role("link", name="telegram:4242").click()
+    expect(page.get_by_role("heading", name="telegram:4242")).to_be_visible()
+    turns = page.locator(".transcript .turn")
+    expect(turns).to_have_count(3)
+    expect(turns.nth(0)).to_contain_text("Ada")
+    expect(turns.nth(1)).to_have_class("turn assistant")
+    expect(turns.nth(2)).to_contain_text("book the plumber for Thursday")
+    shoot(page, "session")
+    missing = page.goto(f"{daemon.url}/sessions/{session_id + 1000}")
+    assert missing is not None and missing.status == 404
+    expect(page.get_by_role("alert")).to_have_text(f"There is no session {session_id + 1000}.")
+
+
 def test_a_read_token_opens_a_read_only_console(browser: Browser, daemon: DaemonProcess) -> None:
     made = invoke(daemon.vault, "tokens", "create", "viewer", "--scope", "read", "--json")
     assert made.exit_code == 0, made.output
@@ -229,6 +334,25 @@ def test_a_read_token_opens_a_read_only_console(browser: Browser, daemon: Daemon
     )
     assert refused.status == 403 and "read scope" in refused.text()
     assert page.goto(f"{daemon.url}/approvals").status == 403  # type: ignore[union-attr]
+
+    # Jobs and sessions: seen, not run or undone.
+    run_id = ran(daemon, "living_summary")
+    summary = (daemon.vault / "MEMORY.md").read_bytes()
+    page.goto(f"{daemon.url}/jobs")
+    expect(page.locator('[data-job="living_summary"]')).to_be_visible()
+    expect(page.get_by_role("button", name="Run now")).to_have_count(0)
+    page.goto(f"{daemon.url}/jobs/runs/{run_id}")
+    expect(page.locator('[data-file="MEMORY.md"]')).to_be_visible()
+    expect(page.locator("#undo")).to_have_count(0)
+    for change in ("/jobs/living_summary/run", f"/jobs/runs/{run_id}/undo"):
+        refused = watched.context.request.post(
+            daemon.url + change, form={"csrf": watched.csrf()}, headers={"Origin": daemon.url}
+        )
+        assert refused.status == 403 and "read scope" in refused.text(), change
+    assert (daemon.vault / "MEMORY.md").read_bytes() == summary
+    with daemon.client() as api:
+        assert api.get("/v1/jobs/living_summary/runs").json()["result"][0]["id"] == run_id
+    assert page.goto(f"{daemon.url}/sessions").status == 200  # type: ignore[union-attr]
     ended = invoke(daemon.vault, "ui", "--revoke", "--token", secret)
     assert ended.exit_code == 2 and "admin scope" in ended.output  # the owner's to do
     with daemon.client() as api:

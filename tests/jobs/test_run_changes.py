@@ -15,7 +15,7 @@ import pytest
 
 from llm_fakes import FakeOpenAI, llm_settings
 from memvault.errors import ConflictError, InvalidInputError
-from memvault.jobs import Job, JobContext, JobEngine, Schedule, SkipRun
+from memvault.jobs import Job, JobContext, JobEngine, Schedule, SkipRun, changes
 from memvault.llm.base import ChatMessage
 from memvault.llm.factory import make_provider
 from memvault.runtime import Runtime
@@ -85,6 +85,28 @@ def test_undo_refuses_and_changes_nothing_after_a_person_edited(
     assert "nothing was undone" in caught.value.message
     assert {p: read(seeded, p) for p in before} == before
     assert "undone" not in engine.run_record(run.id).metadata
+
+
+def test_versions_show_each_file_before_the_run_and_now(
+    seeded: Runtime, clock: MovableClock
+) -> None:
+    engine = engine_for(seeded, clock, Job("rewrite", HOURLY, rewrite))
+    run = engine.run_now("rewrite")
+    shown = {v.path: v for v in changes.versions(seeded.vault, run.id, run.metadata["changes"])}
+    a, b, c = shown["Notes/a.md"], shown["Notes/b.md"], shown["Notes/c.md"]
+    assert a.before == b"owner's a\r\nsecond line\r\n" and a.now is not None
+    assert a.now.endswith(b"job line\n") and a.as_left and a.kept
+    assert (b.before, b.now, b.as_left) == (None, b"made by the job\n", True)  # made by it
+    assert (c.before, c.now, c.as_left) == (b"owner's c\n", None, True)  # deleted by it
+
+    (seeded.vault.root / "Notes/b.md").write_text("the owner's now\n", encoding="utf-8")
+    edited = changes.versions(seeded.vault, run.id, run.metadata["changes"])
+    assert [v.as_left for v in edited] == [True, False, True]
+    with (seeded.vault.root / "Notes/b.md").open("w") as f:
+        f.write("made by the job\n")
+    engine.undo(run.id)
+    gone = changes.versions(seeded.vault, run.id, run.metadata["changes"])
+    assert [(v.kept, v.before) for v in gone if v.path == "Notes/a.md"] == [(False, None)]
 
 
 def test_a_run_that_changed_nothing_has_nothing_to_undo(

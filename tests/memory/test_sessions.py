@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from memvault.acting import Actor, acting_as
 from memvault.errors import InvalidInputError, NotFoundError, VaultError
 from memvault.memory.sessions import Sessions, channel_of, check_key
 from memvault.memory.state import SCHEMA_VERSION, StateDB
@@ -71,6 +72,20 @@ def test_a_conversation_from_first_message_to_journal(
     assert sessions.get("telegram:42").id == reopened.id
     assert [s.id for s in sessions.list(active=False)] == [session.id]
     assert [s.id for s in sessions.list(channel="telegram")] == [reopened.id, session.id]
+
+
+def test_a_session_by_its_id_and_only_the_confined_agents_own(sessions: Sessions) -> None:
+    with acting_as("scout"):
+        scouts, _ = sessions.log("telegram:7", "hello", role="user")
+    owners, _ = sessions.log("telegram:8", "hi", role="user")
+    assert sessions.find(owners.id).key == "telegram:8"
+    assert sessions.find(scouts.id).agent == "scout"
+    with acting_as(Actor(agent="scout", confined=True)):
+        assert sessions.find(scouts.id).key == "telegram:7"
+        with pytest.raises(NotFoundError, match=f"no session {owners.id}"):
+            sessions.find(owners.id)
+    with pytest.raises(NotFoundError):
+        sessions.find(owners.id + 1000)
 
 
 def test_refusals_store_nothing(sessions: Sessions) -> None:

@@ -2,7 +2,8 @@
 
 A layer above the gateway: it uses the daemon's services and the API's auth,
 and the gateway knows it only as a :class:`~memvault.gateway.app.WebFront`
-(``memvault serve`` hands it over). Pages: :mod:`memvault.console.pages`;
+(``memvault serve`` hands it over). Pages: :mod:`memvault.console.pages`,
+:mod:`memvault.console.jobs_page` and :mod:`memvault.console.sessions_page`;
 signing in: :mod:`memvault.console.signin`; ``memvault ui``'s routes:
 :mod:`memvault.console.api`.
 """
@@ -10,7 +11,9 @@ signing in: :mod:`memvault.console.signin`; ``memvault ui``'s routes:
 from __future__ import annotations
 
 from memvault.console.api import console_router
+from memvault.console.jobs_page import JobsPage
 from memvault.console.pages import Console
+from memvault.console.sessions_page import SessionsPage
 from memvault.console.signin import SignIns
 from memvault.gateway.app import WebFront
 from memvault.gateway.daemon import Daemon
@@ -22,4 +25,6 @@ def console_front(daemon: Daemon) -> WebFront:
     signins = SignIns(
         link_seconds=settings.link_minutes * 60, session_seconds=settings.session_hours * 3600
     )
-    return WebFront(router=console_router(signins), pages=Console(daemon, signins).app())
+    console = Console(daemon, signins)
+    pages = console.app([*JobsPage(console).routes(), *SessionsPage(console).routes()])
+    return WebFront(router=console_router(signins), pages=pages)

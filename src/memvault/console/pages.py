@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, quote
@@ -30,7 +30,7 @@ from starlette.applications import Starlette
 from starlette.datastructures import MutableHeaders
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
-from starlette.routing import Mount, Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -131,14 +131,15 @@ class Console:
             lstrip_blocks=True,
         )
         self.env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False)
+        self.env.filters["when"] = lambda v: (v or "")[:16].replace("T", " ")
 
     @property
     def cookie_name(self) -> str:
         """The session cookie's name: per port, as cookies are shared across a host's ports."""
         return f"memvault_console_{self.daemon.port}"
 
-    def app(self) -> ASGIApp:
-        """The pages as one ASGI app."""
+    def app(self, more: Sequence[BaseRoute] = ()) -> ASGIApp:
+        """The pages as one ASGI app (with ``more`` pages' routes)."""
         routes = [
             Route("/", self.today_page),
             Route("/feed", self.feed),
@@ -149,6 +150,7 @@ class Console:
             Route("/approvals/{short_id}", self.decide, methods=["POST"]),
             Route("/signin", self.sign_in),
             Route("/signout", self.sign_out, methods=["POST"]),
+            *more,
             Mount("/static", StaticFiles(packages=[("memvault.console", "static")])),
         ]
         pages = Starlette(
@@ -338,12 +340,12 @@ class Console:
             else:
                 listed = await self.run(visit, views.recent, self.daemon, filters)
         except PageRefusedError as refusal:
-            if _fragment(request):
+            if is_fragment(request):
                 return self.render(
                     "message_inline.html", None, refusal.status, message=refusal.message
                 )
             return self.refused(refusal)
-        template = "results.html" if _fragment(request) else "memories.html"
+        template = "results.html" if is_fragment(request) else "memories.html"
         return self.render(
             template,
             visit,
@@ -460,7 +462,7 @@ class Console:
         return response
 
 
-def _fragment(request: Request) -> bool:
+def is_fragment(request: Request) -> bool:
     """Whether htmx asks for a part of the page (a history restore wants the whole page)."""
     headers = request.headers
     return bool(headers.get("hx-request")) and not headers.get("hx-history-restore-request")

@@ -190,6 +190,37 @@ def _left_by_run(change: dict[str, Any]) -> set[str | None]:
     return {change.get("before_hash"), *change.get("written", [])}
 
 
+@dataclass(frozen=True)
+class FileVersions:
+    """One file a run changed, for showing what it did: its bytes before the run (None: it
+    did not exist), its bytes now (None: it does not exist), whether it still holds what
+    the run left, and whether the copy from before is still kept (undo removes it)."""
+
+    path: str
+    before: bytes | None
+    now: bytes | None
+    as_left: bool
+    kept: bool
+
+
+def versions(vault: Vault, run_id: int, changes: Iterable[dict[str, Any]]) -> list[FileVersions]:
+    """Each file of ``changes`` (a run's metadata) as it was before run ``run_id`` and as
+    it is now; read only, nothing is changed."""
+    folder = snapshot_dir(vault, run_id)
+    found = []
+    for change in changes:
+        path = change["path"]
+        now = _read(vault, path)
+        before: bytes | None = None
+        kept = True
+        if change.get("before") is not None:
+            copy = folder / change["before"]
+            kept = copy.is_file()
+            before = copy.read_bytes() if kept else None
+        found.append(FileVersions(path, before, now, digest(now) in _left_by_run(change), kept))
+    return found
+
+
 def undo(vault: Vault, run_id: int, changes: Iterable[dict[str, Any]]) -> list[str]:
     """Restore the files ``changes`` lists to what they held before run ``run_id``.
 

@@ -318,6 +318,14 @@ class Sessions:
             raise NotFoundError(f"There is no session {key!r}.")
         return _session(rows[0])
 
+    def find(self, session_id: int) -> Session:
+        """One session by its id (of the confined agent's own)."""
+        rows = self.db.query("SELECT * FROM sessions WHERE id = ?", (session_id,))
+        agent = confined_agent()
+        if not rows or (agent is not None and rows[0]["agent"] != agent):
+            raise NotFoundError(f"There is no session {session_id}.")
+        return _session(rows[0])
+
     def last_ended(self) -> Session | None:
         """The session that ended most recently, if any."""
         rows = self.db.query(
