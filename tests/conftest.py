@@ -12,6 +12,7 @@ or every memvault CLI a test runs compiles the package again (half a second each
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -98,12 +99,48 @@ def embedder() -> HashEmbedder:
 BACKENDS = ("sqlite", "postgres")
 
 
+# Seconds each module took in a recorded run (``MEMVAULT_RECORD_MODULE_SECONDS=1 make test``
+# writes it anew); only the order of the run depends on it.
+MODULE_SECONDS = Path(__file__).with_name("module_seconds.json")
+_UNRECORDED_SLOW = 60.0  # a slow module the record does not know yet still goes early
+_spent: dict[str, float] = {}
+
+
+def _module(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The modules that hold a ``slow`` test run first, each kept together: xdist's
-    workers (``--dist loadscope``) start on the longest work and finish together,
-    instead of one running the real OpenClaw for minutes while the other waits."""
-    slow = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow)
+    """The longest modules run first, each kept together: xdist's workers (``--dist
+    loadscope``) start on the longest work and finish together, instead of one running the
+    real OpenClaw for minutes while the others wait. The lengths are the recorded ones; a
+    module the record does not know counts as long when it holds a ``slow`` test."""
+    try:
+        recorded: dict[str, float] = json.loads(MODULE_SECONDS.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        recorded = {}
+    slow = {_module(item.nodeid) for item in items if item.get_closest_marker("slow")}
+
+    def length(item: pytest.Item) -> float:
+        module = _module(item.nodeid)
+        return recorded.get(module, _UNRECORDED_SLOW if module in slow else 0.0)
+
+    items.sort(key=lambda item: -length(item))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Each module's seconds (setup, call and teardown of its tests), for the record."""
+    _spent[_module(report.nodeid)] = _spent.get(_module(report.nodeid), 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Write the record when asked (by the run that saw every module: xdist's controller)."""
+    if not os.environ.get("MEMVAULT_RECORD_MODULE_SECONDS") or hasattr(
+        session.config, "workerinput"
+    ):
+        return
+    ordered = dict(sorted(((m, round(s, 1)) for m, s in _spent.items()), key=lambda kv: -kv[1]))
+    MODULE_SECONDS.write_text(json.dumps(ordered, indent=1) + "\n", encoding="utf-8")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
