@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 OPENCLAW_DIR := $(VENV)/openclaw
 OPENCLAW_STAMP := $(OPENCLAW_DIR)/.installed
 
-.PHONY: install openclaw postgres run test lint typecheck pytest bench bench-quick bench-qa screenshots clean
+.PHONY: install openclaw postgres run test lint typecheck pytest bench bench-quick bench-qa screenshots docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -76,7 +76,13 @@ pytest: $(STAMP) $(OPENCLAW_STAMP) $(DEBIAN_STAMP) $(PG_STAMP)
 # The checks run side by side: mypy (2 min from a clean clone) fills the time the tests
 # spend waiting on servers and processes.
 test: $(STAMP) $(OPENCLAW_STAMP) $(DEBIAN_STAMP) $(PG_STAMP)
-	$(MAKE) --no-print-directory -j3 lint typecheck pytest
+	$(MAKE) --no-print-directory -j3 lint typecheck pytest docs
+
+# The documentation site in site/ (mkdocs.yml); --strict fails on a broken link or anchor.
+# NO_MKDOCS_2_WARNING quiets a notice of the theme; never --quiet: it hides the warnings
+# --strict counts, and a broken link would pass.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # The console's photographs in docs/console/ (the README shows them), made by its tests.
 screenshots: $(STAMP) $(DEBIAN_STAMP)
@@ -94,4 +100,4 @@ bench-qa: $(STAMP)
 	cd bench && ../$(BIN)/python locomo_qa.py $(QA_ARGS)
 
 clean:
-	rm -rf $(VENV) $(DEMO_VAULT) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(DEMO_VAULT) site .pytest_cache .mypy_cache .ruff_cache
