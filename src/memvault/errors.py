@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-# Every exit status of the ``memvault`` command (README.md, "Exit codes", lists the same).
+# Every exit status of the ``memvault`` command (docs/exit-codes.md lists the same).
 EXIT_OK = 0
 EXIT_FAILED = 1  # a check or run failed (doctor, ask, serve --status: no daemon) or declined
 EXIT_NOT_APPROVED = 8  # a tier 2 or 3 tool call was not approved

@@ -22,7 +22,7 @@ TOKEN_BYTES = 32
 LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 REMOTE_WARNING = (
     "Listening on {host}: other machines can reach this API, and it speaks plain HTTP. "
-    "Put TLS in front of it (a reverse proxy such as Caddy or nginx; the README shows one), "
+    "Put TLS in front of it (a reverse proxy such as Caddy or nginx; docs/security.md shows one), "
     "and give each agent a named token (memvault tokens create) rather than the token in {path}."
 )
 
