@@ -1,15 +1,21 @@
-"""The console's browser: Debian's chromium, driven by Playwright (pytest-playwright's
-fixtures), never a browser Playwright downloads. A missing browser fails the tests:
-``make test`` installs it (the Makefile's Debian packages)."""
+"""The console's browser: Debian's chromium, driven by Playwright, never a browser
+Playwright downloads. A missing browser fails the tests: ``make test`` installs it (the
+Makefile's Debian packages).
+
+Playwright's synchronous API runs an event loop of its own for as long as it is started,
+so it is started for a module and stopped after it: a worker that ran these tests then
+runs the next module's ``asyncio.run`` (MCP clients, the CLI's channel sends) with no
+loop left behind.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from playwright.sync_api import expect
+from playwright.sync_api import Browser, expect, sync_playwright
 
 from waiting import WAIT
 
@@ -18,12 +24,17 @@ CHROMIUM = Path(os.environ.get("MEMVAULT_TEST_CHROMIUM", "/usr/bin/chromium"))
 expect.set_options(timeout=WAIT * 1000)
 
 
-@pytest.fixture(scope="session")
-def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[str, Any]:
-    """Launch Debian's chromium (``MEMVAULT_TEST_CHROMIUM`` names another)."""
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Debian's chromium (``MEMVAULT_TEST_CHROMIUM`` names another), for one module."""
     if not CHROMIUM.is_file():
         pytest.fail(
             f"No browser at {CHROMIUM}: the console's tests need Debian's chromium "
             "(`make test` installs it; or apt-get install chromium)."
         )
-    return {**browser_type_launch_args, "executable_path": str(CHROMIUM)}
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM))
+        try:
+            yield launched
+        finally:
+            launched.close()
