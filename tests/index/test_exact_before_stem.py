@@ -93,8 +93,14 @@ def _forget_the_exact_view(runtime: Runtime) -> None:
         conn.execute("DROP TABLE chunks_exact")
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION - 1}")
     else:
+        # The keyword postings (migration 9) came after the exact view and read it.
+        conn.execute("DROP TRIGGER chunks_fts_postings ON chunks_fts")
+        conn.execute("DROP TABLE chunk_words, chunk_forms")
+        conn.execute(
+            "DROP FUNCTION postings_changed(), postings_of(bigint, tsvector, tsvector, integer)"
+        )
         conn.execute("ALTER TABLE chunks_fts DROP COLUMN own_exact, DROP COLUMN ctx_exact")
-        conn.execute("DELETE FROM memvault_schema WHERE version = 8")
+        conn.execute("DELETE FROM memvault_schema WHERE version >= 8")
 
 
 def test_an_index_written_before_migrates_at_the_next_open(

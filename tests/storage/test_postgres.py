@@ -61,6 +61,7 @@ REAL = [
     (6, "token agents"),
     (7, "memory reads"),
     (8, "exact words"),
+    (9, "keyword postings"),
 ]
 NOTES = Migration(NEXT, "notes", "CREATE TABLE notes (id serial PRIMARY KEY, body text NOT NULL)")
 SLOW = Migration(
@@ -144,7 +145,7 @@ def test_pooled_connections_read_and_write_vectors(storage: PostgresStorage) -> 
 def test_a_fresh_database_is_migrated_to_the_latest_version(database: str) -> None:
     assert "memvault_schema" not in tables(database)
     with PostgresStorage.open(SETTINGS, environ=env(database)) as storage:
-        assert storage.schema_version == len(MIGRATIONS) == 8
+        assert storage.schema_version == len(MIGRATIONS) == 9
     assert history(database) == REAL
     with psycopg.connect(database) as conn:
         assert conn.execute(

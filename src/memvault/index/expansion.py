@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memvault.index.graph import ENTITY_KINDS
-from memvault.sqlite import get_meta
 
 # Only entities pass relevance on. Not insights (frontmatter ``type: insight``): a cluster by
 # likeness, whose members a search by likeness finds already; passing an insight's relevance
@@ -102,10 +101,11 @@ class EntityNames:
 
     def _refresh(self, conn: Any) -> None:
         # Any note added, moved or removed bumps the structure; any edit the newest indexed_at.
-        key = (
-            get_meta(conn, "structure_version"),
-            conn.execute("SELECT max(indexed_at) FROM notes").fetchone()[0],
-        )
+        row = conn.execute(
+            "SELECT (SELECT value FROM meta WHERE key = 'structure_version'),"
+            " (SELECT max(indexed_at) FROM notes)"
+        ).fetchone()
+        key = (row[0], row[1])
         if key == self._key:
             return
         paths: dict[str, str] = {}
@@ -212,63 +212,67 @@ class _Graph:
 
     def load(self, paths: Iterable[str], *, related: bool = False) -> None:
         """Look up the chunks and memories (and, with ``related``, the related entities) of
-        every entity in ``paths`` not looked up yet: a few queries for all of them."""
+        every entity in ``paths`` not looked up yet: one query for all of them."""
         wanted = [p for p in dict.fromkeys(paths) if p not in self._chunks]
-        for start in range(0, len(wanted), 400):
+        relating = [p for p in dict.fromkeys(paths) if p not in self._related] if related else []
+        for start in range(0, max(len(wanted), len(relating)), 400):
             batch = wanted[start : start + 400]
-            marks = ",".join("?" * len(batch))
+            also = relating[start : start + 400]
+            marks = ",".join("?" * len(batch)) or "NULL"
+            others = ",".join("?" * len(also)) or "NULL"
             chunks: dict[str, list[int]] = {p: [] for p in batch}
-            for r in self.conn.execute(
-                "SELECT n.path, c.id FROM chunks c JOIN notes n ON n.id = c.note_id"
-                f" WHERE n.path IN ({marks}) AND c.archived = 0 ORDER BY n.path, c.ordinal",
-                batch,
-            ):
-                chunks[str(r[0])].append(int(r[1]))
             memories: dict[str, list[int]] = {p: [] for p in batch}
+            found: dict[str, list[tuple[str, str | None]]] = {p: [] for p in also}
             for r in self.conn.execute(
-                # What the entity's note links by block reference, and the memories linking it.
-                "SELECT e.path, c.id FROM notes e JOIN links l ON l.note_id = e.id"
+                # 1: the entity note's chunks. 2: what the entity's note links by block
+                # reference, and the memories linking it. 3: the related entities, either
+                # way, by a typed relation that still holds (a Relations item, a
+                # frontmatter property); a plain link in passing relates nothing here.
+                "SELECT 1 AS part, n.path, c.id, CAST(NULL AS TEXT) AS other,"
+                " CAST(NULL AS TEXT) AS relation, c.ordinal"
+                " FROM chunks c JOIN notes n ON n.id = c.note_id"
+                f" WHERE n.path IN ({marks}) AND c.archived = 0"
+                " UNION ALL SELECT 2, e.path, c.id, NULL, NULL, NULL FROM notes e"
+                " JOIN links l ON l.note_id = e.id"
                 " JOIN memories m ON m.id = substr(l.subpath, 2) AND l.subpath LIKE '^%'"
                 " JOIN chunks c ON c.id = m.chunk_id"
                 f" WHERE e.path IN ({marks}) AND c.archived = 0"
-                " UNION ALL SELECT at.resolved, c.id FROM ("
+                " UNION ALL SELECT 2, at.resolved, c.id, NULL, NULL, NULL FROM ("
                 "  SELECT l.resolved, l.line, (SELECT c.id FROM chunks c"
                 "   WHERE c.note_id = l.note_id AND c.start_line <= l.line"
                 "   ORDER BY c.start_line DESC LIMIT 1) AS chunk"
                 "  FROM links l JOIN notes n ON n.id = l.note_id"
                 f"  WHERE l.resolved IN ({marks}) AND n.kind = 'memory') AS at"
                 " JOIN chunks c ON c.id = at.chunk"
-                " WHERE c.memory_id IS NOT NULL AND c.end_line >= at.line AND c.archived = 0",
-                [*batch, *batch],
+                " WHERE c.memory_id IS NOT NULL AND c.end_line >= at.line AND c.archived = 0"
+                " UNION ALL SELECT DISTINCT 3, e.path, CAST(NULL AS BIGINT), o.path, l.relation,"
+                " CAST(NULL AS BIGINT) FROM notes e"
+                " JOIN links l ON l.note_id = e.id JOIN notes o ON o.path = l.resolved"
+                f" WHERE e.path IN ({others}) AND l.relation IS NOT NULL"
+                f" AND l.valid_until IS NULL AND o.path != e.path AND {_is_node('o')}"
+                " UNION ALL SELECT DISTINCT 3, l.resolved, CAST(NULL AS BIGINT), o.path,"
+                " l.relation, CAST(NULL AS BIGINT)"
+                " FROM links l JOIN notes o ON o.id = l.note_id"
+                f" WHERE l.resolved IN ({others}) AND l.relation IS NOT NULL"
+                f" AND l.valid_until IS NULL AND o.path != l.resolved AND {_is_node('o')}"
+                " ORDER BY 1, 2, 6",
+                [*batch, *batch, *batch, *also, *also],
             ):
-                memories[str(r[0])].append(int(r[1]))
+                part, path = int(r[0]), str(r[1])
+                if part == 1:
+                    chunks[path].append(int(r[2]))
+                elif part == 2:
+                    memories[path].append(int(r[2]))
+                else:
+                    found[path].append((str(r[3]), r[4]))
             for path in batch:
                 self._chunks[path] = chunks[path][:20]
                 self._memories[path] = list(dict.fromkeys(memories[path]))
-        if related:
-            self._load_related([p for p in dict.fromkeys(paths) if p not in self._related])
+            for path in also:
+                self._related[path] = list(dict.fromkeys(found[path]))
 
     def _load_related(self, paths: list[str]) -> None:
-        for start in range(0, len(paths), 400):
-            batch = paths[start : start + 400]
-            marks = ",".join("?" * len(batch))
-            found: dict[str, list[tuple[str, str | None]]] = {p: [] for p in batch}
-            for r in self.conn.execute(
-                # Either way, by a typed relation that still holds (a Relations item, a
-                # frontmatter property); a plain link in passing relates nothing here.
-                "SELECT e.path, o.path, l.relation FROM notes e JOIN links l ON l.note_id = e.id"
-                " JOIN notes o ON o.path = l.resolved"
-                f" WHERE e.path IN ({marks}) AND l.relation IS NOT NULL"
-                f" AND l.valid_until IS NULL AND o.path != e.path AND {_is_node('o')}"
-                " UNION SELECT l.resolved, o.path, l.relation FROM links l"
-                " JOIN notes o ON o.id = l.note_id"
-                f" WHERE l.resolved IN ({marks}) AND l.relation IS NOT NULL"
-                f" AND l.valid_until IS NULL AND o.path != l.resolved AND {_is_node('o')}",
-                [*batch, *batch],
-            ):
-                found[str(r[0])].append((str(r[1]), r[2]))
-            for path in batch:
-                self._related[path] = list(dict.fromkeys(found[path]))
+        self.load(paths, related=True)
 
     def chunks(self, path: str) -> list[int]:
         """The entity note's chunks (the first 20)."""
@@ -294,23 +298,19 @@ def _entities_of_memories(conn: Any, rows: list[Any]) -> list[tuple[int, str]]:
     if not rows:
         return []
     by_block = {"^" + str(r["memory_id"]): int(r["id"]) for r in rows}
-    found = [
-        (by_block[str(r[0])], str(r[1]))
-        for r in conn.execute(
-            "SELECT DISTINCT l.subpath, e.path FROM links l JOIN notes e ON e.id = l.note_id"
-            f" WHERE l.subpath IN ({','.join('?' * len(by_block))}) AND {_is_node('e')}",
-            list(by_block),
-        )
-    ]
     marks = ",".join("?" * len(rows))
-    found += [
-        (int(r[0]), str(r[1]))
+    # Both in one query: by block reference (1), and by the memory's own link (2).
+    found = [
+        (by_block[str(r[1])] if int(r[0]) == 1 else int(r[1]), str(r[2]))
         for r in conn.execute(
-            "SELECT DISTINCT c.id, e.path FROM chunks c JOIN links l ON l.note_id = c.note_id"
+            "SELECT DISTINCT 1, l.subpath, e.path FROM links l JOIN notes e ON e.id = l.note_id"
+            f" WHERE l.subpath IN ({','.join('?' * len(by_block))}) AND {_is_node('e')}"
+            " UNION ALL SELECT DISTINCT 2, CAST(c.id AS TEXT), e.path FROM chunks c"
+            " JOIN links l ON l.note_id = c.note_id"
             " AND l.line BETWEEN c.start_line AND c.end_line"
             " JOIN notes e ON e.path = l.resolved"
             f" WHERE c.id IN ({marks}) AND {_is_node('e')}",
-            [int(r["id"]) for r in rows],
+            [*by_block, *[int(r["id"]) for r in rows]],
         )
     ]
     return list(dict.fromkeys(found))

@@ -22,6 +22,7 @@ the PostgreSQL table ``chunks_fts``, which holds both views.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -109,6 +110,10 @@ class Keywords(Protocol):
         """The exact view's tokens of ``text`` (lower case, no accents, not stemmed)."""
         ...
 
+    def tokens_each(self, texts: Sequence[str]) -> list[list[str]]:
+        """The tokens (stems) of each of ``texts``: :meth:`tokens` for several at once."""
+        ...
+
     def document_frequencies(self, stems: Collection[str]) -> dict[str, int]:
         """How many chunks hold each token, in any column (kept until the index changes)."""
         ...
@@ -132,6 +137,10 @@ class Keywords(Protocol):
 
     def text_frequency(self, word: str) -> int:
         """How many chunks hold ``word`` in their text."""
+        ...
+
+    def pinned(self) -> contextlib.AbstractContextManager[None]:
+        """A block (one search) that may take the index's state as read once."""
         ...
 
 
@@ -261,6 +270,9 @@ class Fts5Keywords:
     def exact_tokens(self, text: str) -> list[str]:
         return self._tokenised(text, exact=True)
 
+    def tokens_each(self, texts: Sequence[str]) -> list[list[str]]:
+        return [self._tokenised(text, exact=False) for text in texts]
+
     def _tokenised(self, text: str, *, exact: bool) -> list[str]:
         known = self._tokens.get((text, exact))
         if known is not None:
@@ -356,6 +368,9 @@ class Fts5Keywords:
             )
             found.append({chunk_id for (chunk_id,) in rows if chunk_id in among})
         return found
+
+    def pinned(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()  # asking SQLite whether anything changed is free
 
     def text_frequency(self, word: str) -> int:
         row = self.conn.execute(

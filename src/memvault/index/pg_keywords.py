@@ -1,4 +1,4 @@
-"""The keyword index on PostgreSQL: FTS5's BM25, computed over tsvectors.
+"""The keyword index on PostgreSQL: FTS5's BM25, computed over postings of tsvectors.
 
 ``chunks_fts`` (:mod:`memvault.storage.pg_schema`) holds a chunk's four
 columns, and PostgreSQL derives from them ``own`` (text, title twice, tags:
@@ -8,22 +8,26 @@ same two vectors unstemmed (``own_exact``, ``ctx_exact``: the exact view of
 :mod:`memvault.index.keywords`, FTS5's ``chunks_exact``).
 
 The method is FTS5's ``bm25()``, so that ranking gets the same numbers on
-both backends (:mod:`memvault.index.ranking` calibrates them): the OR of the
-query words' lexemes finds the matches through the GIN indexes, each match's
-vectors come back cut down to the query's lexemes (``ts_filter`` over
-``setweight``), and each is scored, for each query lexeme,
+both backends (:mod:`memvault.index.ranking` calibrates them), and it reads what
+FTS5 reads: postings, not documents. A trigger keeps, for every word of a row,
+``chunk_words`` (the stem, the chunk, its positions in ``own`` and in ``ctx``,
+the row's length ``tokens``) and ``chunk_forms`` (the same for the exact view).
+A query's BM25 is one statement: an index scan of its stems' postings, summed
+per chunk, for each query lexeme
 ``idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * |D| / avgdl))`` with k1 1.2,
 b 0.75, tf the lexeme's positions in ``own`` (or ``ctx``), |D| ``tokens`` and
-``idf = ln((N - n + 0.5) / (n + 0.5))`` floored at 1e-6. The document
-frequencies n, N and avgdl are counted once and kept until a write to
-``chunks_fts`` counts up ``keywords_version`` in ``meta``. With a word being
-typed, the rows holding a word that starts so join the matches, ordered, as on
-SQLite, with the prefix's BM25 over the exact vectors (own and context
-together) added: its tf the positions of every lexeme starting with it.
+``idf = ln((N - n + 0.5) / (n + 0.5))`` floored at 1e-6; only the best come
+back. The document frequencies n, N and avgdl are counted once and kept until a
+write to ``chunks_fts`` counts up ``keywords_version`` in ``meta`` (read once
+per search: :meth:`PgKeywords.pinned`). With a word being typed, the rows holding
+a word that starts so join the matches, ordered, as on SQLite, with the prefix's
+BM25 over the exact postings (own and context together) added: its tf the
+positions of every word starting with it, a range scan of ``chunk_forms``.
 
-The score is computed here rather than in SQL: at 10k chunks (a median of
-1,300 matches a query) Python takes 7.9 ms a query at the median, the same sum
-in SQL 8.8 to 10.7 ms (bench/pg_keywords.py; bench/results/2026-11-24-pg-keywords.md).
+Before issue 31 each match's vectors came back cut to the query's lexemes and were
+scored in Python (7.9 ms at 10k chunks on a quiet machine, issue 17); reading every
+match's vectors on the server was itself most of a search's cost, and grew with the
+matches (bench/pg_keywords.py; bench/results/2026-11-27-pg-speed.md).
 
 Text is cut into words at punctuation and stemmed by the same Porter stemmer as
 FTS5's ``porter unicode61``, so the numbers agree; they differ for accents (FTS5
@@ -33,10 +37,11 @@ punctuation beyond the common marks ``words()`` lists.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections import Counter
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Collection, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from memvault.index.keywords import COUNTS_KEPT, TOKENS_KEPT, Form, Scored, merged
@@ -51,28 +56,36 @@ K1 = 1.2
 B = 0.75
 
 
-# The matches of a tsquery: each row's length and its vectors cut down to the query's
-# lexemes (as text: ``'garden':3A,9A 'water':1A``), ``{started}``: how often a word
-# starting with the prefix being typed stands in its exact vectors, and whether it holds
-# a query word (it may hold only the prefix). Takes the lexemes, the tsquery, what
-# ``{started}`` and ``{either}`` take, then what ``{extra}`` takes.
-_MATCHES = (
-    "WITH p AS (SELECT ?::text[] AS lexemes, ?::tsquery AS query)"
-    " SELECT f.rowid, f.tokens, ts_filter(setweight(f.own, 'A', p.lexemes), '{{a}}')::text,"
-    " ts_filter(setweight(f.ctx, 'A', p.lexemes), '{{a}}')::text, {started},"
-    " f.own @@ p.query OR f.ctx @@ p.query"
-    " FROM chunks_fts f{join}, p WHERE (f.own @@ p.query OR f.ctx @@ p.query{either}){extra}"
+# BM25 of the chunks holding any of the query's stems, from the postings: per stem its
+# weight (idf times the query's count), per chunk its own and context score. Takes the
+# stems, their weights, avgdl, then what ``{extra}`` takes, then the limit.
+_STEMMED = (
+    "WITH q AS (SELECT * FROM unnest(?::text[], ?::float8[]) AS q(lexeme, weight)),"
+    " s AS (SELECT w.rowid,"
+    " sum(q.weight * w.own * {k1_plus} / (w.own + {norm})) AS own,"
+    " sum(q.weight * w.ctx * {k1_plus} / (w.ctx + {norm})) AS ctx"
+    " FROM q JOIN chunk_words w ON w.lexeme = q.lexeme{among} GROUP BY w.rowid)"
+    " SELECT s.rowid, s.own, s.ctx FROM s{join} WHERE TRUE{extra}"
+    " ORDER BY s.own + s.ctx DESC, s.rowid LIMIT ?"
 )
-# With a prefix (given twice as text, then twice as its tsquery): the positions of the
-# words starting so, and a row holding one matches.
+# The BM25 of the word being typed as a prefix of the exact words (own and context
+# together), from the postings of every word starting so. Takes the prefix's idf, avgdl,
+# the range of words (from, below), what ``{extra}`` takes, then the limit.
 _STARTED = (
-    "(SELECT coalesce(sum(cardinality(u.positions)), 0) FROM unnest(f.own_exact) u"
-    " WHERE starts_with(u.lexeme, ?::text))"
-    " + (SELECT coalesce(sum(cardinality(u.positions)), 0) FROM unnest(f.ctx_exact) u"
-    " WHERE starts_with(u.lexeme, ?::text))"
+    "WITH s AS (SELECT f.rowid, sum(f.own + f.ctx) AS started, max(f.tokens) AS tokens"
+    " FROM chunk_forms f WHERE f.lexeme >= ? AND f.lexeme < ? GROUP BY f.rowid)"
+    " SELECT s.rowid, ?::float8 * s.started * {k1_plus} / (s.started + {norm}) AS bm25"
+    " FROM s{join} WHERE TRUE{extra} ORDER BY bm25 DESC, s.rowid LIMIT ?"
 )
-_EITHER = " OR f.own_exact @@ ?::tsquery OR f.ctx_exact @@ ?::tsquery"
-_FILTER_JOIN = " JOIN chunks c ON c.id = f.rowid JOIN notes n ON n.id = c.note_id"
+_FILTER_JOIN = " JOIN chunks c ON c.id = s.rowid JOIN notes n ON n.id = c.note_id"
+_K1_PLUS = f"{K1 + 1!r}::float8"
+
+
+def _norm(tokens: str, avgdl: str) -> str:
+    """SQL: BM25's length normalisation, as :meth:`_Query._norm` computes it."""
+    return f"{K1!r}::float8 * ({1 - B!r}::float8 + {B!r}::float8 * {tokens} / {avgdl})"
+
+
 # One lexeme of a tsvector's text: quoted, ' and \ doubled; its positions (and weights).
 _LEXEME = re.compile(r"'((?:[^'\\]|''|\\.)*)':([0-9A-D,]+)")
 _UNESCAPE = re.compile(r"''|\\(.)")
@@ -115,6 +128,20 @@ def _bm25(weights: dict[str, float], vector: str, norm: float) -> float:
     return sum(weights.get(lex, 0.0) * tf * (K1 + 1) / (tf + norm) for lex, tf in _lexemes(vector))
 
 
+def _prefix_range(prefix: str) -> tuple[str, str]:
+    """The words (in the postings' ``C`` order) that start with ``prefix``: from it, and
+    below the word that follows every word starting so."""
+    last = ord(prefix[-1]) + 1
+    if 0xD800 <= last <= 0xDFFF:  # no UTF-8 for surrogates: the next character is past them
+        last = 0xE000
+    return prefix, prefix[:-1] + chr(min(last, 0x10FFFF))
+
+
+def _form_range(form: Form) -> tuple[str, str]:
+    """The range of exact words a form covers: itself (a word), or its prefix's range."""
+    return _prefix_range(form.token) if form.prefix else (form.token, form.token + "\x01")
+
+
 def lexeme_query(lexeme: str) -> str:
     """A tsquery matching ``lexeme`` as it is (no parsing, no stemming: safe for any text)."""
     return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
@@ -135,6 +162,8 @@ class PgKeywords:
         self._form_df: dict[Form, int] = {}
         self._corpus: tuple[int, float] | None = None  # N and avgdl
         self._version: str | None = None
+        self._pins = 0  # searches holding ``pinned``
+        self._checked = False  # the version was read in the pinned block
 
     # -- matches -------------------------------------------------------------------
 
@@ -163,30 +192,44 @@ class PgKeywords:
     ) -> list[Scored]:
         """The best ``limit`` matches of ``prepared`` (joined and filtered), best first; with
         a word being typed, the stems' best and the prefix's best, :func:`merged` as FTS5's."""
+        stemmed = self._stemmed(prepared, join, extra, params, limit)
         prefix = prepared.prefix
-        started = [prefix, prefix, *[form_query(Form(prefix, prefix=True))] * 2] if prefix else []
-        sql = _MATCHES.format(
-            join=join,
-            extra=extra,
-            started=_STARTED if prefix else "0",
-            either=_EITHER if prefix else "",
+        if prefix is None:
+            return stemmed
+        sql = _STARTED.format(
+            k1_plus=_K1_PLUS, norm=_norm("s.tokens", "?::float8"), join=join, extra=extra
         )
         rows = self.conn.execute(
-            sql, [list(prepared.weights), prepared.tsquery, *started, *params]
+            sql, [*_prefix_range(prefix), prepared.prefix_idf, prepared.avgdl, *params, limit]
         ).fetchall()
-        stemmed: list[Scored] = []
-        starting: list[tuple[int, float]] = []
-        for r in rows:
-            chunk_id, tokens = int(r[0]), int(r[1])
-            if r[5]:
-                stemmed.append((chunk_id, *prepared.score(tokens, str(r[2]), str(r[3]))))
-            if int(r[4]):
-                starting.append((chunk_id, prepared.started_score(tokens, int(r[4]))))
-        stemmed.sort(key=lambda s: (-(s[1] + s[2]), s[0]))
-        if prefix is None:
-            return stemmed[:limit]
-        starting.sort(key=lambda s: (-s[1], s[0]))
-        return merged(stemmed[:limit], starting[:limit], limit)
+        return merged(stemmed, [(int(r[0]), float(r[1])) for r in rows], limit)
+
+    def _stemmed(
+        self,
+        prepared: _Query,
+        join: str,
+        extra: str,
+        params: Sequence[Any],
+        limit: int,
+        among: Sequence[int] | None = None,
+    ) -> list[Scored]:
+        """The best ``limit`` chunks holding a stem of ``prepared``: their own and context
+        BM25, computed on the postings (only ``among``, when given)."""
+        sql = _STEMMED.format(
+            k1_plus=_K1_PLUS,
+            norm=_norm("w.tokens", "?::float8"),
+            among="" if among is None else " AND w.rowid = ANY(?::bigint[])",
+            join=join,
+            extra=extra,
+        )
+        lexemes = list(prepared.weights)
+        weights = [prepared.weights[lex] for lex in lexemes]
+        before = [] if among is None else [[int(i) for i in among]]
+        # avgdl once per score (own, context), each in its own norm.
+        rows = self.conn.execute(
+            sql, [lexemes, weights, prepared.avgdl, prepared.avgdl, *before, *params, limit]
+        ).fetchall()
+        return [(int(r[0]), float(r[1]), float(r[2])) for r in rows]
 
     def ranked(self, query: ParsedQuery, limit: int) -> list[Scored]:
         prepared = self._query(query)
@@ -205,13 +248,7 @@ class PgKeywords:
         if prepared is None:
             return {}
         # The stems' BM25 of the chunks holding a query word (the prefix aside, as in FTS5).
-        found = self._scored(
-            replace(prepared, prefix=None),
-            "",
-            " AND f.rowid = ANY(?::bigint[])",
-            [[int(i) for i in ids]],
-            len(ids),
-        )
+        found = self._stemmed(prepared, "", "", [], len(ids), among=ids)
         return {chunk_id: (own, ctx) for chunk_id, own, ctx in found}
 
     def phrased(self, phrases: Sequence[Sequence[str]], limit: int) -> list[int]:
@@ -235,29 +272,45 @@ class PgKeywords:
         return self.tokens_each([text], exact=True)[0]
 
     def tokens_each(self, texts: Sequence[str], *, exact: bool = False) -> list[list[str]]:
-        """The tokens of each of ``texts``, stemmed or ``exact`` (one round trip for those
-        not seen before)."""
+        """The tokens of each of ``texts``, stemmed or ``exact``: one round trip for those
+        not seen before, which learns both (a query's words are asked both ways)."""
         unseen = list(dict.fromkeys(t for t in texts if (t, exact) not in self._tokens))
         if unseen:
             if len(self._tokens) > TOKENS_KEPT:
                 self._tokens.clear()
-            found: dict[int, list[str]] = {i: [] for i in range(1, len(unseen) + 1)}
-            config = _EXACT_CONFIG if exact else _CONFIG
+            wanted = [(t, e) for t in unseen for e in (False, True)]
+            found: dict[int, list[str]] = {i: [] for i in range(1, len(wanted) + 1)}
             rows = self.conn.execute(
-                "SELECT w.i, u.lexeme FROM unnest(?::text[]) WITH ORDINALITY AS w(text, i)"
-                f" CROSS JOIN LATERAL unnest(to_tsvector({config}, words(w.text))) AS u"
+                "SELECT w.i, u.lexeme"
+                " FROM unnest(?::text[], ?::boolean[]) WITH ORDINALITY AS w(text, exact, i)"
+                " CROSS JOIN LATERAL unnest(to_tsvector(CASE WHEN w.exact"
+                f" THEN {_EXACT_CONFIG} ELSE {_CONFIG} END, words(w.text))) AS u"
                 " CROSS JOIN LATERAL unnest(u.positions) AS at(position)"
                 " ORDER BY w.i, at.position",
-                [unseen],
+                [[t for t, _ in wanted], [e for _, e in wanted]],
             )
             for i, lexeme in rows:
                 found[int(i)].append(str(lexeme))
-            for i, text in enumerate(unseen, start=1):
-                self._tokens[(text, exact)] = found[i]
+            for i, key in enumerate(wanted, start=1):
+                self._tokens[key] = found[i]
         return [list(self._tokens[(t, exact)]) for t in texts]
+
+    @contextlib.contextmanager
+    def pinned(self) -> Iterator[None]:
+        """Within the block (one search), whether the index changed is asked once."""
+        self._pins += 1
+        try:
+            yield
+        finally:
+            self._pins -= 1
+            if not self._pins:
+                self._checked = False
 
     def _check_version(self) -> None:
         """Forget the counts when ``chunks_fts`` changed since they were counted."""
+        if self._checked:
+            return
+        self._checked = self._pins > 0
         row = self.conn.execute("SELECT value FROM meta WHERE key = 'keywords_version'").fetchone()
         version = str(row[0]) if row is not None else "0"
         if version != self._version or len(self._df) + len(self._form_df) > COUNTS_KEPT:
@@ -285,24 +338,25 @@ class PgKeywords:
         missing = [s for s in dict.fromkeys(stems) if s not in self._df]
         if missing:
             rows = self.conn.execute(
-                "SELECT w.stem, (SELECT count(*) FROM chunks_fts f"
-                " WHERE f.own @@ w.query OR f.ctx @@ w.query)"
-                " FROM unnest(?::text[], ?::text[]::tsquery[]) AS w(stem, query)",
-                [missing, [lexeme_query(s) for s in missing]],
+                "SELECT lexeme, count(*) FROM chunk_words WHERE lexeme = ANY(?::text[])"
+                " GROUP BY lexeme",
+                [missing],
             )
-            for stem, count in rows:
-                self._df[str(stem)] = int(count)
+            found = {str(lexeme): int(count) for lexeme, count in rows}
+            for stem in missing:
+                self._df[stem] = found.get(stem, 0)
         return {stem: self._df[stem] for stem in stems}
 
     def form_frequencies(self, forms: Collection[Form]) -> dict[Form, int]:
         self._counted()
         missing = [f for f in dict.fromkeys(forms) if f not in self._form_df]
         if missing:
+            # A prefix counts the rows holding any word starting so (a row may hold several).
             rows = self.conn.execute(
-                "SELECT w.i, (SELECT count(*) FROM chunks_fts f"
-                " WHERE f.own_exact @@ w.query OR f.ctx_exact @@ w.query)"
-                " FROM unnest(?::text[]::tsquery[]) WITH ORDINALITY AS w(query, i)",
-                [[form_query(f) for f in missing]],
+                "SELECT w.i, (SELECT count(DISTINCT f.rowid) FROM chunk_forms f"
+                " WHERE f.lexeme >= w.low AND f.lexeme < w.high)"
+                " FROM unnest(?::text[], ?::text[]) WITH ORDINALITY AS w(low, high, i)",
+                [list(bounds) for bounds in zip(*map(_form_range, missing), strict=True)],
             )
             for i, count in rows:
                 self._form_df[missing[int(i) - 1]] = int(count)
@@ -313,9 +367,14 @@ class PgKeywords:
         if not among or not forms:
             return found
         rows = self.conn.execute(
-            "SELECT w.i, f.rowid FROM unnest(?::text[]::tsquery[]) WITH ORDINALITY AS w(query, i)"
-            " JOIN chunks_fts f ON f.rowid = ANY(?::bigint[]) AND f.own_exact @@ w.query",
-            [[form_query(f) for f in forms], [int(i) for i in among]],
+            "SELECT DISTINCT w.i, f.rowid"
+            " FROM unnest(?::text[], ?::text[]) WITH ORDINALITY AS w(low, high, i)"
+            " JOIN chunk_forms f ON f.lexeme >= w.low AND f.lexeme < w.high"
+            " AND f.rowid = ANY(?::bigint[]) AND f.own > 0",
+            [
+                *(list(bounds) for bounds in zip(*map(_form_range, forms), strict=True)),
+                [int(i) for i in among],
+            ],
         )
         for i, chunk_id in rows:
             found[int(i) - 1].add(int(chunk_id))
@@ -325,12 +384,28 @@ class PgKeywords:
         found: list[set[int]] = [set() for _ in words]
         if not among or not words:
             return found
-        # Every word in one round trip.
+        # A word of one stem is looked up in the postings; one of several stems (a phrase
+        # to the stemmer: "e-mail") in the chunks' vectors. Every word in one round trip.
+        stems = self.tokens_each(words)
+        single = [(i, s[0]) for i, s in enumerate(stems, start=1) if len(s) == 1]
+        phrases = [
+            (i, w) for i, (w, s) in enumerate(zip(words, stems, strict=True), start=1) if len(s) > 1
+        ]
         rows = self.conn.execute(
-            "SELECT w.i, f.rowid FROM unnest(?::text[]) WITH ORDINALITY AS w(word, i)"
+            "SELECT w.i, p.rowid FROM unnest(?::bigint[], ?::text[]) AS w(i, lexeme)"
+            " JOIN chunk_words p ON p.lexeme = w.lexeme AND p.rowid = ANY(?::bigint[])"
+            " AND p.own > 0"
+            " UNION ALL SELECT w.i, f.rowid FROM unnest(?::bigint[], ?::text[]) AS w(i, word)"
             " JOIN chunks_fts f ON f.rowid = ANY(?::bigint[])"
             f" AND f.own @@ phraseto_tsquery({_CONFIG}, words(w.word))",
-            [list(words), [int(i) for i in among]],
+            [
+                [i for i, _ in single],
+                [s for _, s in single],
+                [int(i) for i in among],
+                [i for i, _ in phrases],
+                [w for _, w in phrases],
+                [int(i) for i in among] if phrases else [],
+            ],
         )
         for i, chunk_id in rows:
             found[int(i) - 1].add(int(chunk_id))

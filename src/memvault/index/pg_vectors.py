@@ -14,12 +14,20 @@ copy to keep in this process: ``warm`` does nothing.
   ``ef_search`` rows, 1,000 at most).
 - Vectors of more than 2,000 dimensions (pgvector's limit for an HNSW index
   on ``vector``) are stored and searched exactly, without an index.
+- *Warm*, as SQLite's store: once :meth:`PgVectorStore.warm` ran (a process that
+  searches often; on its own for an index of up to ``WARM_THRESHOLD`` vectors), the
+  vectors are also held here in one NumPy matrix and searched exactly with one matrix
+  product, with SQLite's own arithmetic (the same cosines, the same order). A search
+  first reads ``vector_version`` and the table's existence (one statement, kept for
+  the rest of a search that :meth:`PgVectorStore.pinned` holds); another process's
+  write makes the copy load again, this process's writes update it in place.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,7 +36,7 @@ from pgvector import Vector
 from pgvector.psycopg import register_vector
 
 from memvault.index.embedders import Vectors
-from memvault.index.vectors import SAMPLE_SIZE, cosine_spread
+from memvault.index.vectors import SAMPLE_SIZE, WARM_THRESHOLD, cosine_spread
 from memvault.sqlite import get_meta, set_meta
 from memvault.storage.dialect import PgConnection
 
@@ -53,7 +61,11 @@ class PgVectorStore:
         self._sample_of = 0
         self._sample_version: str | None = None  # ``vector_version`` when last counted
         self._registered = False
-        self.keep_warm = False  # nothing to keep: the server holds the vectors
+        self.keep_warm = False  # hold every vector here (else: once warmed, or a small index)
+        self._warm: _WarmCopy | None = None
+        self._pins = 0
+        self._pinned: tuple[str | None, bool] | None = None  # (vector_version, exists)
+        self._counted: tuple[str | None, int] | None = None  # (vector_version, count)
 
     def _register(self) -> None:
         """Read and write ``vector`` columns as numpy arrays (pgvector's adapter)."""
@@ -65,8 +77,33 @@ class PgVectorStore:
 
     def exists(self) -> bool:
         """Whether the vector table has been created."""
-        row = self.conn.execute(f"SELECT to_regclass('{TABLE}') IS NOT NULL").fetchone()
-        return bool(row and row[0])
+        return self._state()[1]
+
+    def _state(self) -> tuple[str | None, bool]:
+        """``vector_version`` and whether the table exists: one statement (none while a
+        search holds :meth:`pinned` and read them already)."""
+        if self._pinned is not None:
+            return self._pinned
+        row = self.conn.execute(
+            "SELECT (SELECT value FROM meta WHERE key = 'vector_version'),"
+            f" to_regclass('{TABLE}') IS NOT NULL"
+        ).fetchone()
+        state = (None if row is None or row[0] is None else str(row[0]), bool(row and row[1]))
+        if self._pins:
+            self._pinned = state
+        return state
+
+    @contextlib.contextmanager
+    def pinned(self) -> Iterator[None]:
+        """Within the block (one search), the version and the table's existence are read
+        once: what a search reads is one state of the index (its writes take the lock)."""
+        self._pins += 1
+        try:
+            yield
+        finally:
+            self._pins -= 1
+            if not self._pins:
+                self._pinned = None
 
     def dimension(self) -> int | None:
         """The vector size of the table, or None before the first vector."""
@@ -96,19 +133,30 @@ class PgVectorStore:
         with self._lock:
             self._sample = None
             self._sample_version = None
+            self._warm = None
 
     def count(self) -> int:
-        """How many vectors are stored."""
-        if not self.exists():
+        """How many vectors are stored (counted again after a write)."""
+        version, exists = self._state()
+        if not exists:
             return 0
-        row = self.conn.execute(f"SELECT count(*) FROM {TABLE}").fetchone()
-        return int(row[0]) if row else 0
+        if self._counted is None or self._counted[0] != version:
+            row = self.conn.execute(f"SELECT count(*) FROM {TABLE}").fetchone()
+            self._counted = (version, int(row[0]) if row else 0)
+        return self._counted[1]
 
     # -- writing (callers hold a transaction) ----------------------------------
 
     def _bump(self) -> None:
-        version = str(int(get_meta(self.conn, "vector_version") or "0") + 1)
+        before = get_meta(self.conn, "vector_version")
+        version = str(int(before or "0") + 1)
         set_meta(self.conn, "vector_version", version)
+        self._pinned = None
+        with self._lock:
+            # A copy that held the table before this write holds it after (the caller
+            # updates it); one another process's write had outdated stays outdated.
+            if self._warm is not None and self._warm.version == before:
+                self._warm.version = version
 
     def put(self, ids: Sequence[int], matrix: Vectors) -> None:
         """Store (or replace) the vectors of ``ids``."""
@@ -126,6 +174,9 @@ class PgVectorStore:
                 rows,
             )
         self._bump()
+        with self._lock:
+            if self._warm is not None:
+                self._warm.put([r[0] for r in rows], [r[1] for r in rows])
 
     def delete(self, ids: Iterable[int]) -> None:
         """Forget the vectors of ``ids`` (missing ones are ignored)."""
@@ -134,6 +185,9 @@ class PgVectorStore:
             return
         self.conn.raw.execute(f"DELETE FROM {TABLE} WHERE rowid = ANY(%s::bigint[])", (keys,))
         self._bump()
+        with self._lock:
+            if self._warm is not None:
+                self._warm.delete(keys)
 
     # -- reading ----------------------------------------------------------------
 
@@ -141,6 +195,9 @@ class PgVectorStore:
         """The stored vectors of ``ids`` (absent ones are left out)."""
         if not len(ids) or not self.exists():
             return {}
+        warm = self._fresh_copy()
+        if warm is not None:
+            return warm.get(ids)
         self._register()
         rows = self.conn.raw.execute(
             f"SELECT rowid, embedding FROM {TABLE} WHERE rowid = ANY(%s::bigint[])",
@@ -158,6 +215,12 @@ class PgVectorStore:
         """
         if k <= 0 or (allowed is not None and not len(allowed)) or not self.exists():
             return []
+        warm = self._fresh_copy()
+        if warm is None and (self.keep_warm or self.count() <= WARM_THRESHOLD):
+            self.warm()
+            warm = self._fresh_copy()
+        if warm is not None:
+            return warm.search(query, k, allowed)
         self._register()
         vector = np.ascontiguousarray(query, dtype=np.float32)
         if allowed is not None or k > _EXACT_ABOVE:
@@ -202,8 +265,16 @@ class PgVectorStore:
         vectors moved by a tenth (counted only after a write: counting takes longer than
         the search it serves)."""
         with self._lock:
-            version = get_meta(self.conn, "vector_version")
+            version = self._state()[0]
             if self._sample is not None and version == self._sample_version:
+                return self._sample
+            warm = self._fresh_copy()
+            if warm is not None:  # as SQLite's warm store takes it: no statement
+                count = warm.count()
+                self._sample_version = version
+                if self._sample is None or abs(count - self._sample_of) > count // 10:
+                    self._sample = warm.sample(max(1, count // SAMPLE_SIZE), SAMPLE_SIZE)
+                    self._sample_of = count
                 return self._sample
             count = self.count()
             self._sample_version = version
@@ -232,7 +303,106 @@ class PgVectorStore:
             return sample
 
     def warm(self) -> None:
-        """Nothing to load: the server keeps the vectors (and the HNSW graph) in memory."""
+        """Load every vector into memory (again, if another process changed them)."""
+        if self._fresh_copy() is not None:
+            return
+        with self._lock:
+            version, exists = self._state()
+            self._register()
+            rows = (
+                self.conn.raw.execute(
+                    f"SELECT rowid, embedding FROM {TABLE} ORDER BY rowid", binary=True
+                ).fetchall()
+                if exists
+                else []
+            )
+            dim = self.dimension() or 0
+            self._warm = _WarmCopy(
+                [int(r[0]) for r in rows], [_array(r[1]) for r in rows], dim, version
+            )
+
+    def _fresh_copy(self) -> _WarmCopy | None:
+        """The warm copy, if it holds what the table holds now."""
+        with self._lock:
+            warm = self._warm
+        if warm is None or warm.version != self._state()[0]:
+            return None
+        return warm
+
+
+class _WarmCopy:
+    """Every vector of the table in one matrix, searched as SQLite's warm store searches
+    (:class:`memvault.index.vectors.VectorStore`): the same products, the same order."""
+
+    def __init__(
+        self, ids: list[int], vectors: list[npt.NDArray[np.float32]], dim: int, version: str | None
+    ) -> None:
+        self.version = version
+        self.ids = np.asarray(ids, dtype=np.int64)
+        self.matrix: Vectors = (
+            np.stack(vectors).astype(np.float32, copy=False).reshape(len(ids), dim)
+            if ids
+            else np.zeros((0, dim), dtype=np.float32)
+        )
+        self.alive = np.ones(len(ids), dtype=bool)
+        self.row_of = {chunk_id: row for row, chunk_id in enumerate(ids)}
+
+    def count(self) -> int:
+        return int(self.alive.sum())
+
+    def sample(self, step: int, size: int) -> Vectors:
+        return self.matrix[np.flatnonzero(self.alive)[::step][:size]].copy()
+
+    def get(self, ids: Sequence[int]) -> dict[int, npt.NDArray[np.float32]]:
+        return {int(i): self.matrix[self.row_of[int(i)]] for i in ids if int(i) in self.row_of}
+
+    def put(self, ids: Sequence[int], vectors: Sequence[npt.NDArray[np.float32]]) -> None:
+        new_ids: list[int] = []
+        new_rows = []
+        for chunk_id, vector in zip(ids, vectors, strict=True):
+            row = self.row_of.get(int(chunk_id))
+            if row is not None:
+                self.matrix[row] = vector
+            else:
+                new_ids.append(int(chunk_id))
+                new_rows.append(vector)
+        if new_ids:
+            start = len(self.ids)
+            block = np.asarray(new_rows, dtype=np.float32).reshape(len(new_ids), -1)
+            self.matrix = block if start == 0 else np.vstack([self.matrix, block])
+            self.ids = np.concatenate([self.ids, np.asarray(new_ids, dtype=np.int64)])
+            self.alive = np.concatenate([self.alive, np.ones(len(new_ids), dtype=bool)])
+            for offset, chunk_id in enumerate(new_ids):
+                self.row_of[chunk_id] = start + offset
+
+    def delete(self, ids: Sequence[int]) -> None:
+        for chunk_id in ids:
+            row = self.row_of.pop(int(chunk_id), None)
+            if row is not None:
+                self.alive[row] = False
+        dead = int((~self.alive).sum())
+        if dead and dead > len(self.alive) // 4:
+            keep = self.alive
+            self.ids, self.matrix = self.ids[keep], self.matrix[keep]
+            self.alive = np.ones(len(self.ids), dtype=bool)
+            self.row_of = {int(c): r for r, c in enumerate(self.ids)}
+
+    def search(
+        self, query: npt.NDArray[np.float32], k: int, allowed: Sequence[int] | None
+    ) -> list[tuple[int, float]]:
+        if not len(self.ids):
+            return []
+        scores = self.matrix @ np.asarray(query, dtype=np.float32)
+        mask = self.alive
+        if allowed is not None:
+            mask = mask & np.isin(self.ids, np.asarray(list(allowed), dtype=np.int64))
+        scores = np.where(mask, scores, -np.inf)
+        k = min(k, int(mask.sum()))
+        if k <= 0:
+            return []
+        top = np.argpartition(-scores, k - 1)[:k]
+        top = top[np.argsort(-scores[top])]
+        return [(int(self.ids[i]), float(scores[i])) for i in top]
 
 
 def _array(value: Any) -> npt.NDArray[np.float32]:

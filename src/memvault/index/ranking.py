@@ -107,8 +107,8 @@ class Vocabulary:
         keywords = self.keywords
         total = keywords.documents()
         first: dict[str, str] = {}  # stem -> the first word that has it
-        for word in words:
-            stems = keywords.tokens(word)
+        listed = list(words)
+        for word, stems in zip(listed, keywords.tokens_each(listed), strict=True):
             if len(stems) == 1:
                 first.setdefault(stems[0], word)
         counts = keywords.document_frequencies(first)

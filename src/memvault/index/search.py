@@ -222,12 +222,14 @@ class Searcher:
         if not 1 <= limit <= 1000:
             raise InvalidInputError("The result limit must be between 1 and 1000.")
         qvec, notice = (None, None)
-        if mode != "keyword":
-            # Outside the index lock: other searches go on while the model works.
-            qvec, notice = self.index.embed_query(query, wait=wait_for_model)
-        used = mode if qvec is not None else "keyword"
-        with self.index.lock:
-            hits = self._search(query, limit, filters, qvec, used, mmr_lambda, min_score)
+        # The stores' state (PostgreSQL's versions) is read once for the whole search.
+        with self.index.vectors.pinned():
+            if mode != "keyword":
+                # Outside the index lock: other searches go on while the model works.
+                qvec, notice = self.index.embed_query(query, wait=wait_for_model)
+            used = mode if qvec is not None else "keyword"
+            with self.index.lock, self.keywords.pinned():
+                hits = self._search(query, limit, filters, qvec, used, mmr_lambda, min_score)
         results = SearchResults(hits, mode=used, notice=notice)
         for observer in self._observers:
             try:

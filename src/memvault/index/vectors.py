@@ -16,6 +16,7 @@ writes made by another process and reloads.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterable, Sequence
 
@@ -91,6 +92,11 @@ class VectorStore:
         self.conn.execute("DELETE FROM meta WHERE key = 'vector_dim'")
         self._bump()
         self._clear()
+
+    def pinned(self) -> contextlib.AbstractContextManager[None]:
+        """A block (one search) that may take the store's state as read once (PostgreSQL's
+        store reads it; this one asks SQLite, which costs nothing)."""
+        return contextlib.nullcontext()
 
     def count(self) -> int:
         """How many vectors are stored."""

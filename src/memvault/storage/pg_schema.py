@@ -418,6 +418,61 @@ CREATE INDEX chunks_fts_own_exact ON {INDEX_SCHEMA}.chunks_fts USING gin(own_exa
 CREATE INDEX chunks_fts_ctx_exact ON {INDEX_SCHEMA}.chunks_fts USING gin(ctx_exact)
 """
 
+# The keyword index's postings, as FTS5 keeps them: one row per word a chunk holds, with
+# how often it stands in the chunk's own words and in its context, and the chunk's length,
+# stemmed (``chunk_words``, from ``own`` and ``ctx``) and as written (``chunk_forms``, from
+# ``own_exact`` and ``ctx_exact``). A search's BM25 is then an index scan over the query's
+# words (a prefix's: a range of the ``C``-ordered index), never a read of every matching
+# chunk's vectors. A trigger writes them with each ``chunks_fts`` row; they go with it.
+POSTINGS_SQL = f"""
+SET LOCAL search_path = {INDEX_SCHEMA}, public;
+CREATE TABLE chunk_words (
+    lexeme text COLLATE "C" NOT NULL,
+    rowid bigint NOT NULL REFERENCES chunks_fts(rowid) ON DELETE CASCADE,
+    own integer NOT NULL,
+    ctx integer NOT NULL,
+    tokens integer NOT NULL,
+    PRIMARY KEY (lexeme, rowid) INCLUDE (own, ctx, tokens)
+);
+CREATE INDEX chunk_words_rowid ON chunk_words (rowid);
+CREATE TABLE chunk_forms (
+    lexeme text COLLATE "C" NOT NULL,
+    rowid bigint NOT NULL REFERENCES chunks_fts(rowid) ON DELETE CASCADE,
+    own integer NOT NULL,
+    ctx integer NOT NULL,
+    tokens integer NOT NULL,
+    PRIMARY KEY (lexeme, rowid) INCLUDE (own, ctx, tokens)
+);
+CREATE INDEX chunk_forms_rowid ON chunk_forms (rowid);
+CREATE FUNCTION postings_of(bigint, tsvector, tsvector, integer)
+    RETURNS TABLE (lexeme text, rowid bigint, own integer, ctx integer, tokens integer)
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS 'SELECT coalesce(o.lexeme, c.lexeme), $1, coalesce(cardinality(o.positions), 0),
+        coalesce(cardinality(c.positions), 0), $4
+        FROM unnest($2) o FULL JOIN unnest($3) c ON c.lexeme = o.lexeme';
+CREATE FUNCTION postings_changed() RETURNS trigger LANGUAGE plpgsql AS '
+    BEGIN
+        IF TG_OP = ''UPDATE'' THEN
+            DELETE FROM {INDEX_SCHEMA}.chunk_words WHERE rowid = OLD.rowid;
+            DELETE FROM {INDEX_SCHEMA}.chunk_forms WHERE rowid = OLD.rowid;
+        END IF;
+        INSERT INTO {INDEX_SCHEMA}.chunk_words
+            SELECT * FROM {INDEX_SCHEMA}.postings_of(NEW.rowid, NEW.own, NEW.ctx, NEW.tokens);
+        INSERT INTO {INDEX_SCHEMA}.chunk_forms
+            SELECT * FROM {INDEX_SCHEMA}.postings_of(
+                NEW.rowid, NEW.own_exact, NEW.ctx_exact, NEW.tokens);
+        RETURN NULL;
+    END';
+CREATE TRIGGER chunks_fts_postings AFTER INSERT OR UPDATE ON chunks_fts
+    FOR EACH ROW EXECUTE FUNCTION postings_changed();
+INSERT INTO chunk_words SELECT p.* FROM chunks_fts f,
+    LATERAL postings_of(f.rowid, f.own, f.ctx, f.tokens) p;
+INSERT INTO chunk_forms SELECT p.* FROM chunks_fts f,
+    LATERAL postings_of(f.rowid, f.own_exact, f.ctx_exact, f.tokens) p;
+ANALYZE chunk_words;
+ANALYZE chunk_forms
+"""
+
 # The tables of each schema, in an order that copying them one by one respects their
 # foreign keys (``memvault storage migrate``).
 INDEX_TABLES = ("meta", "notes", "chunks", "chunk_tags", "links", "memories", "chunks_fts")
