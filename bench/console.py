@@ -46,6 +46,9 @@ QUERIES = [_query(random.Random(seed)) for seed in range(20)]
 # The daemon believes it listens on port 80, so the test client's Host (127.0.0.1) is its own.
 PORT = 80
 RUNS, SESSIONS, TURNS = 30, 60, 200
+# The Knowledge and People pages: this many people (Contacts/, each with facts and relations;
+# every 100th memory links the first), and insight notes, each from a few memories.
+PEOPLE, INSIGHTS = 100, 20
 
 
 def seed(root: Path, count: int) -> None:
@@ -56,12 +59,38 @@ def seed(root: Path, count: int) -> None:
     for n, (title, category) in enumerate(FILES.items()):
         lines = ["---", f"category: {category}", "tags: [memory]", "---", f"# {title}", ""]
         for i in range(per_file):
+            link = " with [[Person 0]]" if i % 100 == 0 else ""
             lines.append(
-                f"- {_sentence(rng, rng.randint(6, 20))} #t{i % 13}"
+                f"- {_sentence(rng, rng.randint(6, 20))}{link} #t{i % 13}"
                 f" [importance:: 0.5] [created:: 2026-01-01 10:00:00] [source:: cli]"
                 f" ^m-{n:02x}{i:06x}"
             )
         (root / f"Memory/{title}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (root / "Contacts").mkdir(exist_ok=True)
+    for n in range(PEOPLE):
+        facts = [
+            f"- [employer] Firm {n} [valid_from:: 2020-01-01] [valid_until:: 2024-01-01]",
+            f"- [employer] Firm {n + 1} [valid_from:: 2024-01-01]",
+            f"- [hobby] {_sentence(rng, 5)}",
+        ]
+        relations = [f"- friend_of [[Person {(n + 1) % PEOPLE}]]", f"- works_at [[Firm {n}]]"]
+        (root / f"Contacts/Person {n}.md").write_text(
+            f"---\ntype: person\n---\n# Person {n}\n\n## Observations\n"
+            + "\n".join(facts)
+            + "\n\n## Relations\n"
+            + "\n".join(relations)
+            + "\n",
+            encoding="utf-8",
+        )
+    (root / "Insights").mkdir(exist_ok=True)
+    for n in range(INSIGHTS):
+        sources = ", ".join(f"m-00{i:06x}" for i in range(n * 3, n * 3 + 3))
+        (root / f"Insights/Insight {n}.md").write_text(
+            f"---\ntype: insight\nsources: [{sources}]\n---\n# Insight {n}\n\n"
+            f"<!-- memvault:insight -->\n## Insight\n\n{_sentence(rng, 20)}\n"
+            "<!-- /memvault:insight -->\n",
+            encoding="utf-8",
+        )
 
 
 def _search_alone(daemon: Daemon, requests: int) -> dict[str, float]:
@@ -128,6 +157,12 @@ def measure(memories: int, requests: int) -> dict[str, Any]:
                 "a job run (MEMORY.md's diff)": ([f"/jobs/runs/{run_id}"], {}),
                 "sessions": (["/sessions"], {}),
                 f"a session ({TURNS} messages)": ([f"/sessions/{session_id}"], {}),
+                f"people (no channel, {PEOPLE} contacts)": (["/people"], {}),
+                f"knowledge ({PEOPLE} entities, {INSIGHTS} insights)": (["/knowledge"], {}),
+                "an entity (facts, relations, 100 mentions)": (
+                    ["/knowledge/Contacts/Person 0.md"],
+                    {},
+                ),
             }
             for name, (paths, headers) in plans.items():
                 first = time.perf_counter()

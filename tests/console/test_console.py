@@ -16,18 +16,26 @@ from typing import Any
 
 import httpx2 as httpx
 import pytest
+import tomli_w
 from playwright.sync_api import Browser, expect
 
+from channel_support import telegram_config
 from cli_support import EXIT_VAULT, invoke
 from console_support import PHONE, PNG, SHOTS, Watched, shoot, watch
 from console_support import sign_in_link as link_of
-from daemon_process import DaemonProcess
+from daemon_process import DaemonProcess, daemon_env
+from graph_support import KILN, write_people
+from memvault.jobs.distill import MARKERS
+from memvault.memory.state import StateDB
 from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
+from telegram_fake import FakeTelegram
 from waiting import WAIT, wait_for
 
 TEA = "I prefer green tea in the morning, never coffee"
 KEY = "The spare key is under the blue flowerpot by the door"
+# Strangers who write to the agent's Telegram bot (the fake), each waiting to be let in.
+BOB, EVE, MALLORY = 555, 556, 557
 MEMORIES = [
     (TEA, "preference", ["drinks"]),
     ("We chose PostgreSQL for the shared memory of the research agents", "decision", ["infra"]),
@@ -37,13 +45,28 @@ MEMORIES = [
 
 
 @pytest.fixture(scope="module")
-def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
-    """One daemon for the module, with a few memories."""
+def telegram() -> Iterator[FakeTelegram]:
+    """The fake Bot API the module's daemon's Telegram channel polls."""
+    with FakeTelegram() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def daemon(
+    tmp_path_factory: pytest.TempPathFactory, telegram: FakeTelegram
+) -> Iterator[DaemonProcess]:
+    """One daemon for the module, with a few memories, a Telegram channel (the fake) and the
+    entity notes of graph_support."""
     root = tmp_path_factory.mktemp("console") / "vault"
     init_vault(Vault(root))
-    process = DaemonProcess(root)
+    write_people(root)
+    config = root / ".memvault/config.toml"
+    channels = {"channels": {"telegram": telegram_config(telegram, policy="pairing")}}
+    config.write_text(config.read_text(encoding="utf-8") + "\n" + tomli_w.dumps(channels))
+    process = DaemonProcess(root, env=daemon_env(TELEGRAM_BOT_TOKEN=telegram.token))
     try:
         with process.client() as api:
+            assert api.post("/v1/memories", json={"text": KILN}).status_code == 200
             for text, category, tags in MEMORIES:
                 stored = api.post(
                     "/v1/memories", json={"text": text, "category": category, "tags": tags}
@@ -103,14 +126,19 @@ def test_without_the_cookie_no_page_gives_data(console: Watched, daemon: DaemonP
     tea = memory_id(daemon, TEA)
     pages = (
         *("/", "/memories", "/memories?q=green+tea", f"/memories/{tea}", "/feed", "/approvals"),
-        *("/jobs", "/jobs/runs/1", "/sessions", "/sessions/1"),
+        *("/jobs", "/jobs/runs/1", "/sessions", "/sessions/1", "/people"),
+        *("/knowledge", "/knowledge/Contacts/Melanie.md"),
     )
     with httpx.Client(base_url=daemon.url, timeout=WAIT) as stranger:
         for path in pages:
             answer = stranger.get(path)
             assert answer.status_code == 401, path
             assert "green tea" not in answer.text and "not signed in" in answer.text
+            assert "Melanie" not in answer.text and "Ronaldo" not in answer.text
             assert answer.headers["content-security-policy"].startswith("default-src 'self'")
+        for change in ("/people/telegram/approve", "/outbox/1/retry"):
+            refused = stranger.post(change, data={"sender": str(BOB)})
+            assert refused.status_code == 401, change
         stranger.cookies.set(console.cookie()["name"], "x")
         forged = stranger.get("/memories?q=green+tea")
         assert forged.status_code == 401 and "green tea" not in forged.text
@@ -313,7 +341,124 @@ def test_a_sessions_transcript(console: Watched, daemon: DaemonProcess) -> None:
     expect(page.get_by_role("alert")).to_have_text(f"There is no session {session_id + 1000}.")
 
 
-def test_a_read_token_opens_a_read_only_console(browser: Browser, daemon: DaemonProcess) -> None:
+def stranger_writes(
+    daemon: DaemonProcess, telegram: FakeTelegram, sender: int, name: str
+) -> dict[str, Any]:
+    """``sender`` writes to the bot; once the daemon has them waiting, their record."""
+    telegram.push_message(sender, f"hello, this is {name}", first_name=name, username=name.lower())
+
+    def waiting() -> dict[str, Any] | None:
+        with daemon.client() as api:
+            found = api.get("/v1/channels/pending", params={"channel": "telegram"})
+        return next((s for s in found.json()["result"] if s["sender_id"] == str(sender)), None)
+
+    return wait_for(waiting, f"{name} to wait for pairing")
+
+
+def decision(daemon: DaemonProcess, sender: int) -> tuple[str, str | None]:
+    """A sender's status and who decided it, as state.db (which the CLI reads) holds it."""
+    state = StateDB(daemon.vault / ".memvault")
+    try:
+        (row,) = state.query(
+            "SELECT status, decided_by FROM channel_senders WHERE channel = 'telegram'"
+            " AND sender_id = ?",
+            (str(sender),),
+        )
+        return str(row["status"]), row["decided_by"]
+    finally:
+        state.close()
+
+
+def test_pair_a_waiting_sender_and_block_another_from_the_page(
+    console: Watched, daemon: DaemonProcess, telegram: FakeTelegram
+) -> None:
+    bob = stranger_writes(daemon, telegram, BOB, "Bob")
+    stranger_writes(daemon, telegram, EVE, "Eve")
+    page = console.page
+    page.get_by_role("link", name="People").click()
+    expect(page.get_by_role("heading", name="Channels and people")).to_be_visible()
+    channel = page.locator('[data-channel="telegram"]')
+    expect(channel.locator(".state")).to_have_text("running")
+    expect(channel.locator(".last")).to_contain_text("hello, this is")
+    waiting = page.locator(f'[data-sender="telegram:{BOB}"]')
+    expect(waiting).to_contain_text("Bob")
+    expect(waiting).to_contain_text(f"code {bob['code'][:4]}-{bob['code'][4:]}")
+    shoot(page, "people")
+
+    waiting.get_by_role("button", name="Approve").click()
+    expect(page.get_by_role("status")).to_have_text(f"Approved Bob @bob (id {BOB}) on telegram.")
+    expect(page.locator(f'[data-sender="telegram:{BOB}"]')).to_have_count(0)
+    assert decision(daemon, BOB) == ("approved", "console")
+    listed = invoke(daemon.vault, "channels", "pending", "--json")
+    assert listed.exit_code == 0, listed.output
+    assert str(BOB) not in {s["sender_id"] for s in json.loads(listed.output)}
+    # Let in, Bob became a contact, known on Telegram.
+    contact = page.locator('[data-contact="Contacts/Bob.md"]')
+    expect(contact).to_contain_text(f"telegram {BOB}")
+    assert (daemon.vault / "Contacts/Bob.md").is_file()
+
+    page.locator(f'[data-sender="telegram:{EVE}"]').get_by_role("button", name="Block").click()
+    expect(page.get_by_role("status")).to_contain_text(f"Blocked Eve @eve (id {EVE})")
+    expect(page.locator(f'[data-sender="telegram:{EVE}"]')).to_have_count(0)
+    assert decision(daemon, EVE) == ("blocked", "console")
+    assert not (daemon.vault / "Contacts/Eve.md").exists()
+
+    # A second decision on the same sender is the service's refusal, in its sentence.
+    again = console.context.request.post(
+        f"{daemon.url}/people/telegram/approve",
+        form={"csrf": console.csrf(), "sender": "999"},
+        headers={"Origin": daemon.url},
+    )
+    assert again.status == 404 and "999" in again.text()
+
+
+def test_an_entitys_facts_relations_and_mentions_and_an_insights_evidence(
+    console: Watched, daemon: DaemonProcess
+) -> None:
+    tea = memory_id(daemon, TEA)
+    insight = daemon.vault / "Insights/Morning drinks.md"
+    insight.parent.mkdir(exist_ok=True)
+    block = MARKERS.block("## Insight\n\nTea, not coffee, every morning.\n\n## Evidence\n\n- x")
+    insight.write_text(
+        f"---\ntype: insight\nsources: [{tea}]\n---\n# Morning drinks\n\n{block}\n",
+        encoding="utf-8",
+    )
+    page = console.page
+    page.get_by_role("link", name="Knowledge").click()
+    expect(page.get_by_role("heading", name="Knowledge", exact=True)).to_be_visible()
+    row = page.locator('[data-entity="Contacts/Melanie.md"]')
+    expect(row.locator("td").nth(1)).to_have_text("person")
+    caroline = page.locator('[data-entity="Contacts/Caroline.md"]')
+    expect(caroline.locator("td").nth(2)).to_have_text("1")  # sister_of Anna
+    found = page.locator('[data-insight="Insights/Morning drinks.md"]')
+    expect(found).to_contain_text("Tea, not coffee, every morning.")
+    found.locator("summary").click()
+    expect(found.get_by_role("link", name=TEA)).to_have_attribute("href", f"/memories/{tea}")
+    shoot(page, "knowledge")
+
+    row.get_by_role("link", name="Melanie").click()
+    expect(page.get_by_role("heading", name="Melanie")).to_be_visible()
+    facts = page.locator(".entity-facts tbody tr")
+    ended = facts.filter(has_text="Ronaldo")
+    expect(ended).to_contain_text("no longer holds")
+    expect(ended.locator("td").nth(2)).to_have_text("2025-01-02")
+    expect(ended.locator("td").nth(3)).to_have_text("2026-03-01")
+    expect(facts.filter(has_text="Messi")).to_have_class("current")
+    relations = page.locator(".entity-relations tbody tr")
+    expect(relations.filter(has_text="friend_of")).to_contain_text("Caroline")
+    expect(relations.filter(has_text="works_at").locator("td").nth(3)).to_have_text("2026-10-01")
+    expect(page.locator(".mentions")).to_contain_text("bought a kiln")
+    shoot(page, "entity")
+    page.locator(".entity-relations").get_by_role("link", name="Caroline").click()
+    expect(page.locator(".entity-relations")).to_contain_text("sister_of")
+    missing = page.goto(f"{daemon.url}/knowledge/Nobody")
+    assert missing is not None and missing.status == 404
+    expect(page.get_by_role("alert")).to_have_text("No entity called 'Nobody'.")
+
+
+def test_a_read_token_opens_a_read_only_console(
+    browser: Browser, daemon: DaemonProcess, telegram: FakeTelegram
+) -> None:
     made = invoke(daemon.vault, "tokens", "create", "viewer", "--scope", "read", "--json")
     assert made.exit_code == 0, made.output
     secret = json.loads(made.output)["token"]
@@ -353,6 +498,24 @@ def test_a_read_token_opens_a_read_only_console(browser: Browser, daemon: Daemon
     with daemon.client() as api:
         assert api.get("/v1/jobs/living_summary/runs").json()["result"][0]["id"] == run_id
     assert page.goto(f"{daemon.url}/sessions").status == 200  # type: ignore[union-attr]
+
+    # Channels and people: who waits is seen, not let in or shut out; no pairing code shown.
+    stranger_writes(daemon, telegram, MALLORY, "Mallory")
+    page.goto(f"{daemon.url}/people")
+    mallory = page.locator(f'[data-sender="telegram:{MALLORY}"]')
+    expect(mallory).to_contain_text("Mallory")
+    expect(mallory).not_to_contain_text("code")
+    expect(page.get_by_role("button")).to_have_count(1)  # Sign out, nothing else
+    for action in ("approve", "block"):
+        refused = watched.context.request.post(
+            f"{daemon.url}/people/telegram/{action}",
+            form={"csrf": watched.csrf(), "sender": str(MALLORY)},
+            headers={"Origin": daemon.url},
+        )
+        assert refused.status == 403 and "read scope" in refused.text(), action
+    assert decision(daemon, MALLORY) == ("pending", None)
+    page.goto(f"{daemon.url}/knowledge/Melanie")
+    expect(page.locator(".entity-facts")).to_contain_text("Messi")
     ended = invoke(daemon.vault, "ui", "--revoke", "--token", secret)
     assert ended.exit_code == 2 and "admin scope" in ended.output  # the owner's to do
     with daemon.client() as api:

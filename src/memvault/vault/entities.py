@@ -372,6 +372,8 @@ class Entities:
         wanted = _normal(name.removeprefix("[[").removesuffix("]]").split("|")[0])
         if not wanted:
             return None
+        if known is None and name.endswith(".md") and name in self.paths():
+            return name  # an entity note's own path: no need to read every entity
         known = self.names() if known is None else known
         if wanted in known:
             return known[wanted]

@@ -1,0 +1,132 @@
+"""The Channels and people page: each channel's state, error and last message; the senders
+waiting to be let in (approve, block); the outbox (retry a failed message); the contacts
+and the channels they are known on.
+
+The state is the hub's own report (what ``memvault channels status`` and ``GET
+/v1/channels`` show). Approve, block and retry take the path ``memvault channels
+approve`` / ``block`` / ``outbox retry`` and the API's routes take
+(:mod:`memvault.channels.owner`), so a decision is recorded alike wherever it is
+made (``decided_by`` says ``console``). They change who may talk to the agent, so
+they are the owner's (the admin scope); any scope may look, and only the owner's
+console is shown the pairing codes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from memvault.channels import owner
+from memvault.channels.access import shown_code
+from memvault.console.pages import Console, PageRefusedError, Visit
+from memvault.errors import MemvaultError
+from memvault.gateway.daemon import Daemon
+from memvault.gateway.tokens import Scope as TokenScope
+
+OUTBOX_SHOWN = 30
+_MAX_REF = 200
+BY = "console"
+
+
+def overview(daemon: Daemon, *, codes: bool) -> dict[str, Any]:
+    """Channels, waiting senders, the outbox's unsent messages and the contacts."""
+    hub = daemon.hub
+    channels = hub.status()
+    for channel in channels:
+        channel["last_message"] = _last_message(daemon, channel["channel"])
+    waiting = []
+    for sender in owner.pending(hub):
+        shown = sender.to_dict()
+        shown["code"] = shown_code(sender.code) if codes and sender.code else None
+        waiting.append(shown)
+    unsent = [
+        row.to_dict()
+        for status in ("failed", "pending")
+        for row in owner.outbox(hub, status, OUTBOX_SHOWN)
+    ]
+    return {
+        "channels": channels,
+        "waiting": waiting,
+        "outbox": unsent,
+        "contacts": [c.to_dict() for c in daemon.runtime.contacts.list()],
+    }
+
+
+def _last_message(daemon: Daemon, channel: str) -> dict[str, Any] | None:
+    """The newest message a running channel received or sent; None for a channel off."""
+    try:
+        found = daemon.hub.messages(channel, None, 1)["messages"]
+    except MemvaultError:  # not enabled: no adapter to ask
+        return None
+    return dict(found[-1]) if found else None
+
+
+class PeoplePage:
+    """The Channels and people page's routes, on a console."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.daemon = console.daemon
+
+    def routes(self) -> list[BaseRoute]:
+        """``/people``, a sender's approve and block, an outbox message's retry."""
+        return [
+            Route("/people", self.people_page),
+            Route("/people/{channel}/{action:str}", self.decide, methods=["POST"]),
+            Route("/outbox/{outbox_id:int}/retry", self.retry, methods=["POST"]),
+        ]
+
+    async def people_page(self, request: Request) -> Response:
+        """Channels, who waits, the outbox, the contacts."""
+        console = self.console
+        try:
+            visit = console.visit(request)
+            data = await console.run(visit, lambda: overview(self.daemon, codes=visit.is_admin))
+        except PageRefusedError as refusal:
+            return console.refused(refusal)
+        said = request.query_params.get("said", "")[:300]
+        return console.render("people.html", visit, page="people", said=said, **data)
+
+    async def decide(self, request: Request) -> Response:
+        """Approve or block a sender, as ``memvault channels approve`` / ``block`` do."""
+        console = self.console
+        visit: Visit | None = None
+        try:
+            visit = console.visit(request)
+            console.needs(visit, TokenScope.ADMIN)
+            fields = await console.changing(request, visit)
+            action = request.path_params["action"]
+            channel = request.path_params["channel"][:_MAX_REF]
+            sender = fields.get("sender", "").strip()[:_MAX_REF]
+            if action not in ("approve", "block") or not sender:
+                raise PageRefusedError(400, "Choose approve or block on the sender's own row.")
+            console.plain(sender, "sender")
+            console.plain(channel, "channel")
+            decide = owner.approve if action == "approve" else owner.block
+            decided = await console.run(
+                visit, lambda: decide(self.daemon.hub, channel, sender, by=BY)
+            )
+        except PageRefusedError as refusal:
+            return console.refused(refusal, visit)
+        done = "Approved" if action == "approve" else "Blocked"
+        said = f"{done} {decided.label} on {decided.channel}."
+        return RedirectResponse(f"/people?said={quote(said, safe='')}", status_code=303)
+
+    async def retry(self, request: Request) -> Response:
+        """Queue a failed outbox message again, as ``memvault channels outbox`` retry does."""
+        console = self.console
+        visit: Visit | None = None
+        outbox_id = request.path_params["outbox_id"]
+        try:
+            visit = console.visit(request)
+            console.needs(visit, TokenScope.ADMIN)
+            await console.changing(request, visit)
+            await console.run(visit, owner.retry, self.daemon.hub, outbox_id)
+        except PageRefusedError as refusal:
+            return console.refused(refusal, visit)
+        said = f"Outbox message {outbox_id} is queued again."
+        return RedirectResponse(f"/people?said={quote(said, safe='')}", status_code=303)
