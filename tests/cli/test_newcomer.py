@@ -445,8 +445,15 @@ def test_counts_agree_with_their_nouns(vault_dir: Path) -> None:
 
 def test_ctrl_c_stops_watch_quietly(vault_dir: Path) -> None:
     ok(vault_dir, "index")  # the watcher's first sync then finds nothing to report
+    # SIGINT's default handling, as from a terminal, whatever the worker left (see
+    # test_cli_agent.AS_FROM_A_TERMINAL).
+    reset = (
+        "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+        "signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT]); "
+        "os.execv(sys.argv[1], sys.argv[1:])"
+    )
     watcher = subprocess.Popen(
-        [*MEMVAULT, "--vault", str(vault_dir), "watch"],
+        [sys.executable, "-c", reset, *MEMVAULT, "--vault", str(vault_dir), "watch"],
         env=_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
