@@ -36,7 +36,7 @@ from pgvector import Vector
 from pgvector.psycopg import register_vector
 
 from memvault.index.embedders import Vectors
-from memvault.index.vectors import SAMPLE_SIZE, WARM_THRESHOLD, cosine_spread
+from memvault.index.vectors import SAMPLE_SIZE, WARM_THRESHOLD, WarmMatrix, cosine_spread
 from memvault.sqlite import get_meta, set_meta
 from memvault.storage.dialect import PgConnection
 
@@ -62,7 +62,7 @@ class PgVectorStore:
         self._sample_version: str | None = None  # ``vector_version`` when last counted
         self._registered = False
         self.keep_warm = False  # hold every vector here (else: once warmed, or a small index)
-        self._warm: _WarmCopy | None = None
+        self._warm: WarmMatrix | None = None
         self._pins = 0
         self._pinned: tuple[str | None, bool] | None = None  # (vector_version, exists)
         self._counted: tuple[str | None, int] | None = None  # (vector_version, count)
@@ -317,92 +317,20 @@ class PgVectorStore:
                 else []
             )
             dim = self.dimension() or 0
-            self._warm = _WarmCopy(
-                [int(r[0]) for r in rows], [_array(r[1]) for r in rows], dim, version
+            matrix = (
+                np.stack([_array(r[1]) for r in rows]).reshape(len(rows), dim)
+                if rows
+                else np.zeros((0, dim), dtype=np.float32)
             )
+            self._warm = WarmMatrix([int(r[0]) for r in rows], matrix, version)
 
-    def _fresh_copy(self) -> _WarmCopy | None:
+    def _fresh_copy(self) -> WarmMatrix | None:
         """The warm copy, if it holds what the table holds now."""
         with self._lock:
             warm = self._warm
         if warm is None or warm.version != self._state()[0]:
             return None
         return warm
-
-
-class _WarmCopy:
-    """Every vector of the table in one matrix, searched as SQLite's warm store searches
-    (:class:`memvault.index.vectors.VectorStore`): the same products, the same order."""
-
-    def __init__(
-        self, ids: list[int], vectors: list[npt.NDArray[np.float32]], dim: int, version: str | None
-    ) -> None:
-        self.version = version
-        self.ids = np.asarray(ids, dtype=np.int64)
-        self.matrix: Vectors = (
-            np.stack(vectors).astype(np.float32, copy=False).reshape(len(ids), dim)
-            if ids
-            else np.zeros((0, dim), dtype=np.float32)
-        )
-        self.alive = np.ones(len(ids), dtype=bool)
-        self.row_of = {chunk_id: row for row, chunk_id in enumerate(ids)}
-
-    def count(self) -> int:
-        return int(self.alive.sum())
-
-    def sample(self, step: int, size: int) -> Vectors:
-        return self.matrix[np.flatnonzero(self.alive)[::step][:size]].copy()
-
-    def get(self, ids: Sequence[int]) -> dict[int, npt.NDArray[np.float32]]:
-        return {int(i): self.matrix[self.row_of[int(i)]] for i in ids if int(i) in self.row_of}
-
-    def put(self, ids: Sequence[int], vectors: Sequence[npt.NDArray[np.float32]]) -> None:
-        new_ids: list[int] = []
-        new_rows = []
-        for chunk_id, vector in zip(ids, vectors, strict=True):
-            row = self.row_of.get(int(chunk_id))
-            if row is not None:
-                self.matrix[row] = vector
-            else:
-                new_ids.append(int(chunk_id))
-                new_rows.append(vector)
-        if new_ids:
-            start = len(self.ids)
-            block = np.asarray(new_rows, dtype=np.float32).reshape(len(new_ids), -1)
-            self.matrix = block if start == 0 else np.vstack([self.matrix, block])
-            self.ids = np.concatenate([self.ids, np.asarray(new_ids, dtype=np.int64)])
-            self.alive = np.concatenate([self.alive, np.ones(len(new_ids), dtype=bool)])
-            for offset, chunk_id in enumerate(new_ids):
-                self.row_of[chunk_id] = start + offset
-
-    def delete(self, ids: Sequence[int]) -> None:
-        for chunk_id in ids:
-            row = self.row_of.pop(int(chunk_id), None)
-            if row is not None:
-                self.alive[row] = False
-        dead = int((~self.alive).sum())
-        if dead and dead > len(self.alive) // 4:
-            keep = self.alive
-            self.ids, self.matrix = self.ids[keep], self.matrix[keep]
-            self.alive = np.ones(len(self.ids), dtype=bool)
-            self.row_of = {int(c): r for r, c in enumerate(self.ids)}
-
-    def search(
-        self, query: npt.NDArray[np.float32], k: int, allowed: Sequence[int] | None
-    ) -> list[tuple[int, float]]:
-        if not len(self.ids):
-            return []
-        scores = self.matrix @ np.asarray(query, dtype=np.float32)
-        mask = self.alive
-        if allowed is not None:
-            mask = mask & np.isin(self.ids, np.asarray(list(allowed), dtype=np.int64))
-        scores = np.where(mask, scores, -np.inf)
-        k = min(k, int(mask.sum()))
-        if k <= 0:
-            return []
-        top = np.argpartition(-scores, k - 1)[:k]
-        top = top[np.argsort(-scores[top])]
-        return [(int(self.ids[i]), float(scores[i])) for i in top]
 
 
 def _array(value: Any) -> npt.NDArray[np.float32]:

@@ -48,17 +48,87 @@ def cosine_spread(sample: Vectors, query: npt.NDArray[np.float32]) -> tuple[floa
     return float(centre), max(float(high - low) / 1.349, 1e-3)
 
 
+class WarmMatrix:
+    """Every vector of a store in one NumPy matrix, searched with one product: the warm
+    path of both stores (SQLite's and PostgreSQL's), so both give the same cosines in the
+    same order. ``version`` is the store's ``vector_version`` the matrix holds."""
+
+    def __init__(self, ids: Sequence[int], matrix: Vectors, version: str | None) -> None:
+        self.version = version
+        self.ids = np.asarray(ids, dtype=np.int64)
+        self.matrix = matrix
+        self.alive = np.ones(len(self.ids), dtype=bool)
+        self.row_of = {int(chunk_id): row for row, chunk_id in enumerate(ids)}
+
+    def count(self) -> int:
+        return int(self.alive.sum())
+
+    def sample(self, step: int, size: int) -> Vectors:
+        """Every ``step``-th live vector, at most ``size`` of them."""
+        return self.matrix[np.flatnonzero(self.alive)[::step][:size]].copy()
+
+    def get(self, ids: Sequence[int]) -> dict[int, npt.NDArray[np.float32]]:
+        return {int(i): self.matrix[self.row_of[int(i)]] for i in ids if int(i) in self.row_of}
+
+    def put(self, ids: Sequence[int], vectors: Vectors | Sequence[npt.NDArray[np.float32]]) -> None:
+        """Replace the rows of known ids; append the others (a matrix or a list of rows)."""
+        new_ids: list[int] = []
+        new_rows = []
+        for chunk_id, vector in zip(ids, vectors, strict=True):
+            row = self.row_of.get(int(chunk_id))
+            if row is not None:
+                self.matrix[row] = vector
+            else:
+                new_ids.append(int(chunk_id))
+                new_rows.append(vector)
+        if new_ids:
+            start = len(self.ids)
+            block = np.asarray(new_rows, dtype=np.float32).reshape(len(new_ids), -1)
+            self.matrix = block if start == 0 else np.vstack([self.matrix, block])
+            self.ids = np.concatenate([self.ids, np.asarray(new_ids, dtype=np.int64)])
+            self.alive = np.concatenate([self.alive, np.ones(len(new_ids), dtype=bool)])
+            for offset, chunk_id in enumerate(new_ids):
+                self.row_of[chunk_id] = start + offset
+
+    def delete(self, ids: Sequence[int]) -> None:
+        """Mark rows dead; compact once more than a quarter are."""
+        for chunk_id in ids:
+            row = self.row_of.pop(int(chunk_id), None)
+            if row is not None:
+                self.alive[row] = False
+        dead = int((~self.alive).sum())
+        if dead and dead > len(self.alive) // 4:
+            keep = self.alive
+            self.ids, self.matrix = self.ids[keep], self.matrix[keep]
+            self.alive = np.ones(len(self.ids), dtype=bool)
+            self.row_of = {int(c): r for r, c in enumerate(self.ids)}
+
+    def search(
+        self, query: npt.NDArray[np.float32], k: int, allowed: Sequence[int] | None
+    ) -> list[tuple[int, float]]:
+        """The ``k`` best ``(chunk id, cosine)``, among ``allowed`` when given."""
+        if not len(self.ids):
+            return []
+        scores = self.matrix @ np.asarray(query, dtype=np.float32)
+        mask = self.alive
+        if allowed is not None:
+            mask = mask & np.isin(self.ids, np.asarray(list(allowed), dtype=np.int64))
+        scores = np.where(mask, scores, -np.inf)
+        k = min(k, int(mask.sum()))
+        if k <= 0:
+            return []
+        top = np.argpartition(-scores, k - 1)[:k]
+        top = top[np.argsort(-scores[top])]
+        return [(int(self.ids[i]), float(scores[i])) for i in top]
+
+
 class VectorStore:
     """The vectors of one index database."""
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self._lock = threading.RLock()
-        self._ids: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
-        self._matrix: Vectors = np.zeros((0, 0), dtype=np.float32)
-        self._alive: npt.NDArray[np.bool_] = np.zeros(0, dtype=bool)
-        self._row_of: dict[int, int] = {}
-        self._version: str | None = None
+        self._warm: WarmMatrix | None = None  # every vector, once warmed
         self._sample: Vectors | None = None
         self._sample_of = 0
         self.keep_warm = False
@@ -109,8 +179,9 @@ class VectorStore:
     def _bump(self) -> None:
         version = str(int(get_meta(self.conn, "vector_version") or "0") + 1)
         set_meta(self.conn, "vector_version", version)
-        if self._version is not None:
-            self._version = version
+        with self._lock:
+            if self._warm is not None:
+                self._warm.version = version
 
     def put(self, ids: Sequence[int], matrix: Vectors) -> None:
         """Store (or replace) the vectors of ``ids``."""
@@ -122,11 +193,10 @@ class VectorStore:
         ]
         self.conn.executemany(f"DELETE FROM {TABLE} WHERE rowid = ?", [(r[0],) for r in rows])
         self.conn.executemany(f"INSERT INTO {TABLE}(rowid, embedding) VALUES (?, ?)", rows)
-        with self._lock:
-            warm = self._version is not None
         self._bump()
-        if warm:
-            self._warm_put(ids, matrix)
+        with self._lock:
+            if self._warm is not None:
+                self._warm.put(ids, matrix)
 
     def delete(self, ids: Iterable[int]) -> None:
         """Forget the vectors of ``ids`` (missing ones are ignored)."""
@@ -134,11 +204,10 @@ class VectorStore:
         if not keys or not self.exists():
             return
         self.conn.executemany(f"DELETE FROM {TABLE} WHERE rowid = ?", keys)
-        with self._lock:
-            warm = self._version is not None
         self._bump()
-        if warm:
-            self._warm_delete([k[0] for k in keys])
+        with self._lock:
+            if self._warm is not None:
+                self._warm.delete([k[0] for k in keys])
 
     # -- reading ----------------------------------------------------------------
 
@@ -146,9 +215,10 @@ class VectorStore:
         """The stored vectors of ``ids`` (absent ones are left out)."""
         if not ids or not self.exists():
             return {}
-        if self._fresh():
+        warm = self._fresh_copy()
+        if warm is not None:
             with self._lock:
-                return {i: self._matrix[self._row_of[i]] for i in ids if i in self._row_of}
+                return warm.get(ids)
         out: dict[int, npt.NDArray[np.float32]] = {}
         for start in range(0, len(ids), 500):
             batch = [int(i) for i in ids[start : start + 500]]
@@ -170,7 +240,7 @@ class VectorStore:
             return []
         if allowed is not None and not allowed:
             return []
-        if self.keep_warm or self._fresh() or self.count() <= WARM_THRESHOLD:
+        if self.keep_warm or self._fresh_copy() is not None or self.count() <= WARM_THRESHOLD:
             self.warm()
             return self._search_warm(query, k, allowed)
         return self._search_cold(query, k, allowed)
@@ -211,14 +281,13 @@ class VectorStore:
     def _spread_sample(self) -> Vectors:
         """The sample, taken again when the number of vectors moved by a tenth."""
         with self._lock:
-            warm = self._version is not None
-            count = int(self._alive.sum()) if warm else self.count()
+            warm = self._warm
+            count = warm.count() if warm is not None else self.count()
             if self._sample is not None and abs(count - self._sample_of) <= count // 10:
                 return self._sample
             step = max(1, count // SAMPLE_SIZE)
-            if warm:
-                rows = np.flatnonzero(self._alive)[::step][:SAMPLE_SIZE]
-                sample = self._matrix[rows].copy()
+            if warm is not None:
+                sample = warm.sample(step, SAMPLE_SIZE)
             else:
                 ids = [
                     int(r[0])
@@ -238,22 +307,26 @@ class VectorStore:
 
     def _clear(self) -> None:
         with self._lock:
-            self._ids = np.zeros(0, dtype=np.int64)
-            self._matrix = np.zeros((0, 0), dtype=np.float32)
-            self._alive = np.zeros(0, dtype=bool)
-            self._row_of = {}
-            self._version = None
+            self._warm = None
             self._sample = None
 
-    def _fresh(self) -> bool:
+    def _search_warm(
+        self, query: npt.NDArray[np.float32], k: int, allowed: Sequence[int] | None
+    ) -> list[tuple[int, float]]:
         with self._lock:
-            if self._version is None:
-                return False
-        return get_meta(self.conn, "vector_version") == self._version
+            return self._warm.search(query, k, allowed) if self._warm is not None else []
+
+    def _fresh_copy(self) -> WarmMatrix | None:
+        """The warm copy, if it holds what the table holds now."""
+        with self._lock:
+            warm = self._warm
+        if warm is None or get_meta(self.conn, "vector_version") != warm.version:
+            return None
+        return warm
 
     def warm(self) -> None:
         """Load every vector into memory (again, if another process changed them)."""
-        if self._fresh():
+        if self._fresh_copy() is not None:
             return
         with self._lock:
             version = get_meta(self.conn, "vector_version")
@@ -264,64 +337,9 @@ class VectorStore:
                 for row in self.conn.execute(f"SELECT rowid, embedding FROM {TABLE}"):
                     ids.append(int(row[0]))
                     blobs.append(row[1])
-            self._ids = np.asarray(ids, dtype=np.int64)
-            self._matrix = (
+            matrix = (
                 np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(ids), dim).copy()
                 if ids
                 else np.zeros((0, dim), dtype=np.float32)
             )
-            self._alive = np.ones(len(ids), dtype=bool)
-            self._row_of = {chunk_id: row for row, chunk_id in enumerate(ids)}
-            self._version = version
-
-    def _warm_put(self, ids: Sequence[int], matrix: Vectors) -> None:
-        with self._lock:
-            new_ids = []
-            new_rows = []
-            for chunk_id, vector in zip(ids, matrix, strict=True):
-                row = self._row_of.get(int(chunk_id))
-                if row is not None:
-                    self._matrix[row] = vector
-                else:
-                    new_ids.append(int(chunk_id))
-                    new_rows.append(vector)
-            if new_ids:
-                start = len(self._ids)
-                block = np.asarray(new_rows, dtype=np.float32).reshape(len(new_ids), -1)
-                self._matrix = block if start == 0 else np.vstack([self._matrix, block])
-                self._ids = np.concatenate([self._ids, np.asarray(new_ids, dtype=np.int64)])
-                self._alive = np.concatenate([self._alive, np.ones(len(new_ids), dtype=bool)])
-                for offset, chunk_id in enumerate(new_ids):
-                    self._row_of[chunk_id] = start + offset
-
-    def _warm_delete(self, ids: Sequence[int]) -> None:
-        with self._lock:
-            for chunk_id in ids:
-                row = self._row_of.pop(int(chunk_id), None)
-                if row is not None:
-                    self._alive[row] = False
-            dead = int((~self._alive).sum())
-            if dead and dead > len(self._alive) // 4:
-                keep = self._alive
-                self._ids = self._ids[keep]
-                self._matrix = self._matrix[keep]
-                self._alive = np.ones(len(self._ids), dtype=bool)
-                self._row_of = {int(c): r for r, c in enumerate(self._ids)}
-
-    def _search_warm(
-        self, query: npt.NDArray[np.float32], k: int, allowed: Sequence[int] | None
-    ) -> list[tuple[int, float]]:
-        with self._lock:
-            if not len(self._ids):
-                return []
-            scores = self._matrix @ np.asarray(query, dtype=np.float32)
-            mask = self._alive
-            if allowed is not None:
-                mask = mask & np.isin(self._ids, np.asarray(list(allowed), dtype=np.int64))
-            scores = np.where(mask, scores, -np.inf)
-            k = min(k, int(mask.sum()))
-            if k <= 0:
-                return []
-            top = np.argpartition(-scores, k - 1)[:k]
-            top = top[np.argsort(-scores[top])]
-            return [(int(self._ids[i]), float(scores[i])) for i in top]
+            self._warm = WarmMatrix(ids, matrix, version)
