@@ -112,13 +112,7 @@ class JobsPage:
 
     async def jobs_page(self, request: Request) -> Response:
         """Every job and the newest runs."""
-        console = self.console
-        try:
-            visit = console.visit(request)
-            data = await console.run(visit, overview, self.daemon)
-        except PageRefusedError as refusal:
-            return console.refused(refusal)
-        return console.render("jobs.html", visit, page="jobs", **data)
+        return await self.console.show(request, "jobs.html", "jobs", overview, self.daemon)
 
     async def run_page(self, request: Request) -> Response:
         """One run; while it runs, htmx asks again for its part until it has ended."""

@@ -136,13 +136,9 @@ class KnowledgePage:
 
     async def knowledge_page(self, request: Request) -> Response:
         """The entities and the insights."""
-        console = self.console
-        try:
-            visit = console.visit(request)
-            data = await console.run(visit, overview, self.daemon)
-        except PageRefusedError as refusal:
-            return console.refused(refusal)
-        return console.render("knowledge.html", visit, page="knowledge", **data)
+        return await self.console.show(
+            request, "knowledge.html", "knowledge", overview, self.daemon
+        )
 
     async def entity_page(self, request: Request) -> Response:
         """One entity's facts, relations and mentions."""

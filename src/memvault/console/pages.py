@@ -244,6 +244,18 @@ class Console:
         with acting_as(visit.session.principal.actor), reading(surface="console"):
             yield
 
+    async def show(
+        self, request: Request, template: str, page: str, work: Any, *args: Any
+    ) -> Response:
+        """A page that only reads: the visit checked, ``work(*args)`` run as its principal,
+        the dict it returns rendered with ``template``; a refusal as its one sentence."""
+        try:
+            visit = self.visit(request)
+            data = await self.run(visit, work, *args)
+        except PageRefusedError as refusal:
+            return self.refused(refusal)
+        return self.render(template, visit, page=page, **data)
+
     async def run(self, visit: Visit, work: Any, *args: Any) -> Any:
         """``work(*args)`` in a worker thread, as the session's principal; a memvault error
         becomes a :class:`PageRefusedError` with its sentence."""
@@ -361,14 +373,10 @@ class Console:
 
     async def memory_page(self, request: Request) -> Response:
         """One memory: its text, source, Obsidian link, changes and reads."""
-        try:
-            visit = self.visit(request)
-            data = await self.run(
-                visit, views.memory, self.daemon, request.path_params["memory_id"]
-            )
-        except PageRefusedError as refusal:
-            return self.refused(refusal)
-        return self.render("memory.html", visit, page="memories", **data)
+        memory_id = request.path_params["memory_id"]
+        return await self.show(
+            request, "memory.html", "memories", views.memory, self.daemon, memory_id
+        )
 
     async def forget(self, request: Request) -> Response:
         """Forget a memory: GET asks to confirm, POST forgets it everywhere."""
