@@ -86,7 +86,7 @@ docs: $(STAMP)
 
 # The console's photographs in docs/console/ (the README shows them), made by its tests.
 screenshots: $(STAMP) $(DEBIAN_STAMP)
-	MEMVAULT_SCREENSHOTS=1 $(BIN)/pytest -q -n 0 -p no:randomly tests/console/test_console.py
+	MEMVAULT_SCREENSHOTS=1 $(BIN)/pytest -q -n 0 -p no:randomly tests/console
 
 bench: $(STAMP) $(OPENCLAW_STAMP) $(PG_STAMP)
 	cd bench && ../$(BIN)/python run.py
