@@ -221,3 +221,10 @@ def test_elsewhere_it_says_what_to_do_instead(tmp_path: Path) -> None:
         ServiceError, match=re.escape("systemd (Linux) and launchd (macOS), not win32")
     ):
         plan(tmp_path, platform="win32")
+
+
+def test_a_vault_path_that_is_not_utf8_is_one_sentence(tmp_path: Path) -> None:
+    vault = Path(os.fsdecode(os.fsencode(tmp_path) + b"/caf\xe9"))  # Latin-1 bytes
+    with pytest.raises(ServiceError, match="is not valid UTF-8"):
+        plan(vault, platform="linux", home=tmp_path / "home")
+    assert not (tmp_path / "home").exists()

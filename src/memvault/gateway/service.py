@@ -107,6 +107,13 @@ def plan(
     home = home or Path.home()
     python = python or sys.executable
     vault = vault.expanduser().absolute()
+    try:
+        str(vault).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ServiceError(
+            f"The vault's path {str(vault)!r} is not valid UTF-8, which a service file must "
+            "be; move or rename the vault folder."
+        ) from None
     slug = re.sub(r"[^a-z0-9]+", "-", vault.name.lower()).strip("-") or "vault"
     slug = f"{slug[:40]}-{hashlib.sha256(os.fsencode(vault)).hexdigest()[:6]}"
     config = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
