@@ -116,6 +116,31 @@ def test_the_spread_follows_writes_from_any_connection(
     assert after == pytest.approx(lite.spread(query), abs=1e-5)
 
 
+def test_a_warm_copy_outdated_by_another_connection_stays_outdated_after_a_write(
+    stores: tuple[VectorStore, PgVectorStore], database: str, tmp_path: Path
+) -> None:
+    """Another process writes a vector, then this one writes its own: the warm copy,
+    which missed the first write, is read again rather than taken as current (both
+    stores find the other's vector)."""
+    lite, pg = stores
+    others: list[VectorStore | PgVectorStore] = [
+        VectorStore(db.connect(tmp_path / "index.db")),
+        PgVectorStore(index_connection(migrate_index(database))),
+    ]
+    theirs, ours = unit(np.random.default_rng(21), 2)
+    for store, other in zip((lite, pg), others, strict=True):
+        store.warm()
+        try:
+            with transaction(other.conn):
+                other.put([COUNT + 1], theirs[None, :])
+        finally:
+            other.conn.close()
+        with transaction(store.conn):
+            store.put([COUNT + 2], ours[None, :])
+        assert store.search(theirs, 1) == [(COUNT + 1, pytest.approx(1.0, abs=1e-5))]
+        assert store.search(ours, 1) == [(COUNT + 2, pytest.approx(1.0, abs=1e-5))]
+
+
 def test_get_put_delete_count_and_dimension(
     stores: tuple[VectorStore, PgVectorStore], pg_conn: PgConnection
 ) -> None:

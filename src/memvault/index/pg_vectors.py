@@ -153,10 +153,8 @@ class PgVectorStore:
         set_meta(self.conn, "vector_version", version)
         self._pinned = None
         with self._lock:
-            # A copy that held the table before this write holds it after (the caller
-            # updates it); one another process's write had outdated stays outdated.
-            if self._warm is not None and self._warm.version == before:
-                self._warm.version = version
+            if self._warm is not None:
+                self._warm.follow(before, version)
 
     def put(self, ids: Sequence[int], matrix: Vectors) -> None:
         """Store (or replace) the vectors of ``ids``."""

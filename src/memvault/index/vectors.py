@@ -63,6 +63,13 @@ class WarmMatrix:
     def count(self) -> int:
         return int(self.alive.sum())
 
+    def follow(self, before: str | None, after: str) -> None:
+        """A write moved the store from ``before`` to ``after``: a copy that held the table
+        before holds it after (the writer updates its rows too); one that another process's
+        write had outdated stays outdated, so the next search reads the table again."""
+        if self.version == before:
+            self.version = after
+
     def sample(self, step: int, size: int) -> Vectors:
         """Every ``step``-th live vector, at most ``size`` of them."""
         return self.matrix[np.flatnonzero(self.alive)[::step][:size]].copy()
@@ -177,11 +184,12 @@ class VectorStore:
     # -- writing (callers hold a transaction) ----------------------------------
 
     def _bump(self) -> None:
-        version = str(int(get_meta(self.conn, "vector_version") or "0") + 1)
+        before = get_meta(self.conn, "vector_version")
+        version = str(int(before or "0") + 1)
         set_meta(self.conn, "vector_version", version)
         with self._lock:
             if self._warm is not None:
-                self._warm.version = version
+                self._warm.follow(before, version)
 
     def put(self, ids: Sequence[int], matrix: Vectors) -> None:
         """Store (or replace) the vectors of ``ids``."""
