@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memvault.errors import InvalidInputError
-from memvault.vault.note import Note
+from memvault.vault.note import Note, _load_frontmatter
 
 OBSIDIAN_NOTE = dedent(
     """\
@@ -192,3 +192,41 @@ def test_editing_one_field_preserves_the_others(
         if other != key:
             assert reparsed.get(other) == frontmatter[other]
     assert "# top comment" in note.render()
+
+
+# -- the same frontmatter read again -------------------------------------------------
+
+FRONTMATTERS = [
+    "---\ntitle: Plain\ntags: [a, b]\n---\nBody\n",
+    "---\n# a comment first\ntitle: 'Quoted'  # and one after\nlist:\n- x\n- y\n---\nBody\n",
+    '---\ntitle: Indented\nlist:\n  - x\n  - y\nnested:\n  key: "123456"\n---\n',
+    "---\nbase: &b\n  k: v\nother: *b\ncreated: 2026-01-02\n---\n# H\n",
+    "---\ntitle: x\nblock: |\n  line one\n  line two\n---\n",
+]
+
+
+@pytest.mark.parametrize("text", FRONTMATTERS)
+def test_a_frontmatter_read_again_is_the_notes_own(text: str) -> None:
+    """The second parse of the same block (kept from the first) renders each change as a
+    parse from nothing does, and what one note changes no other note sees."""
+    Note.parse(text)
+    again = Note.parse(text)
+    _load_frontmatter.cache_clear()
+    fresh = Note.parse(text)
+    assert again.render() == fresh.render() == text
+    for note in (again, fresh):
+        note.set("title", "Changed")
+        note.set("tags", ["c"])
+    assert again.render() == fresh.render()
+    assert "Changed" in again.render()
+    third = Note.parse(text)
+    assert third.render() == text
+    assert third.get("title") != "Changed"
+
+
+def test_a_bad_frontmatter_read_again_is_reported_again() -> None:
+    text = "---\ntitle: [unclosed\n---\nBody\n"
+    first, again = Note.parse(text), Note.parse(text)
+    assert first.frontmatter_error is not None
+    assert again.frontmatter_error == first.frontmatter_error
+    assert again.render() == text

@@ -9,6 +9,8 @@ are kept as the file had them.
 
 from __future__ import annotations
 
+import copy
+import functools
 import io
 import re
 from collections.abc import Iterator, Mapping
@@ -48,6 +50,29 @@ def _yaml(raw: str | None = None) -> YAML:
             offset = len(match.group(1))
     yaml.indent(mapping=2, sequence=offset + 2, offset=offset)
     return yaml
+
+
+@functools.lru_cache(maxsize=2048)
+def _load_frontmatter(raw: str) -> CommentedMap | str:
+    """The fields a frontmatter block holds, or one sentence on why it holds none.
+
+    Kept for the last notes read: listing a folder of contacts or tasks reads the same
+    blocks again and again, and ruamel's round-trip parse costs 20 times the copy each
+    note then gets. The key is the block's whole text, so an edit is a new entry.
+    """
+    try:
+        loaded = _yaml(raw).load(raw) if raw.strip() else CommentedMap()
+    except YAMLError as exc:
+        return _describe_yaml_error(exc)
+    if loaded is None:
+        return CommentedMap()
+    if not isinstance(loaded, CommentedMap):
+        return "the frontmatter is not a list of key: value pairs"
+    if ("\\u" in raw or "\\U" in raw) and first_unencodable(loaded) is not None:
+        # A "\uD800" escape: text no file, index or answer can hold. The note
+        # reads as if it had no fields, like one whose YAML does not parse.
+        return "the frontmatter holds a lone surrogate (a \\uD800 escape)"
+    return loaded
 
 
 def yaml_value(value: Any) -> Any:
@@ -137,22 +162,11 @@ class Note:
         note._has_frontmatter = True
         note._raw_frontmatter = raw
         note._fm_closing = content[closing.start() : closing.end()]
-        try:
-            loaded = _yaml(raw).load(raw) if raw.strip() else CommentedMap()
-        except YAMLError as exc:
-            note._frontmatter_error = _describe_yaml_error(exc)
-            return note
-        if loaded is None:
-            loaded = CommentedMap()
-        if not isinstance(loaded, CommentedMap):
-            note._frontmatter_error = "the frontmatter is not a list of key: value pairs"
-            return note
-        if ("\\u" in raw or "\\U" in raw) and first_unencodable(loaded) is not None:
-            # A "\uD800" escape: text no file, index or answer can hold. The note
-            # reads as if it had no fields, like one whose YAML does not parse.
-            note._frontmatter_error = "the frontmatter holds a lone surrogate (a \\uD800 escape)"
-            return note
-        note._fm = loaded
+        loaded = _load_frontmatter(raw)
+        if isinstance(loaded, str):
+            note._frontmatter_error = loaded
+        else:
+            note._fm = copy.deepcopy(loaded)  # the note's own, to change as it likes
         return note
 
     # -- frontmatter ---------------------------------------------------------
