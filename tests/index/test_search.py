@@ -298,3 +298,21 @@ def test_identifiers_addresses_and_versions_are_found_by_their_parts(
     runtime.index.sync()
     assert first("creme brulee") == "Notes/Dessert.md"  # accents are not needed to find it
     assert first("z\u00fcrich") == "Notes/Dessert.md"
+
+
+def test_the_warm_product_gives_numpys_scores_and_leaves_blas_as_it_was() -> None:
+    """The warm search runs its product on one BLAS thread (see vectors._product) and
+    puts the process's thread count back afterwards."""
+    from threadpoolctl import threadpool_info
+
+    from memvault.index.vectors import WarmMatrix
+
+    rng = np.random.default_rng(4)
+    matrix = rng.standard_normal((3000, 64)).astype(np.float32)
+    query = rng.standard_normal(64).astype(np.float32)
+    before = [pool["num_threads"] for pool in threadpool_info()]
+    found = WarmMatrix(list(range(3000)), matrix, "1").search(query, 5, None)
+    expected = np.argsort(-(matrix @ query))[:5]
+    assert [i for i, _ in found] == [int(i) for i in expected]
+    assert [s for _, s in found] == pytest.approx([float(matrix[i] @ query) for i in expected])
+    assert [pool["num_threads"] for pool in threadpool_info()] == before
