@@ -21,15 +21,30 @@ The contract that keeps messages safe:
   :meth:`Adapter.context`) are optional; an adapter that cannot read its
   platform raises :class:`NotSupportedError` and the hub answers from
   memvault's own log of the channel.
+
+What every adapter shares lives here too, so that an adapter module holds only
+what is its platform's: the settings it keeps (:meth:`Adapter.__init__`), the one
+place a platform's exceptions become the classes above (:meth:`Adapter.errors`,
+each adapter saying only how in :meth:`Adapter._classify`), calls that only help
+and may fail quietly (:meth:`Adapter.quietly`), the sentences several platforms
+say alike (:func:`token_refused`, :func:`file_unreadable`), the waits for a
+platform that says "slow down" without saying how long (:class:`RateLimitStreak`),
+clients that belong to one event loop (:class:`LoopBound`), and the kind of an
+attachment by its MIME type (:func:`media_kind`). Starting, stopping, restarting
+with backoff, the outbox's retries and the status ``doctor`` shows are the hub's
+(:mod:`memvault.channels.hub`), once for every adapter.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from memvault.errors import MemvaultError
 from memvault.text import scrub
@@ -242,6 +257,13 @@ class AdapterState(Protocol):
     def put(self, name: str, value: str) -> None: ...
 
 
+class AdapterSettings(Protocol):
+    """What the base reads of a channel's settings (each adapter reads the rest)."""
+
+    @property
+    def max_message_length(self) -> int: ...
+
+
 class Adapter:
     """Base class of every channel adapter; subclasses override what they support."""
 
@@ -251,6 +273,56 @@ class Adapter:
     # Whether every part of a split reply goes to the thread of the message it answers
     # (Slack's threads), rather than only the first quoting it (Telegram's replies).
     threaded: ClassVar[bool] = False
+    settings: AdapterSettings
+
+    def __init__(self, settings: AdapterSettings, *, text_limit: int | None = None) -> None:
+        """Keep the channel's settings; replies are cut at its ``max_message_length``,
+        or at ``text_limit`` when the platform takes less (WhatsApp's 4,096)."""
+        self.settings = settings
+        self.max_message_length = settings.max_message_length
+        if text_limit is not None:
+            self.max_message_length = min(self.max_message_length, text_limit)
+
+    @contextmanager
+    def errors(self, what: str) -> Iterator[None]:
+        """The platform's exceptions raised in the block, as the classes the hub acts on.
+
+        ``what`` names the request in the sentence (``the message to 42``). memvault's
+        own errors pass untouched; what :meth:`_classify` does not know passes too (a
+        bug stays a bug, logged with its traceback by the hub). An error made with
+        :func:`without_cause` is raised without the platform's exception chained to it
+        (that exception's text may quote a token).
+        """
+        try:
+            yield
+        except MemvaultError:
+            raise
+        except Exception as exc:
+            mapped = self._classify(exc, what)
+            if mapped is None:
+                raise
+            if mapped.__suppress_context__:
+                raise mapped from None
+            raise mapped from exc
+
+    def _classify(self, exc: Exception, what: str) -> ChannelError | None:
+        """One platform exception as one sentence of the class the hub acts on (None:
+        not the platform's, raised as it is). Each adapter says how for its platform."""
+        return None
+
+    @contextmanager
+    def quietly(self, event: str, *also: type[Exception], **extra: Any) -> Iterator[None]:
+        """For a call that only helps (typing..., acknowledging a button): a failure is
+        logged as ``event`` with the reason, never raised, so it holds up no reply.
+        A :class:`ChannelError` is caught, and the exception classes in ``also``."""
+        caught: tuple[type[Exception], ...] = (ChannelError, *also)
+        try:
+            yield
+        except caught as exc:
+            reason = exc.message if isinstance(exc, MemvaultError) else str(exc)
+            logging.getLogger(type(self).__module__).warning(
+                event, extra={**extra, "error": reason}
+            )
 
     async def start(self, handler: InboundHandler) -> None:
         """Receive messages until cancelled, awaiting ``handler`` before acknowledging each."""
@@ -296,3 +368,114 @@ class Adapter:
     async def close(self) -> None:
         """Release connections."""
         return None
+
+
+# -- what several platforms say alike --------------------------------------------------------
+
+
+def without_cause(error: ChannelErrorT) -> ChannelErrorT:
+    """``error``, to be raised by :meth:`Adapter.errors` without the platform's
+    exception chained to it (its text may quote a token)."""
+    error.__suppress_context__ = True
+    return error
+
+
+def token_refused(platform: str, token: str, reason: str, token_env: str) -> ChannelFatalError:
+    """The channel cannot go on: ``platform`` refused its ``token`` (a bot token, an
+    access token), for ``reason``; the sentence names the variable that holds it."""
+    return without_cause(
+        ChannelFatalError(
+            f"{platform} refused the {token} ({reason}); check the token in ${token_env}."
+        )
+    )
+
+
+def file_unreadable(path: Path, exc: OSError) -> MessageRejectedError:
+    """A file to send that cannot be read (gone from the vault, no permission): that one
+    message can never be sent, so it is not retried."""
+    return MessageRejectedError(f"The file {path} cannot be read: {exc.strerror}.")
+
+
+def read_media(path: Path) -> bytes:
+    """The bytes of a file to send (:func:`file_unreadable` when they cannot be read)."""
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise file_unreadable(path, exc) from exc
+
+
+def media_kind(mime: str | None, *, voice: bool = False) -> str:
+    """An attachment's :attr:`Attachment.kind` by its MIME type's major part: photo,
+    audio (voice, for a voice message), video, else document."""
+    major = (mime or "").partition("/")[0]
+    kinds = {"image": "photo", "audio": "voice" if voice else "audio", "video": "video"}
+    return kinds.get(major, "document")
+
+
+def json_object(value: Any) -> dict[str, Any]:
+    """``value`` where a platform's JSON has an object, else an empty one: a field that
+    is missing or of another shape than documented reads as nothing, never as a crash."""
+    return value if isinstance(value, dict) else {}
+
+
+def json_objects(value: Any) -> list[dict[str, Any]]:
+    """The objects of a JSON array (none when ``value`` is not an array)."""
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def make_room(kept: dict[Any, Any], most: int) -> None:
+    """Make room for one more entry in ``kept`` (oldest first: a dict keeps the order of
+    insertion) by forgetting the oldest, so what an adapter remembers never grows."""
+    while len(kept) >= most:
+        del kept[next(iter(kept))]
+
+
+class RateLimitStreak:
+    """How long to wait when a platform says "slow down" without saying how long
+    (LINE's and Meta's 429s): from 2 s, doubling up to a minute while the limits come in
+    a row, and from the start again once a request went through."""
+
+    WAITS: ClassVar[tuple[float, ...]] = (2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
+
+    def __init__(self) -> None:
+        self._in_a_row = 0
+
+    def next_wait(self) -> float:
+        """Count one more rate limit; the seconds to wait before trying again."""
+        self._in_a_row += 1
+        return self.WAITS[min(self._in_a_row, len(self.WAITS)) - 1]
+
+    def reset(self) -> None:
+        """A request went through: the next limit waits the shortest time again."""
+        self._in_a_row = 0
+
+
+ClientT = TypeVar("ClientT")
+ChannelErrorT = TypeVar("ChannelErrorT", bound=ChannelError)
+
+
+class LoopBound(Generic[ClientT]):
+    """A platform client made on first use on the running event loop, and made anew on
+    another one: aiohttp's and httpx's connections belong to the loop that opened them,
+    and a send from the command line runs a loop of its own beside the hub's."""
+
+    def __init__(
+        self, opened: Callable[[], ClientT], closing: Callable[[ClientT], Awaitable[None]]
+    ) -> None:
+        self._open = opened
+        self._close = closing
+        self._held: tuple[asyncio.AbstractEventLoop, ClientT] | None = None
+
+    def get(self) -> ClientT:
+        """The client of the running loop."""
+        loop = asyncio.get_running_loop()
+        if self._held is None or self._held[0] is not loop:
+            self._held = (loop, self._open())
+        return self._held[1]
+
+    async def close(self) -> None:
+        """Close the client if it belongs to the running loop (another loop's went with
+        it); calling it again does nothing."""
+        held, self._held = self._held, None
+        if held is not None and held[0] is asyncio.get_running_loop():
+            await self._close(held[1])

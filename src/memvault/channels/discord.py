@@ -16,7 +16,7 @@ hub drops a redelivered id too: a restart neither replays nor drops.
 Replies go out as Discord's own Markdown, to the channel (``chat_id`` is a
 channel id) with a message reference; a ``chat_id`` that is a user id (the
 owner, an approved sender) is reached through the DM channel Discord opens
-for it. Errors are mapped once, in :meth:`DiscordAdapter._errors`.
+for it. Errors are mapped once, in :meth:`DiscordAdapter._classify`.
 
 discord.py aims every request at a class attribute (``Route.BASE``) and at a
 fixed gateway host; to honour ``settings.api_base`` without touching either
@@ -31,8 +31,8 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,6 +55,10 @@ from memvault.channels.base import (
     Outbound,
     RateLimitedError,
     Sent,
+    file_unreadable,
+    media_kind,
+    token_refused,
+    without_cause,
 )
 from memvault.config import DiscordSettings
 
@@ -164,10 +168,10 @@ class DiscordAdapter(Adapter):
     """One Discord bot: DMs and mentions in, replies out."""
 
     name = "discord"
+    settings: DiscordSettings
 
     def __init__(self, settings: DiscordSettings, token: str, *, state: AdapterState) -> None:
-        self.settings = settings
-        self.max_message_length = settings.max_message_length
+        super().__init__(settings)
         self._token = token
         self._state = state
         self._cursors = _load_cursors(state.get(CURSORS))
@@ -187,7 +191,7 @@ class DiscordAdapter(Adapter):
         events: asyncio.Queue[discord.Message | None] = asyncio.Queue()
         client.listener = events.put_nowait
         try:
-            with self._errors("the Gateway's address"):
+            with self.errors("the Gateway's address"):
                 await client.rest.find_gateway()
             # discord.py resumes a dropped session itself; anything else ends the run, and
             # the hub's restart (a fresh session, with its catch-up) takes over.
@@ -211,7 +215,7 @@ class DiscordAdapter(Adapter):
         if not message.text.strip() and not message.media:
             return Sent()
         client = await self._open()
-        with self._errors(f"the message to {message.chat_id}"):
+        with self.errors(f"the message to {message.chat_id}"):
             target = await self._target(client, message.chat_id)
             try:
                 return await self._deliver(target, message)
@@ -225,12 +229,10 @@ class DiscordAdapter(Adapter):
 
     async def typing(self, chat_id: str) -> None:
         """Show "typing…" for ten seconds; a failure is logged, never raised."""
-        try:
+        with self.quietly("discord typing failed", chat_id=chat_id):
             client = await self._open()
-            with self._errors(f"typing in {chat_id}"):
+            with self.errors(f"typing in {chat_id}"):
                 await (await self._target(client, chat_id)).typing()
-        except ChannelError as exc:
-            log.warning("discord typing failed", extra={"chat_id": chat_id, "error": exc.message})
 
     async def download(self, attachment: Attachment) -> bytes:
         """The bytes of a received file, from its attachment URL."""
@@ -238,7 +240,7 @@ class DiscordAdapter(Adapter):
         if not url.startswith(("https://", "http://")):
             raise MessageRejectedError(f"{url!r} is not the URL of a Discord attachment.")
         client = await self._open()
-        with self._errors(f"the file {attachment.name or url}"):
+        with self.errors(f"the file {attachment.name or url}"):
             return await client.rest.get_from_cdn(url)
 
     async def close(self) -> None:
@@ -263,7 +265,7 @@ class DiscordAdapter(Adapter):
 
     async def _log_in(self, client: _Bot) -> None:
         try:
-            with self._errors("the bot's identity"):
+            with self.errors("the bot's identity"):
                 await client.login(self._token)
         except BaseException:
             await self._discard(client)
@@ -293,7 +295,7 @@ class DiscordAdapter(Adapter):
                     getter.cancel()
             if arrived:
                 return getter.result()
-            with self._errors("the Gateway connection"):
+            with self.errors("the Gateway connection"):
                 gateway.result()
             raise ChannelError("Discord closed the Gateway connection.")
         return events.get_nowait()
@@ -304,7 +306,7 @@ class DiscordAdapter(Adapter):
             kind = discord.ChannelType.private if cursor.guild is None else None
             channel = client.get_partial_messageable(channel_id, guild_id=cursor.guild, type=kind)
             try:
-                with self._errors(f"the messages missed in channel {channel_id}"):
+                with self.errors(f"the messages missed in channel {channel_id}"):
                     missed = [
                         message
                         async for message in channel.history(
@@ -453,51 +455,44 @@ class DiscordAdapter(Adapter):
 
     # -- errors ------------------------------------------------------------------------
 
-    @contextmanager
-    def _errors(self, what: str) -> Iterator[None]:
-        """discord.py's exceptions as the classes the hub acts on, each one sentence."""
-        refused_token = ChannelFatalError(
-            "Discord refused the bot token (401 Unauthorized); "
-            f"check the token in ${self.settings.token_env}."
-        )
-        try:
-            yield
-        except discord.LoginFailure:
-            raise refused_token from None  # not chained: nothing may quote the token
-        except discord.PrivilegedIntentsRequired:
-            raise ChannelFatalError(INTENTS_REFUSED) from None
-        except discord.RateLimited as exc:
-            raise _limited(exc.retry_after) from exc
-        except discord.ConnectionClosed as exc:
+    def _classify(self, exc: Exception, what: str) -> ChannelError | None:
+        """discord.py's exceptions as the classes the hub acts on, each one sentence;
+        nothing about the token is chained (nothing may quote it)."""
+        if isinstance(exc, discord.LoginFailure):
+            return self._refused_token()
+        if isinstance(exc, discord.PrivilegedIntentsRequired):
+            return without_cause(ChannelFatalError(INTENTS_REFUSED))
+        if isinstance(exc, discord.RateLimited):
+            return _limited(exc.retry_after)
+        if isinstance(exc, discord.ConnectionClosed):
             if exc.code == 4004:
-                raise refused_token from None
+                return self._refused_token()
             if exc.code == 4014:
-                raise ChannelFatalError(INTENTS_REFUSED) from None
+                return without_cause(ChannelFatalError(INTENTS_REFUSED))
             if exc.code in _FATAL_CLOSES:
-                raise ChannelFatalError(
+                return ChannelFatalError(
                     f"Discord closed the Gateway for {_FATAL_CLOSES[exc.code]} ({exc.code})."
-                ) from exc
+                )
             reason = exc.reason or "no reason"
-            raise ChannelError(
-                f"Discord closed the Gateway during {what} ({exc.code}: {reason})."
-            ) from exc
-        except discord.HTTPException as exc:
-            raise self._http_error(exc, what, refused_token) from exc
-        except discord.GatewayNotFound as exc:  # discord.py's wrapper of GET /gateway/bot's error
+            return ChannelError(f"Discord closed the Gateway during {what} ({exc.code}: {reason}).")
+        if isinstance(exc, discord.HTTPException):
+            return self._http_error(exc, what)
+        if isinstance(exc, discord.GatewayNotFound):  # the wrapper of GET /gateway/bot's error
             if isinstance(exc.__cause__, discord.HTTPException):
-                raise self._http_error(exc.__cause__, what, refused_token) from exc
-            raise ChannelError(f"Discord did not say where its Gateway is ({what}).") from exc
-        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+                return self._http_error(exc.__cause__, what)
+            return ChannelError(f"Discord did not say where its Gateway is ({what}).")
+        if isinstance(exc, aiohttp.ClientError | OSError | TimeoutError):
             reason = str(exc) or type(exc).__name__
-            raise ChannelError(f"Discord could not be reached for {what}: {reason}.") from exc
+            return ChannelError(f"Discord could not be reached for {what}: {reason}.")
+        return None
 
-    @staticmethod
-    def _http_error(
-        exc: discord.HTTPException, what: str, refused_token: ChannelFatalError
-    ) -> ChannelError:
+    def _refused_token(self) -> ChannelFatalError:
+        return token_refused("Discord", "bot token", "401 Unauthorized", self.settings.token_env)
+
+    def _http_error(self, exc: discord.HTTPException, what: str) -> ChannelError:
         status = exc.status
         if status == 401:
-            return refused_token
+            return self._refused_token()
         if status == 429:
             return _limited(_retry_after(exc))
         detail = exc.text or exc.response.reason or "no detail"
@@ -534,10 +529,7 @@ def _guild_id(message: discord.Message) -> int | None:
 
 def _attachment(attachment: discord.Attachment, *, voice: bool) -> Attachment:
     mime = attachment.content_type
-    family = (mime or "").split("/", 1)[0]
-    kind = {"image": "photo", "audio": "voice" if voice else "audio", "video": "video"}.get(
-        family, "document"
-    )
+    kind = media_kind(mime, voice=voice)
     return Attachment(kind, attachment.url, attachment.filename, mime, attachment.size)
 
 
@@ -545,7 +537,7 @@ def _file(path: Path) -> discord.File:
     try:
         return discord.File(path, filename=path.name)
     except OSError as exc:
-        raise MessageRejectedError(f"The file {path} cannot be read: {exc.strerror}.") from exc
+        raise file_unreadable(path, exc) from exc
 
 
 def _retry_after(exc: discord.HTTPException) -> float:

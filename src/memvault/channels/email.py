@@ -26,6 +26,10 @@ What a reply needs of the message it answers is kept in the adapter's
 state by Message-ID, in a fixed number of slots, so it survives a restart
 and never grows.
 
+Reading and writing the mail itself (no server involved) is
+:mod:`memvault.channels.email_text`; the IMAP connection is
+:mod:`memvault.channels.email_imap`.
+
 Errors, as the hub acts on them: a refused login is fatal (``doctor`` says
 why); a dropped connection, a timeout or an SMTP 4xx is transient and
 retried; an SMTP 5xx for the recipient or the message rejects that one
@@ -35,7 +39,6 @@ message.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import email.utils
 import hashlib
@@ -46,18 +49,11 @@ import mimetypes
 import re
 import ssl
 from collections import OrderedDict
-from collections.abc import Awaitable, Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from email import policy
-from email.message import EmailMessage, Message
-from email.parser import BytesParser
-from html.parser import HTMLParser
-from typing import Any, TypeVar
+from email.message import EmailMessage
+from typing import Any
 
-import aioimaplib  # type: ignore[import-untyped]
 import aiosmtplib
-from markdown_it import MarkdownIt
 
 from memvault.channels.base import (
     Adapter,
@@ -70,13 +66,41 @@ from memvault.channels.base import (
     MessageRejectedError,
     Outbound,
     Sent,
+    read_media,
+    without_cause,
+)
+from memvault.channels.email_imap import (
+    ImapConnection,
+    certificate_refused,
+    certificate_sentence,
+)
+from memvault.channels.email_text import (
+    ADDRESS,
+    REPLY_SUBJECT,
+    AttachmentHandle,
+    attachments,
+    body_text,
+    header,
+    html_document,
+    html_to_text,
+    is_forwarded,
+    leaf_parts,
+    one_line,
+    parse_mail,
+    part_bytes,
+    sender,
+    sent_at,
+    stable_id,
+    strip_quoted,
+    subject_from,
 )
 from memvault.channels.format import to_plain_text
 from memvault.config import EmailSettings
 
-log = logging.getLogger(__name__)
+# What tests and other modules import from here; the mail text lives in email_text.
+__all__ = ["EmailAdapter", "html_to_text", "stable_id", "strip_quoted"]
 
-T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 # IDLE is renewed this often: servers end it after 30 minutes, and a connection that
 # died without a word (a NAT that forgot it) is found out at the renewal.
@@ -86,31 +110,18 @@ THREAD_SLOTS = 512
 # Raw messages kept in memory for download() right after they arrived.
 RECENT_MESSAGES = 4
 MAX_REFERENCES = 20
-SUBJECT_CHARS = 78
 
-_PARSER = BytesParser(policy=policy.default)
-_MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable(["strikethrough", "table"])
-_ADDRESS = re.compile(r"[^@\s<>\"]+@[^@\s<>\"]+")
-_UNSAFE_ID = re.compile(r"[^A-Za-z0-9._@+=-]+")
-_REPLY_SUBJECT = re.compile(r"^\s*(re|aw|sv|antw)\s*(\[\d+\])?\s*:", re.IGNORECASE)
-_FORWARD_SUBJECT = re.compile(r"^\s*(fwd?|wg|tr|rv)\s*:", re.IGNORECASE)
-_FORWARD_MARKERS = (
-    "---------- forwarded message ---------",
-    "begin forwarded message:",
-    "-------- original message --------",
-)
 _UID_STATE = re.compile(r"(\d+):(\d+)")
-_TRANSIENT_LOGIN = ("[UNAVAILABLE]", "[SERVERBUG]", "[INUSE]", "[LIMIT]")
 
 
 class EmailAdapter(Adapter):
     """One mailbox: IMAP folders watched for new mail, replies sent by SMTP."""
 
     name = "email"
+    settings: EmailSettings
 
     def __init__(self, settings: EmailSettings, password: str, *, state: AdapterState) -> None:
-        self.settings = settings
-        self.max_message_length = settings.max_message_length
+        super().__init__(settings)
         self.address = (settings.address or settings.username).strip().lower()
         self.username = settings.username or self.address
         self.timeout = 20.0  # seconds for one IMAP command or SMTP exchange
@@ -158,7 +169,7 @@ class EmailAdapter(Adapter):
         message we received."""
         self._check_settings()
         recipient = message.chat_id.strip().lower()
-        if not _ADDRESS.fullmatch(recipient):
+        if not ADDRESS.fullmatch(recipient):
             raise MessageRejectedError(f"{message.chat_id!r} is not an email address.")
         mail = self._compose(message, recipient)
         await self._smtp_send(mail, recipient)
@@ -167,7 +178,7 @@ class EmailAdapter(Adapter):
     async def download(self, attachment: Attachment) -> bytes:
         """The bytes of an attachment, fetched again from its message on the server."""
         self._check_settings()
-        handle = _AttachmentHandle.parse(attachment.file_id)
+        handle = AttachmentHandle.parse(attachment.file_id)
         limit = int(self.settings.max_attachment_mb * 1024 * 1024)
         if attachment.size is not None and attachment.size > limit:
             raise MessageRejectedError(
@@ -177,10 +188,10 @@ class EmailAdapter(Adapter):
         raw = self._recent.get(handle.message_key)
         if raw is None:
             raw = await self._fetch_again(handle)
-        parts = list(_leaf_parts(_PARSER.parsebytes(raw)))
+        parts = list(leaf_parts(parse_mail(raw)))
         if handle.index >= len(parts):
             raise MessageRejectedError(f"The message has no attachment {handle.index}.")
-        return _part_bytes(parts[handle.index])
+        return part_bytes(parts[handle.index])
 
     # -- receiving -----------------------------------------------------------------------
 
@@ -226,7 +237,7 @@ class EmailAdapter(Adapter):
     ) -> None:
         """Parse one message and hand it over, unless it is to be skipped."""
         try:
-            mail = _PARSER.parsebytes(raw)
+            mail = parse_mail(raw)
             inbound = self._inbound(mail, folder, validity, uid)
         except Exception:  # one unreadable message must not stop the mailbox
             log.exception("an email could not be read", extra={"folder": folder, "uid": uid})
@@ -241,7 +252,7 @@ class EmailAdapter(Adapter):
 
     def _inbound(self, mail: EmailMessage, folder: str, validity: int, uid: int) -> Inbound | None:
         """The mail as an :class:`Inbound`, or None when it is not for the agent."""
-        name, address = _sender(mail)
+        name, address = sender(mail)
         skip = self._skip_reason(mail, address)
         if skip is not None:
             log.info(
@@ -249,18 +260,16 @@ class EmailAdapter(Adapter):
                 extra={"folder": folder, "uid": uid, "reason": skip, "sender": address},
             )
             return None
-        header_id = _header(mail, "Message-ID").strip("<> \t")
-        platform_id = f"<{header_id}>" if _ADDRESS.fullmatch(header_id) else None
-        subject = " ".join(_header(mail, "Subject").split())
-        body = _body_text(mail)
-        forwarded = bool(_FORWARD_SUBJECT.match(subject)) or any(
-            marker in body.lower() for marker in _FORWARD_MARKERS
-        )
+        header_id = header(mail, "Message-ID").strip("<> \t")
+        platform_id = f"<{header_id}>" if ADDRESS.fullmatch(header_id) else None
+        subject = " ".join(header(mail, "Subject").split())
+        body = body_text(mail)
+        forwarded = is_forwarded(subject, body)
         text = body.strip() if forwarded else strip_quoted(body)
-        if subject and not _REPLY_SUBJECT.match(subject) and not text.startswith("/"):
+        if subject and not REPLY_SUBJECT.match(subject) and not text.startswith("/"):
             text = f"Subject: {subject}\n\n{text}".strip()
         key = platform_id or f"{folder}/{validity}/{uid}"
-        handle = _AttachmentHandle(folder, validity, uid, 0)
+        handle = AttachmentHandle(folder, validity, uid, 0)
         return Inbound(
             channel=self.name,
             message_id=stable_id(key),
@@ -268,9 +277,9 @@ class EmailAdapter(Adapter):
             sender_id=address,
             sender_name=name or address,
             text=text,
-            sent_at=_sent_at(mail),
-            reply_to=_header(mail, "In-Reply-To") or None,
-            attachments=_attachments(mail, handle),
+            sent_at=sent_at(mail),
+            reply_to=header(mail, "In-Reply-To") or None,
+            attachments=attachments(mail, handle),
             forwarded=forwarded,
             platform_message_id=platform_id,
         )
@@ -281,10 +290,10 @@ class EmailAdapter(Adapter):
             return "no sender address"
         if address == self.address:
             return "sent from our own address"
-        auto = _header(mail, "Auto-Submitted").split(";")[0].strip().lower()
+        auto = header(mail, "Auto-Submitted").split(";")[0].strip().lower()
         if auto and auto != "no":
             return f"Auto-Submitted: {auto}"
-        precedence = _header(mail, "Precedence").strip().lower()
+        precedence = header(mail, "Precedence").strip().lower()
         if precedence in ("bulk", "list", "junk", "auto_reply"):
             return f"Precedence: {precedence}"
         if mail.get("X-Autoreply") is not None or mail.get("X-Autorespond") is not None:
@@ -293,7 +302,7 @@ class EmailAdapter(Adapter):
         if (
             mail.get_content_type() == "multipart/report"
             or local_part in ("mailer-daemon", "postmaster")
-            or _header(mail, "Return-Path").strip() == "<>"
+            or header(mail, "Return-Path").strip() == "<>"
         ):
             return "a bounce"
         return None
@@ -303,7 +312,7 @@ class EmailAdapter(Adapter):
         while len(self._recent) > RECENT_MESSAGES:
             self._recent.popitem(last=False)
 
-    async def _fetch_again(self, handle: _AttachmentHandle) -> bytes:
+    async def _fetch_again(self, handle: AttachmentHandle) -> bytes:
         imap = await self._imap()
         try:
             validity, _ = await imap.select(handle.folder)
@@ -324,12 +333,12 @@ class EmailAdapter(Adapter):
 
     def _remember_thread(self, message_id: str, mail: EmailMessage) -> None:
         """Keep what a reply to ``message_id`` needs: its subject and references."""
-        references = _header(mail, "References").split()
-        if not references and _header(mail, "In-Reply-To"):
-            references = _header(mail, "In-Reply-To").split()[:1]
+        references = header(mail, "References").split()
+        if not references and header(mail, "In-Reply-To"):
+            references = header(mail, "In-Reply-To").split()[:1]
         value = {
             "id": message_id,
-            "subject": " ".join(_header(mail, "Subject").split())[:300],
+            "subject": " ".join(header(mail, "Subject").split())[:300],
             "references": references[-(MAX_REFERENCES - 1) :],
         }
         self._state.put(_thread_slot(message_id), json.dumps(value))
@@ -352,45 +361,40 @@ class EmailAdapter(Adapter):
         mail = EmailMessage()
         mail["From"] = self.address
         mail["To"] = recipient
-        reply_to = _one_line(message.reply_to or "")
-        thread = self._thread(reply_to) if _ADDRESS.search(reply_to) else None
+        reply_to = one_line(message.reply_to or "")
+        thread = self._thread(reply_to) if ADDRESS.search(reply_to) else None
         if thread is not None:
-            original = _one_line(str(thread.get("subject", ""))) or "(no subject)"
-            subject = original if _REPLY_SUBJECT.match(original) else f"Re: {original}"
+            original = one_line(str(thread.get("subject", ""))) or "(no subject)"
+            subject = original if REPLY_SUBJECT.match(original) else f"Re: {original}"
         else:
-            subject = _subject_from(plain)
+            subject = subject_from(plain)
         mail["Subject"] = subject
         mail["Date"] = email.utils.format_datetime(datetime.now(UTC))
         mail["Message-ID"] = email.utils.make_msgid(domain=self._domain())
-        if _ADDRESS.search(reply_to):
+        if ADDRESS.search(reply_to):
             references = [str(r) for r in (thread or {}).get("references", [])]
             mail["In-Reply-To"] = reply_to
             mail["References"] = " ".join([*references, reply_to][-MAX_REFERENCES:])
         # RFC 3834: an automatic answer says so, so other robots do not answer it back.
-        mail["Auto-Submitted"] = "auto-replied" if _ADDRESS.search(reply_to) else "auto-generated"
+        mail["Auto-Submitted"] = "auto-replied" if ADDRESS.search(reply_to) else "auto-generated"
         mail.set_content(plain or " ")
         if message.text.strip():
-            mail.add_alternative(_html_document(message.text), subtype="html")
+            mail.add_alternative(html_document(message.text), subtype="html")
         for path in message.media:
-            try:
-                data = path.read_bytes()
-            except OSError as exc:
-                raise MessageRejectedError(
-                    f"The file {path} cannot be read: {exc.strerror}."
-                ) from exc
+            data = read_media(path)
             mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
             maintype, _, subtype = mime.partition("/")
             mail.add_attachment(data, maintype=maintype, subtype=subtype, filename=path.name)
         return mail
 
     async def _smtp_send(self, mail: EmailMessage, recipient: str) -> None:
-        with self._smtp_errors(f"the mail to {recipient}"):
+        with self.errors(f"the mail to {recipient}"):
             async with self._smtp() as smtp:
                 await self._smtp_login(smtp)
                 await smtp.send_message(mail, sender=self.address, recipients=[recipient])
 
     async def _smtp_check(self) -> None:
-        with self._smtp_errors("the login"):
+        with self.errors("the login"):
             async with self._smtp() as smtp:
                 await self._smtp_login(smtp)
 
@@ -412,49 +416,49 @@ class EmailAdapter(Adapter):
         if self.username and self._password and smtp.supports_extension("auth"):
             await smtp.login(self.username, self._password)
 
-    @contextlib.contextmanager
-    def _smtp_errors(self, what: str) -> Iterator[None]:
-        """aiosmtplib's exceptions as the classes the hub acts on, each one sentence."""
+    def _classify(self, exc: Exception, what: str) -> ChannelError | None:
+        """The SMTP server's answers and failures (aiosmtplib's exceptions) as the classes
+        the hub acts on, each one sentence; the IMAP connection maps its own
+        (:meth:`ImapConnection._call`)."""
         server = f"The SMTP server {self._smtp_host()}:{self.settings.smtp_port}"
-        try:
-            yield
-        except aiosmtplib.SMTPAuthenticationError as exc:
+        if isinstance(exc, aiosmtplib.SMTPAuthenticationError):
             if exc.code < 500:
-                raise ChannelError(
-                    f"{server} could not check the login now: {_reply(exc)}"
-                ) from exc
-            raise ChannelFatalError(
-                f"{server} refused the login for {self.username} ({_reply(exc)}); check the "
-                f"username and the password in ${self.settings.password_env}."
-            ) from None
-        except aiosmtplib.SMTPRecipientsRefused as exc:
+                return ChannelError(f"{server} could not check the login now: {_reply(exc)}")
+            return without_cause(
+                ChannelFatalError(
+                    f"{server} refused the login for {self.username} ({_reply(exc)}); check "
+                    f"the username and the password in ${self.settings.password_env}."
+                )
+            )
+        if isinstance(exc, aiosmtplib.SMTPRecipientsRefused):
             refused = exc.recipients[0] if exc.recipients else None
             if refused is not None and refused.code < 500:
-                raise ChannelError(f"{server} deferred {what}: {_reply(refused)}") from exc
+                return ChannelError(f"{server} deferred {what}: {_reply(refused)}")
             detail = _reply(refused) if refused is not None else "refused"
-            raise MessageRejectedError(f"{server} refused {what}: {detail}") from exc
-        except aiosmtplib.SMTPConnectResponseError as exc:
-            raise ChannelError(f"{server} turned memvault away: {_reply(exc)}") from exc
-        except aiosmtplib.SMTPResponseException as exc:
+            return MessageRejectedError(f"{server} refused {what}: {detail}")
+        if isinstance(exc, aiosmtplib.SMTPConnectResponseError):
+            return ChannelError(f"{server} turned memvault away: {_reply(exc)}")
+        if isinstance(exc, aiosmtplib.SMTPResponseException):
             if exc.code < 500:
-                raise ChannelError(f"{server} deferred {what}: {_reply(exc)}") from exc
-            raise MessageRejectedError(f"{server} refused {what}: {_reply(exc)}") from exc
-        except aiosmtplib.SMTPNotSupported as exc:
-            raise ChannelFatalError(
+                return ChannelError(f"{server} deferred {what}: {_reply(exc)}")
+            return MessageRejectedError(f"{server} refused {what}: {_reply(exc)}")
+        if isinstance(exc, aiosmtplib.SMTPNotSupported):
+            return ChannelFatalError(
                 f"{server} does not support what smtp_security asks for ({exc}); check "
                 "smtp_security and smtp_port."
-            ) from exc
-        except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
-            if _certificate_refused(exc):
-                raise ChannelFatalError(_certificate_sentence(server, "smtp")) from exc
-            raise ChannelError(f"{server} could not be reached for {what}: {exc}") from exc
+            )
+        if isinstance(exc, aiosmtplib.SMTPException | OSError | TimeoutError):
+            if certificate_refused(exc):
+                return ChannelFatalError(certificate_sentence(server, "smtp"))
+            return ChannelError(f"{server} could not be reached for {what}: {exc}")
+        return None
 
     # -- connections ---------------------------------------------------------------------
 
-    async def _imap(self) -> _Imap:
+    async def _imap(self) -> ImapConnection:
         """A logged-in IMAP connection."""
         context = self._tls() if self.settings.imap_security != "none" else None
-        return await _Imap.open(
+        return await ImapConnection.open(
             self.settings, self.username, self._password, context, timeout=self.timeout
         )
 
@@ -475,7 +479,7 @@ class EmailAdapter(Adapter):
         machine, stop the channel with the reason."""
         if not self.settings.imap_host:
             raise ChannelFatalError("channels.email.imap_host is empty; name the IMAP server.")
-        if not _ADDRESS.fullmatch(self.address):
+        if not ADDRESS.fullmatch(self.address):
             raise ChannelFatalError(
                 "channels.email.address (or username) must be the mailbox's address."
             )
@@ -496,599 +500,13 @@ class EmailAdapter(Adapter):
         return self.address.rpartition("@")[2] or "localhost"
 
 
-class _Imap:
-    """One logged-in IMAP connection (aioimaplib), its failures in the hub's classes."""
-
-    def __init__(
-        self, settings: EmailSettings, client: Any, lost: asyncio.Event, timeout: float
-    ) -> None:
-        self._settings = settings
-        self._client = client
-        self._lost = lost
-        self._timeout = timeout
-        self._server = f"The IMAP server {settings.imap_host}:{settings.imap_port}"
-
-    @classmethod
-    async def open(
-        cls,
-        settings: EmailSettings,
-        username: str,
-        password: str,
-        context: ssl.SSLContext | None,
-        *,
-        timeout: float,
-    ) -> _Imap:
-        """Connect (TLS, STARTTLS or neither, as ``imap_security`` says) and log in."""
-        lost = asyncio.Event()
-        client = aioimaplib.IMAP4(
-            host=settings.imap_host,
-            port=settings.imap_port,
-            timeout=timeout,
-            conn_lost_cb=lambda _exc: lost.set(),
-            ssl_context=context if settings.imap_security == "tls" else None,
-        )
-        imap = cls(settings, client, lost, timeout)
-        try:
-            await imap._call("the greeting", client.wait_hello_from_server())
-            if settings.imap_security == "starttls":
-                assert context is not None
-                await imap._starttls(context)
-            await imap._login(username, password)
-        except BaseException:
-            imap.close()
-            raise
-        return imap
-
-    @property
-    def can_idle(self) -> bool:
-        """Whether the server offers IDLE."""
-        return bool(self._client.has_capability("IDLE"))
-
-    async def select(self, folder: str) -> tuple[int, int]:
-        """Select ``folder``: its UIDVALIDITY and the UID its next message will have."""
-        response = await self._call(f"the folder {folder}", self._client.select(_mailbox(folder)))
-        text = _response_text(response)
-        if response.result != "OK":
-            raise ChannelFatalError(
-                f"{self._server} cannot open the folder {folder!r} ({text}); check "
-                "channels.email.folders."
-            )
-        validity = re.search(r"\[UIDVALIDITY (\d+)\]", text)
-        next_uid = re.search(r"\[UIDNEXT (\d+)\]", text)
-        if validity is None:
-            raise ChannelError(f"{self._server} did not say the folder {folder}'s UIDVALIDITY.")
-        if next_uid is None:  # required by RFC 3501, but asked for if missing
-            found = await self.uids_after(0)
-            return int(validity.group(1)), (max(found) + 1 if found else 1)
-        return int(validity.group(1)), int(next_uid.group(1))
-
-    async def uids_after(self, last: int) -> list[int]:
-        """The UIDs above ``last`` in the selected folder, in order."""
-        response = await self._call(
-            "the search for new mail",
-            self._client.uid_search("UID", f"{last + 1}:*", charset=None),
-        )
-        self._expect_ok(response, "the search for new mail")
-        uids: set[int] = set()
-        for line in response.lines[:-1]:
-            uids.update(int(token) for token in bytes(line).split() if token.isdigit())
-        return sorted(uid for uid in uids if uid > last)  # "n:*" also names the highest UID
-
-    async def fetch(self, uid: int) -> bytes | None:
-        """The whole message ``uid`` (None when it was deleted meanwhile); flags unchanged."""
-        response = await self._call(
-            f"the message {uid}", self._client.uid("fetch", str(uid), "(UID BODY.PEEK[])")
-        )
-        self._expect_ok(response, f"the message {uid}")
-        for line in response.lines:
-            if isinstance(line, bytearray):
-                return bytes(line)
-        return None
-
-    async def idle(self, seconds: float) -> None:
-        """Wait in IDLE until the server reports a change, or ``seconds`` passed."""
-        queue = self._client.protocol.idle_queue
-        while not queue.empty():  # reports from the last IDLE: the search since covered them
-            queue.get_nowait()
-        idling = await self._call("IDLE", self._client.idle_start(timeout=seconds))
-        try:
-            pushed = await self._call("IDLE", self._client.wait_server_push(timeout=seconds + 5))
-        except ChannelError:
-            if self._lost.is_set():
-                raise
-            pushed = []  # no word in all that time: renew
-        goodbye = next((bytes(line) for line in pushed if bytes(line).startswith(b"BYE")), None)
-        if goodbye is not None:  # the server is going away (a restart): leave, as it asks
-            self.close()
-            text = goodbye.decode("utf-8", errors="replace")
-            raise ChannelError(f"{self._server} closed the connection: {text}")
-        if self._client.has_pending_idle():
-            self._client.idle_done()
-        response = await self._call("the end of IDLE", asyncio.wait_for(idling, self._timeout))
-        self._expect_ok(response, "IDLE")
-
-    async def noop(self) -> None:
-        """Let the server report what changed (polling)."""
-        self._expect_ok(await self._call("NOOP", self._client.noop()), "NOOP")
-
-    async def logout(self) -> None:
-        """Say goodbye politely (a failure does not matter: the connection is closed)."""
-        with contextlib.suppress(ChannelError):
-            await self._call("LOGOUT", self._client.logout())
-        self.close()
-
-    def close(self) -> None:
-        """Close the connection at once."""
-        connecting = getattr(self._client, "_client_task", None)
-        if connecting is not None and not connecting.done():
-            connecting.cancel()
-        transport = getattr(self._client.protocol, "transport", None)
-        if transport is not None:
-            transport.close()
-
-    async def _starttls(self, context: ssl.SSLContext) -> None:
-        """Upgrade the connection (aioimaplib has no STARTTLS of its own)."""
-        protocol = self._client.protocol
-        if not self._client.has_capability("STARTTLS"):
-            raise ChannelFatalError(
-                f"{self._server} does not offer STARTTLS; set imap_security = 'tls' "
-                "(port 993) or check imap_port."
-            )
-        command = aioimaplib.Command("STARTTLS", protocol.new_tag(), loop=protocol.loop)
-        response = await self._call("STARTTLS", protocol.execute(command))
-        self._expect_ok(response, "STARTTLS")
-        loop = asyncio.get_running_loop()
-        protocol.transport = await self._call(
-            "the TLS handshake",
-            loop.start_tls(
-                protocol.transport,
-                protocol,
-                context,
-                server_hostname=self._settings.imap_host,
-                ssl_handshake_timeout=self._timeout,
-            ),
-        )
-        await self._call("the capabilities", protocol.capability())  # asked again over TLS
-
-    async def _login(self, user: str, password: str) -> None:
-        if self._client.has_capability("LOGINDISABLED"):
-            raise ChannelFatalError(
-                f"{self._server} refuses logins on an unencrypted connection; set "
-                "imap_security = 'starttls' or 'tls'."
-            )
-        response = await self._call(
-            "the login", self._client.login(aioimaplib.quoted(user), password)
-        )
-        if response.result == "OK":
-            return
-        text = _response_text(response)
-        if any(code in text for code in _TRANSIENT_LOGIN):
-            raise ChannelError(f"{self._server} cannot log in {user} now: {text}")
-        raise ChannelFatalError(
-            f"{self._server} refused the login for {user} ({text}); check the username and "
-            f"the password in ${self._settings.password_env}."
-        )
-
-    async def _call(self, what: str, work: Awaitable[T]) -> T:
-        """Await one IMAP exchange; a lost connection or a timeout is a ChannelError."""
-        task = asyncio.ensure_future(work)
-        lost = asyncio.ensure_future(self._lost.wait())
-        try:
-            await asyncio.wait({task, lost}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            lost.cancel()
-            if not task.done():
-                task.cancel()
-        if not task.done() or task.cancelled():
-            raise ChannelError(f"{self._server} closed the connection during {what}.")
-        try:
-            return task.result()
-        except (ChannelError, asyncio.CancelledError):
-            raise
-        except (TimeoutError, aioimaplib.CommandTimeout) as exc:
-            raise ChannelError(f"{self._server} did not answer {what} in time.") from exc
-        except (OSError, ssl.SSLError) as exc:
-            if _certificate_refused(exc):
-                raise ChannelFatalError(_certificate_sentence(self._server, "imap")) from exc
-            raise ChannelError(f"{self._server} could not be reached for {what}: {exc}") from exc
-        except aioimaplib.AioImapException as exc:
-            raise ChannelError(f"{self._server} failed during {what}: {exc}") from exc
-
-    def _expect_ok(self, response: Any, what: str) -> None:
-        if response.result != "OK":
-            raise ChannelError(f"{self._server} refused {what}: {_response_text(response)}")
-
-
-@dataclass(frozen=True)
-class _AttachmentHandle:
-    """Where an attachment lives: its message (folder, UIDVALIDITY, UID) and its part."""
-
-    folder: str
-    validity: int
-    uid: int
-    index: int
-
-    @property
-    def message_key(self) -> tuple[str, int, int]:
-        return (self.folder, self.validity, self.uid)
-
-    def with_index(self, index: int) -> _AttachmentHandle:
-        return _AttachmentHandle(self.folder, self.validity, self.uid, index)
-
-    def __str__(self) -> str:
-        return f"{self.validity}:{self.uid}:{self.index}:{self.folder}"
-
-    @classmethod
-    def parse(cls, file_id: str) -> _AttachmentHandle:
-        try:
-            validity, uid, index, folder = file_id.split(":", 3)
-            return cls(folder, int(validity), int(uid), int(index))
-        except ValueError:
-            raise MessageRejectedError(f"{file_id!r} is not an email attachment.") from None
-
-
-# -- reading mail ------------------------------------------------------------------------------
-
-
-def stable_id(key: str) -> str:
-    """An id for the hub's inbox from a Message-ID (or folder/UIDVALIDITY/UID): readable,
-    safe in a file name, and different for different keys."""
-    raw = key.strip().strip("<>").strip()
-    clean = _UNSAFE_ID.sub("-", raw).strip("-.")[:80]
-    if clean != raw:
-        clean = f"{clean}-{hashlib.sha1(raw.encode()).hexdigest()[:10]}".lstrip("-")
-    return clean
-
-
-def _header(mail: Message, name: str) -> str:
-    """A header's text ("" when absent or unreadable)."""
-    try:
-        value = mail.get(name)
-    except Exception:  # a malformed header must not lose the message
-        return ""
-    return str(value).strip() if value is not None else ""
-
-
-def _sender(mail: Message) -> tuple[str, str]:
-    """The From: display name and address (lower case)."""
-    name, address = email.utils.parseaddr(_header(mail, "From"))
-    address = address.strip().lower()
-    return name.strip(), address if _ADDRESS.fullmatch(address) else ""
-
-
-def _sent_at(mail: Message) -> datetime:
-    try:
-        sent = email.utils.parsedate_to_datetime(_header(mail, "Date"))
-    except (TypeError, ValueError, IndexError):
-        return datetime.now(UTC)
-    return sent if sent.tzinfo is not None else sent.replace(tzinfo=UTC)
-
-
-def _body_text(mail: EmailMessage) -> str:
-    """The plain-text part, else the HTML part as text, else ""."""
-    body = mail.get_body(preferencelist=("plain", "html"))
-    if not isinstance(body, EmailMessage):
-        return ""
-    text = _part_text(body).replace("\r\n", "\n")  # as the server sent it: CRLF
-    if body.get_content_type() == "text/html":
-        return html_to_text(text)
-    if body.get_param("format", "", header="content-type") == "flowed":
-        delsp = str(body.get_param("delsp", "", header="content-type")).lower() == "yes"
-        return _unflow(text, delsp=delsp)
-    return text
-
-
-def _part_text(part: EmailMessage) -> str:
-    try:
-        content = part.get_content()
-    except (LookupError, UnicodeError, ValueError):
-        content = None
-    if isinstance(content, str):
-        return content
-    return _part_bytes(part).decode("utf-8", errors="replace")
-
-
-def _part_bytes(part: Message) -> bytes:
-    if part.get_content_type() == "message/rfc822":
-        inner = part.get_payload(0)
-        return inner.as_bytes() if isinstance(inner, Message) else b""
-    payload = part.get_payload(decode=True)
-    return payload if isinstance(payload, bytes) else b""
-
-
-def _unflow(text: str, *, delsp: bool) -> str:
-    """RFC 3676 format=flowed: lines ending in a space go on with the next one."""
-    out: list[str] = []
-    carry = ""
-    for line in text.split("\n"):
-        line = line.removesuffix("\r")
-        if line.startswith(" "):
-            line = line[1:]  # space-stuffed
-        if line.endswith(" ") and line != "-- ":
-            carry += line[:-1] if delsp else line
-            continue
-        out.append(carry + line)
-        carry = ""
-    if carry:
-        out.append(carry)
-    return "\n".join(out)
-
-
-def _leaf_parts(mail: Message) -> Iterator[Message]:
-    """Every part that carries content, in order; an attached message is one part."""
-    if mail.get_content_type() == "message/rfc822":
-        yield mail
-    elif mail.is_multipart():
-        for part in mail.get_payload():
-            if isinstance(part, Message):
-                yield from _leaf_parts(part)
-    else:
-        yield mail
-
-
-def _attachments(mail: EmailMessage, handle: _AttachmentHandle) -> tuple[Attachment, ...]:
-    body = mail.get_body(preferencelist=("plain", "html"))
-    found: list[Attachment] = []
-    for index, part in enumerate(_leaf_parts(mail)):
-        if part is body:
-            continue
-        mime = part.get_content_type()
-        name = part.get_filename()
-        if (
-            part.get_content_disposition() != "attachment"
-            and not name
-            and mime != ("message/rfc822")
-        ):
-            continue  # the other alternative of the text, or an unnamed inline part
-        if mime == "message/rfc822" and not name:
-            inner = part.get_payload(0)
-            subject = _header(inner, "Subject") if isinstance(inner, Message) else ""
-            name = f"{subject or 'message'}.eml"
-        found.append(
-            Attachment(
-                kind=_kind(mime),
-                file_id=str(handle.with_index(index)),
-                name=name,
-                mime=mime,
-                size=len(_part_bytes(part)),
-            )
-        )
-    return tuple(found)
-
-
-def _kind(mime: str) -> str:
-    major = mime.partition("/")[0]
-    return {"image": "photo", "audio": "audio", "video": "video"}.get(major, "document")
-
-
-_ATTRIBUTION = re.compile(
-    r"^(on\b.{3,}\bwrote|am\b.{3,}\bschrieb.*|le\b.{3,}\ba écrit|el\b.{3,}\bescribió"
-    r"|op\b.{3,}\bschreef.*)\s*:\s*$",
-    re.IGNORECASE,
-)
-_ORIGINAL_MESSAGE = re.compile(
-    r"^\s*-{2,}\s*(original message|ursprüngliche nachricht|message d'origine)\s*-{2,}\s*$",
-    re.IGNORECASE,
-)
-_HEADER_FROM = re.compile(r"^\s*\*?(from|von|de)\s*:\*?\s", re.IGNORECASE)
-_HEADER_DATE = re.compile(r"^\s*\*?(sent|date|gesendet|datum|envoyé)\s*:", re.IGNORECASE)
-_SIGNATURE = re.compile(r"^-- ?$")
-
-
-def strip_quoted(text: str) -> str:
-    """The new words of a reply: without the quoted history ("On ... wrote:", the ``>``
-    lines, an Outlook header block and all below it) and the signature after ``-- ``.
-    A mail that is nothing but a quote is kept whole."""
-    lines = text.replace("\r\n", "\n").split("\n")
-    kept: list[str] = []
-    index = 0
-    while index < len(lines):
-        line = lines[index]
-        joined = f"{line} {lines[index + 1]}" if index + 1 < len(lines) else line
-        if _SIGNATURE.match(line) or _ORIGINAL_MESSAGE.match(line):
-            break
-        if _HEADER_FROM.match(line) and (
-            any(_HEADER_DATE.match(following) for following in lines[index + 1 : index + 4])
-            or (kept and set(kept[-1].strip()) == {"_"})
-        ):
-            break  # Outlook's "From: ... Sent: ..." above the whole earlier mail
-        if _attribution(line) and _quote_follows(lines, index + 1):
-            index += 1
-            continue
-        wrapped = _attribution(joined) and not line.lstrip().startswith(">")
-        if wrapped and _quote_follows(lines, index + 2):
-            index += 2  # the attribution wrapped over two lines
-            continue
-        if line.lstrip().startswith(">"):
-            index += 1
-            continue
-        kept.append(line.rstrip())
-        index += 1
-    while kept and set(kept[-1].strip()) <= {"_"}:  # Outlook's rule above its header block
-        kept.pop()
-    result = re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()
-    return result or text.strip()
-
-
-def _attribution(line: str) -> bool:
-    """Whether ``line`` introduces a quote: "On <date>, <someone> wrote:" (and its German,
-    French, Spanish and Dutch forms); it names a date, so it has a digit."""
-    text = line.strip()
-    return bool(_ATTRIBUTION.match(text)) and any(char.isdigit() for char in text)
-
-
-def _quote_follows(lines: list[str], start: int) -> bool:
-    """Whether the next line with words (if any) is quoted."""
-    following = next((line for line in lines[start:] if line.strip()), None)
-    return following is None or following.lstrip().startswith(">")
-
-
-class _HtmlText(HTMLParser):
-    """HTML as plain text: blocks on lines of their own, quotes as ``>`` lines, links with
-    their address, scripts and styles left out."""
-
-    BLOCKS = frozenset(
-        "address article aside blockquote br dd div dl dt footer form h1 h2 h3 h4 h5 h6 "
-        "header hr li main nav ol p pre section table tbody td th thead tr ul".split()
-    )
-    HIDDEN = frozenset(("head", "script", "style", "title", "template"))
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.lines: list[str] = []
-        self.current: list[str] = []
-        self.depth = 0  # blockquotes open
-        self.hidden = 0
-        self.pre = 0
-        self.links: list[str | None] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag in self.HIDDEN:
-            self.hidden += 1
-        elif tag in self.BLOCKS:
-            self.flush(blank=tag in ("p", "blockquote", "table", "ul", "ol"))
-            if tag == "blockquote":
-                self.depth += 1
-            elif tag == "li":
-                self.current.append("- ")
-            elif tag == "pre":
-                self.pre += 1
-        elif tag == "a":
-            self.links.append(dict(attrs).get("href"))
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in self.HIDDEN:
-            self.hidden = max(self.hidden - 1, 0)
-        elif tag in self.BLOCKS:
-            self.flush(blank=tag in ("p", "blockquote", "table", "ul", "ol"))
-            if tag == "blockquote":
-                self.depth = max(self.depth - 1, 0)
-            elif tag == "pre":
-                self.pre = max(self.pre - 1, 0)
-        elif tag == "a" and self.links:
-            href = self.links.pop()
-            shown = "".join(self.current)
-            if href and href.startswith(("http:", "https:", "mailto:")) and href not in shown:
-                self.current.append(f" ({href.removeprefix('mailto:')})")
-
-    def handle_data(self, data: str) -> None:
-        if self.hidden:
-            return
-        if self.pre:
-            first, *rest = data.split("\n")
-            self.current.append(first)
-            for line in rest:
-                self.flush()
-                self.current.append(line)
-            return
-        self.current.append(re.sub(r"\s+", " ", data))
-
-    def flush(self, *, blank: bool = False) -> None:
-        text = "".join(self.current)
-        self.current = []
-        text = text.rstrip() if self.pre else " ".join(text.split())
-        prefix = "> " * self.depth
-        if text:
-            self.lines.append(prefix + text)
-        if blank and self.lines and self.lines[-1].strip("> "):
-            self.lines.append(prefix.rstrip())
-
-    def text(self) -> str:
-        self.flush()
-        return re.sub(r"\n{3,}", "\n\n", "\n".join(self.lines)).strip()
-
-
-def html_to_text(markup: str) -> str:
-    """An HTML mail body as the plain text a reader sees."""
-    parser = _HtmlText()
-    parser.feed(markup)
-    parser.close()
-    return parser.text()
-
-
-# -- writing mail ------------------------------------------------------------------------------
-
-
-def _html_document(markdown: str) -> str:
-    """The agent's Markdown as an HTML mail body (raw HTML in it is escaped)."""
-    body = _MARKDOWN.render(markdown)
-    return (
-        '<!DOCTYPE html>\n<html><head><meta charset="utf-8"></head>'
-        f'<body style="font-family: sans-serif">\n{body}</body></html>\n'
-    )
-
-
-def _subject_from(plain: str) -> str:
-    """A subject for a mail that starts a thread: its first line, shortened."""
-    first = next((line.strip() for line in plain.splitlines() if line.strip()), "")
-    first = _one_line(first)
-    if len(first) > SUBJECT_CHARS:
-        first = first[: SUBJECT_CHARS - 1].rsplit(" ", 1)[0].rstrip(",.;:") + "…"
-    return first or "(no subject)"
-
-
-def _one_line(text: str) -> str:
-    """Text fit for a header: one line, no control characters."""
-    return " ".join("".join(c if c.isprintable() else " " for c in text).split())
-
-
-def _mailbox(folder: str) -> str:
-    """A folder name as an IMAP argument: modified UTF-7 (RFC 3501), quoted."""
-    encoded: list[str] = []
-    pending: list[str] = []
-
-    def shift() -> None:
-        if pending:
-            utf16 = "".join(pending).encode("utf-16-be")
-            encoded.append("&" + base64.b64encode(utf16).decode().rstrip("=").replace("/", ","))
-            encoded.append("-")
-            pending.clear()
-
-    for char in folder:
-        if 0x20 <= ord(char) <= 0x7E:
-            shift()
-            encoded.append("&-" if char == "&" else char)
-        else:
-            pending.append(char)
-    shift()
-    return str(aioimaplib.quoted("".join(encoded)))
-
-
 def _thread_slot(message_id: str) -> str:
     digest = hashlib.sha1(message_id.encode("utf-8", errors="replace")).hexdigest()
     return f"thread.{int(digest[:8], 16) % THREAD_SLOTS}"
 
 
-def _response_text(response: Any) -> str:
-    return " ".join(
-        bytes(line).decode("utf-8", errors="replace")
-        for line in response.lines
-        if isinstance(line, bytes | bytearray)
-    ).strip()
-
-
 def _reply(exc: aiosmtplib.SMTPResponseException) -> str:
     return f"{exc.code} {' '.join(str(exc.message).split())}"
-
-
-def _certificate_refused(exc: BaseException) -> bool:
-    seen: BaseException | None = exc
-    for _ in range(5):
-        if seen is None:
-            return False
-        if isinstance(seen, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(
-            seen
-        ):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
-
-
-def _certificate_sentence(server: str, kind: str) -> str:
-    return (
-        f"{server}'s TLS certificate is not trusted; if it is self-signed, name it in "
-        f"channels.email.ca_file (or check {kind}_host)."
-    )
 
 
 def _is_loopback(host: str) -> bool:

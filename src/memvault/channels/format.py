@@ -219,6 +219,15 @@ class Renderer:
         return label if label == shown else f"{label} ({shown})"
 
 
+class StarMarkup(Renderer):
+    """The emphasis Slack's mrkdwn and WhatsApp's markup share: ``*bold*``, ``_italic_``,
+    ``~strike~`` (an empty span left unmarked, which both would show as stray marks)."""
+
+    def style(self, kind: str, inner: str) -> str:
+        marker = {"strong": "*", "em": "_", "s": "~"}[kind]
+        return f"{marker}{inner}{marker}" if inner.strip() else inner
+
+
 class TelegramRenderer(Renderer):
     """Telegram's HTML subset (``tags``), or the same layout as plain text."""
 

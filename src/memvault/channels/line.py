@@ -17,7 +17,7 @@ message nobody asked for is pushed to the chat instead (pushes count against
 the plan's monthly quota), with a retry key, so a push retried after a lost
 answer is delivered once. LINE shows plain text: Markdown is laid out as
 :func:`~memvault.channels.format.to_plain_text`. LINE's errors are mapped
-once, in :meth:`LineAdapter._errors`, onto the classes the hub acts on.
+once, in :meth:`LineAdapter._classify`, onto the classes the hub acts on.
 """
 
 from __future__ import annotations
@@ -71,30 +71,30 @@ from memvault.channels.base import (
     AdapterState,
     Attachment,
     ChannelError,
-    ChannelFatalError,
     Inbound,
     InboundHandler,
+    LoopBound,
     MessageRejectedError,
     Outbound,
     RateLimitedError,
+    RateLimitStreak,
     Sent,
+    make_room,
+    token_refused,
 )
 from memvault.channels.format import split_text, to_plain_text
+from memvault.channels.webhook import WebhookBodyError, WebhookInbox, WebhookSignatureError
 from memvault.config import LineSettings
-from memvault.errors import InvalidInputError, MemvaultError
+from memvault.errors import MemvaultError
 
 log = logging.getLogger(__name__)
 
 # LINE: "use the reply token within one minute of receiving the webhook"; a margin kept.
 REPLY_WINDOW = 50.0
-# How long the webhook waits for the hub to store what arrived; past it LINE is told to retry.
-WEBHOOK_WAIT = 10.0
 REQUEST_TIMEOUT = 20.0
 DOWNLOAD_TIMEOUT = 120.0
 # A sender's name is asked of LINE before the message is stored: never for long.
 NAME_TIMEOUT = 3.0
-# LINE sends no Retry-After with a 429: waits double from 2 s, up to a minute.
-RATE_LIMIT_WAITS = (2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
 MONTHLY_LIMIT_WAIT = 3600.0
 MESSAGES_PER_REQUEST = 5
 TEXT_LIMIT = 5000  # characters as LINE counts them: UTF-16 code units
@@ -102,20 +102,6 @@ QUICK_REPLY_ITEMS = 13
 LABEL_LIMIT = 20
 LOADING_SECONDS = 20
 _REMEMBERED = 1000  # reply tokens, names and retry keys kept at most
-NOT_RUNNING = "The LINE channel is not running yet; LINE will deliver the webhook again."
-
-
-class WebhookSignatureError(MemvaultError):
-    """A webhook body not signed with this channel's secret: it did not come from LINE."""
-
-    code = "invalid_signature"
-    http_status = 401
-
-
-class WebhookBodyError(InvalidInputError):
-    """A signed webhook body that is not LINE's JSON."""
-
-    code = "invalid_json"
 
 
 class _StaleReplyTokenError(MessageRejectedError):
@@ -138,23 +124,27 @@ class _ReplyToken:
 
 
 @dataclass(frozen=True)
-class _Delivery:
-    """One webhook's messages (each with its reply token) on their way to the handler."""
+class _Received:
+    """One message of a webhook, with its reply token and when the webhook came."""
 
-    messages: list[tuple[Inbound, str | None]]
-    received: float
-    done: asyncio.Future[None]
+    message: Inbound
+    reply_token: str | None
+    received: float  # time.monotonic()
 
 
 @dataclass(frozen=True)
 class _Clients:
-    """The SDK's clients, bound to the event loop they were opened on (aiohttp's are)."""
+    """The SDK's clients of one event loop (aiohttp's belong to the loop that opened them)."""
 
-    loop: asyncio.AbstractEventLoop
     api: AsyncApiClient
     data: AsyncApiClient
     messaging: AsyncMessagingApi
     blob: AsyncMessagingApiBlob
+
+    async def close(self) -> None:
+        """Close both HTTP clients."""
+        await self.api.close()
+        await self.data.close()
 
 
 class LineAdapter(Adapter):
@@ -165,6 +155,7 @@ class LineAdapter(Adapter):
     """
 
     name = "line"
+    settings: LineSettings
 
     def __init__(
         self,
@@ -174,49 +165,33 @@ class LineAdapter(Adapter):
         *,
         state: AdapterState | None = None,
     ) -> None:
-        self.settings = settings
-        self.max_message_length = settings.max_message_length
+        super().__init__(settings)
         self._token = token
         self._parser = WebhookParser(secret)
         self._state = state
-        self._clients: _Clients | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._inbox: asyncio.Queue[_Delivery] | None = None
+        self._clients = LoopBound(self._open_clients, _Clients.close)
+        self._inbox: WebhookInbox[_Received] = WebhookInbox("LINE", "LINE")
         self._reply_tokens: dict[str, _ReplyToken] = {}  # by message (or event) id
         self._names: dict[tuple[str, str], str] = {}
         self._retry_keys: dict[tuple[str, str], str] = {}
-        self._rate_limited = 0  # 429s in a row
+        self._rate_limits = RateLimitStreak()  # a 429 seldom says how long to wait
 
     # -- the platform --------------------------------------------------------------------
 
     async def identify(self) -> str:
         """The bot's name and basic id (``memvault (@123abcde)``), asked of LINE."""
-        with self._errors("the bot's identity"):
+        with self.errors("the bot's identity"):
             info = await self._api().messaging.get_bot_info(_request_timeout=REQUEST_TIMEOUT)
         return f"{info.display_name} ({info.basic_id})"
 
     async def start(self, handler: InboundHandler) -> None:
         """Hand what the webhook receives to ``handler``, in order, until cancelled."""
-        inbox: asyncio.Queue[_Delivery] = asyncio.Queue()
-        self._loop, self._inbox = asyncio.get_running_loop(), inbox
-        try:
-            while True:
-                delivery = await inbox.get()
-                try:
-                    for message, reply_token in delivery.messages:
-                        self._keep_reply_token(message, reply_token, delivery.received)
-                        await handler(await self._named(message))
-                except Exception as exc:
-                    _settle(delivery.done, exc)
-                    raise
-                except BaseException:
-                    _settle(delivery.done, ChannelError(NOT_RUNNING))
-                    raise
-                _settle(delivery.done, None)
-        finally:
-            self._inbox = None
-            while not inbox.empty():
-                _settle(inbox.get_nowait().done, ChannelError(NOT_RUNNING))
+
+        async def take(item: _Received) -> None:
+            self._keep_reply_token(item.message, item.reply_token, item.received)
+            await handler(await self._named(item.message))
+
+        await self._inbox.serve(take)
 
     async def receive_webhook(self, body: bytes, signature: str | None) -> int:
         """Check and read one webhook body LINE posted, and return once the hub stored its
@@ -228,20 +203,13 @@ class LineAdapter(Adapter):
         """
         events = self._parse(body, signature)
         received = time.monotonic()
-        messages = [found for found in map(self._inbound, events) if found is not None]
+        messages = [
+            _Received(message, token, received)
+            for message, token in filter(None, map(self._inbound, events))
+        ]
         if not messages:
             return 0  # the console's "Verify", a follow, an unsend: nothing to store
-        loop = self._loop
-        if loop is None or loop.is_closed() or self._inbox is None:
-            raise ChannelError(NOT_RUNNING)
-        handed = asyncio.run_coroutine_threadsafe(self._hand_over(messages, received), loop)
-        try:
-            await asyncio.wait_for(asyncio.wrap_future(handed), WEBHOOK_WAIT)
-        except TimeoutError as exc:
-            raise ChannelError(
-                f"Storing LINE's messages took longer than {WEBHOOK_WAIT:g} s; "
-                "LINE will deliver them again."
-            ) from exc
+        await self._inbox.hand_over(messages)
         return len(messages)
 
     async def send(self, message: Outbound) -> Sent:
@@ -264,17 +232,14 @@ class LineAdapter(Adapter):
         if not chat_id.startswith("U"):
             return  # groups and rooms have no loading animation
         request = ShowLoadingAnimationRequest(chatId=chat_id, loadingSeconds=LOADING_SECONDS)
-        try:
-            with self._errors("the loading animation"):
-                await self._api().messaging.show_loading_animation(
-                    request, _request_timeout=REQUEST_TIMEOUT
-                )
-        except ChannelError as exc:
-            log.warning("line loading animation failed", extra={"error": exc.message})
+        with self.quietly("line loading animation failed"), self.errors("the loading animation"):
+            await self._api().messaging.show_loading_animation(
+                request, _request_timeout=REQUEST_TIMEOUT
+            )
 
     async def download(self, attachment: Attachment) -> bytes:
         """The bytes of a received image, video, audio or file, from LINE's data host."""
-        with self._errors(f"the file {attachment.name or attachment.file_id}"):
+        with self.errors(f"the file {attachment.name or attachment.file_id}"):
             data = await self._api().blob.get_message_content(
                 attachment.file_id, _request_timeout=DOWNLOAD_TIMEOUT
             )
@@ -284,10 +249,7 @@ class LineAdapter(Adapter):
 
     async def close(self) -> None:
         """Close the HTTP connections; calling it again does nothing."""
-        clients, self._clients = self._clients, None
-        if clients is not None and clients.loop is asyncio.get_running_loop():
-            await clients.api.close()
-            await clients.data.close()
+        await self._clients.close()
 
     # -- receiving -----------------------------------------------------------------------
 
@@ -359,21 +321,12 @@ class LineAdapter(Adapter):
         )
         return inbound, event.reply_token
 
-    async def _hand_over(self, messages: list[tuple[Inbound, str | None]], received: float) -> None:
-        """On the hub's loop: queue one webhook's messages and wait until they are stored."""
-        inbox = self._inbox
-        if inbox is None:
-            raise ChannelError(NOT_RUNNING)
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        inbox.put_nowait(_Delivery(messages, received, done))
-        await done
-
     def _keep_reply_token(self, message: Inbound, token: str | None, received: float) -> None:
         now = time.monotonic()
         for key in [k for k, kept in self._reply_tokens.items() if kept.expires <= now]:
             del self._reply_tokens[key]
         if token:
-            _bounded(self._reply_tokens)
+            make_room(self._reply_tokens, _REMEMBERED)
             expires = received + REPLY_WINDOW
             self._reply_tokens[message.message_id] = _ReplyToken(message.chat_id, token, expires)
 
@@ -392,14 +345,14 @@ class LineAdapter(Adapter):
                 text = exc.message if isinstance(exc, MemvaultError) else "no answer in time"
                 log.info("line profile unavailable", extra={"error": text})
                 return message
-            _bounded(self._names)
+            make_room(self._names, _REMEMBERED)
             self._names[key] = name
         return replace(message, sender_name=name)
 
     async def _profile_name(self, message: Inbound) -> str:
         api = self._api().messaging
         user, chat = message.sender_id, message.chat_id
-        with self._errors(f"the profile of {user}"):
+        with self.errors(f"the profile of {user}"):
             if message.chat_type == "group":
                 profile = await api.get_group_member_profile(chat, user)
             elif message.chat_type == "room":
@@ -431,7 +384,7 @@ class LineAdapter(Adapter):
         token = self._take_reply_token(chat_id, reply_to)
         if token is not None:
             try:
-                with self._errors(f"the reply in chat {chat_id}"):
+                with self.errors(f"the reply in chat {chat_id}"):
                     answer = await self._api().messaging.reply_message(
                         ReplyMessageRequest(replyToken=token, messages=batch),
                         _request_timeout=REQUEST_TIMEOUT,
@@ -445,10 +398,10 @@ class LineAdapter(Adapter):
         # The same messages retried carry the same key: LINE delivers them once.
         what = (chat_id, json.dumps([bubble.to_dict() for bubble in batch], sort_keys=True))
         if what not in self._retry_keys:
-            _bounded(self._retry_keys)
+            make_room(self._retry_keys, _REMEMBERED)
             self._retry_keys[what] = str(uuid.uuid4())
         try:
-            with self._errors(f"the message to chat {chat_id}"):
+            with self.errors(f"the message to chat {chat_id}"):
                 answer = await self._api().messaging.push_message(
                     PushMessageRequest(to=chat_id, messages=batch),
                     x_line_retry_key=self._retry_keys[what],
@@ -481,53 +434,49 @@ class LineAdapter(Adapter):
 
     def _api(self) -> _Clients:
         """The SDK's clients on the running loop (opened on first use there)."""
-        loop = asyncio.get_running_loop()
-        if self._clients is None or self._clients.loop is not loop:
-            api = AsyncApiClient(
-                Configuration(host=self.settings.api_base.rstrip("/"), access_token=self._token)
-            )
-            data = AsyncApiClient(
-                Configuration(
-                    host=self.settings.data_api_base.rstrip("/"), access_token=self._token
-                )
-            )
-            self._clients = _Clients(
-                loop, api, data, AsyncMessagingApi(api), AsyncMessagingApiBlob(data)
-            )
-        return self._clients
+        return self._clients.get()
+
+    def _open_clients(self) -> _Clients:
+        api = AsyncApiClient(
+            Configuration(host=self.settings.api_base.rstrip("/"), access_token=self._token)
+        )
+        data = AsyncApiClient(
+            Configuration(host=self.settings.data_api_base.rstrip("/"), access_token=self._token)
+        )
+        return _Clients(api, data, AsyncMessagingApi(api), AsyncMessagingApiBlob(data))
 
     @contextmanager
-    def _errors(self, what: str) -> Iterator[None]:
-        """LINE's errors as the classes the hub acts on, each one sentence."""
-        try:
+    def errors(self, what: str) -> Iterator[None]:
+        """As every adapter's; a request that went through ends a streak of rate limits."""
+        with super().errors(what):
             yield
-        except ApiException as exc:
-            raise self._classed(exc, what) from exc
-        except (aiohttp.ClientError, TimeoutError) as exc:
+        self._rate_limits.reset()
+
+    def _classify(self, exc: Exception, what: str) -> ChannelError | None:
+        """LINE's errors as the classes the hub acts on, each one sentence."""
+        if isinstance(exc, ApiException):
+            return self._classed(exc, what)
+        if isinstance(exc, aiohttp.ClientError | TimeoutError):
             reason = str(exc).rstrip(".") or type(exc).__name__
-            raise ChannelError(f"LINE could not be reached for {what}: {reason}.") from exc
-        self._rate_limited = 0
+            return ChannelError(f"LINE could not be reached for {what}: {reason}.")
+        return None
 
     def _classed(self, exc: Any, what: str) -> ChannelError:
         status = int(exc.status or 0)
         said, ids = _said(exc.body)
         if status == 401:
-            return ChannelFatalError(
-                "LINE refused the channel access token (401 Unauthorized); "
-                f"check the token in ${self.settings.token_env}."
+            return token_refused(
+                "LINE", "channel access token", "401 Unauthorized", self.settings.token_env
             )
         if status == 429:
-            self._rate_limited += 1
+            streak_wait = self._rate_limits.next_wait()
             if "monthly limit" in said.lower():
                 return RateLimitedError(
                     f"LINE's monthly message limit for this channel is reached ({said}); "
                     f"trying again in {MONTHLY_LIMIT_WAIT / 60:g} minutes.",
                     retry_after=MONTHLY_LIMIT_WAIT,
                 )
-            wait = (
-                _retry_after(exc.headers)
-                or RATE_LIMIT_WAITS[min(self._rate_limited, len(RATE_LIMIT_WAITS)) - 1]
-            )
+            wait = _retry_after(exc.headers) or streak_wait
             return RateLimitedError(
                 f"LINE asked memvault to slow down ({said}); trying again in {wait:g} s.",
                 retry_after=wait,
@@ -542,21 +491,6 @@ class LineAdapter(Adapter):
 
 
 # -- helpers -----------------------------------------------------------------------------------
-
-
-def _settle(done: asyncio.Future[None], error: BaseException | None) -> None:
-    if done.done():
-        return  # the webhook gave up waiting (LINE will deliver it again)
-    if error is None:
-        done.set_result(None)
-    else:
-        done.set_exception(error)
-
-
-def _bounded(kept: dict[Any, Any]) -> None:
-    """Make room for one more entry by forgetting the oldest."""
-    while len(kept) >= _REMEMBERED:
-        del kept[next(iter(kept))]
 
 
 def _where(source: Any) -> tuple[str | None, str, str | None]:

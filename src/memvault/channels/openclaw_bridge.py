@@ -74,6 +74,9 @@ from memvault.channels.base import (
     NotSupportedError,
     Outbound,
     Sent,
+    json_object,
+    json_objects,
+    media_kind,
 )
 from memvault.channels.openclaw_events import (
     ChannelMessage,
@@ -180,10 +183,10 @@ class OpenClawBridge(Adapter):
     """The ``openclaw`` CLI as one channel: its listeners polled, its sends made."""
 
     name = "openclaw"
+    settings: OpenClawBridgeSettings
 
     def __init__(self, settings: OpenClawBridgeSettings, *, state: AdapterState) -> None:
-        self.settings = settings
-        self.max_message_length = settings.max_message_length
+        super().__init__(settings)
         self._state = state
         self._command: Path | None = None
         self._sent: deque[str] = deque(maxlen=_SENT_KEPT)
@@ -611,9 +614,9 @@ def _message(raw: Any) -> PlatformMessage | None:
     message_id = _first(raw, "id", "messageId", "eventId", "ts")
     if message_id is None:
         return None
-    author = _dict(raw.get("author"))
-    profile = _dict(raw.get("user_profile"))
-    props = _dict(raw.get("props"))
+    author = json_object(raw.get("author"))
+    profile = json_object(raw.get("user_profile"))
+    props = json_object(raw.get("props"))
     sender = (
         _first(author, "id")
         or _first(raw, "senderId", "user_id", "userId", "user", "sender", "from")
@@ -663,12 +666,12 @@ def _attachments(raw: dict[str, Any]) -> tuple[Attachment, ...]:
     """Discord's ``attachments`` (with their CDN address), Slack's ``files``, Matrix's
     ``attachment`` and Telegram's ``mediaType``: what the read tells of each file."""
     found: list[Attachment] = []
-    for item in [*_dicts(raw.get("attachments")), *_dicts(raw.get("files"))]:
+    for item in [*json_objects(raw.get("attachments")), *json_objects(raw.get("files"))]:
         mime = _first(item, "content_type", "mimetype", "mime")
         size = item.get("size")
         found.append(
             Attachment(
-                kind=_kind(mime),
+                kind=media_kind(mime),
                 # Discord's ``url`` is public; Slack's ``url_private`` wants the bot's token.
                 file_id=_first(item, "url", "id") or "",
                 name=_first(item, "filename", "name", "title"),
@@ -685,11 +688,6 @@ def _attachments(raw: dict[str, Any]) -> tuple[Attachment, ...]:
         kinds = {"photo": "photo", "voice": "voice", "audio": "audio", "video": "video"}
         found.append(Attachment(kinds.get(media, "document"), _first(raw, "mediaRef") or ""))
     return tuple(found)
-
-
-def _kind(mime: str | None) -> str:
-    major = (mime or "").split("/")[0]
-    return {"image": "photo", "audio": "audio", "video": "video"}.get(major, "document")
 
 
 def _time(raw: dict[str, Any]) -> datetime | None:
@@ -733,14 +731,6 @@ def _first(raw: dict[str, Any], *keys: str) -> str | None:
         if isinstance(value, int | float | str) and str(value).strip():
             return str(value).strip()
     return None
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _dicts(value: Any) -> list[dict[str, Any]]:
-    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
 def _yes(value: Any) -> bool:
@@ -794,8 +784,8 @@ def _reason(failure: dict[str, Any] | None, text: str) -> str:
 def _sent_ids(answer: dict[str, Any]) -> tuple[str, ...]:
     """The platform's id of what was sent (``messageId``, where OpenClaw's
     resolveMessageActionMessageId finds it); none for a dry run."""
-    payload = _dict(answer.get("payload"))
-    result = _dict(payload.get("result"))
+    payload = json_object(answer.get("payload"))
+    result = json_object(payload.get("result"))
     for source in (answer, payload, result):
         found = _first(source, "messageId")
         if found:

@@ -46,7 +46,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from memvault import __version__
-from memvault.channels.base import AdapterState, ChannelError, ChannelFatalError
+from memvault.channels.base import AdapterState, ChannelError, ChannelFatalError, json_object
 
 PROTOCOL = 4
 CLIENT_ID = "gateway-client"  # a local backend, as OpenClaw's own helpers connect
@@ -358,17 +358,17 @@ def channel_message(message: Any, session: Any, session_key: str) -> ChannelMess
     answers, tool results, what an operator typed in OpenClaw's own chat)."""
     if not isinstance(message, dict) or message.get("role") != "user":
         return None
-    meta = _dict(message.get("__openclaw"))
-    transport = _dict(meta.get("transport"))
-    identity = _dict(meta.get("senderIdentity"))
+    meta = json_object(message.get("__openclaw"))
+    transport = json_object(meta.get("transport"))
+    identity = json_object(meta.get("senderIdentity"))
     channel = _text(transport.get("channel")) or _text(identity.get("pluginId"))
     platform_id = _text(transport.get("messageId"))
     entry = _text(meta.get("id"))
     if not channel or not platform_id or not entry:
         return None
     sender = _text(meta.get("senderId")) or _text(identity.get("id")) or "unknown"
-    row = _dict(session)
-    origin = _dict(row.get("origin"))
+    row = json_object(session)
+    origin = json_object(row.get("origin"))
     kind = _text(row.get("chatType")) or _text(origin.get("chatType"))
     if kind:
         direct = kind in ("direct", "dm")
@@ -407,7 +407,7 @@ def _conversation(
         # dmScope "main"): only the sender says which one this is.
         return frozenset({sender, f"user:{sender}"})
     found: set[str] = set()
-    for place in (_dict(row.get("origin")), _dict(row.get("deliveryContext"))):
+    for place in (json_object(row.get("origin")), json_object(row.get("deliveryContext"))):
         target = _text(place.get("to"))
         if target:
             found.add(target.removeprefix(f"{channel}:"))
@@ -455,12 +455,12 @@ async def _frame(
 
 
 def _event(frame: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    return str(frame.get("event") or ""), _dict(frame.get("payload"))
+    return str(frame.get("event") or ""), json_object(frame.get("payload"))
 
 
 def _said(frame: dict[str, Any]) -> str:
     """The gateway's explanation of a refusal, as a sentence."""
-    error = _dict(frame.get("error"))
+    error = json_object(frame.get("error"))
     said = _text(error.get("message")) or _text(error.get("code")) or "no reason given"
     return said if said.endswith((".", "!", "?")) else f"{said}."
 
@@ -484,10 +484,6 @@ def _platform() -> str:
 
 def _b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 def _text(value: Any) -> str | None:

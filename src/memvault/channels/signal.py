@@ -21,21 +21,16 @@ router names saved attachments after the id, and the vault refuses colons in nam
 Replies are rendered from Markdown as Signal's text styles (bold, italic,
 strikethrough and monospace ranges, counted in UTF-16 units); a reply quotes the
 message it answers; files go as data URIs, so signal-cli may run in a container or
-on another host. signal-cli's errors are mapped once, in :meth:`SignalAdapter._errors`.
+on another host. signal-cli's errors are mapped once, in :meth:`SignalAdapter._classify`;
+the two transports are :mod:`memvault.channels.signal_rpc`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
-import contextlib
-import itertools
-import json
 import logging
 import mimetypes
-from collections.abc import AsyncGenerator, Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from html.parser import HTMLParser
 from pathlib import Path
@@ -56,19 +51,17 @@ from memvault.channels.base import (
     Outbound,
     RateLimitedError,
     Sent,
+    media_kind,
+    read_media,
 )
 from memvault.channels.format import to_telegram_html
+from memvault.channels.signal_rpc import HttpRpc, RpcError, SocketRpc
 from memvault.config import SignalSettings
 
 log = logging.getLogger(__name__)
 
 GROUP_PREFIX = "group:"
 ID_SEPARATOR = "_"  # between author and timestamp in a message id (neither contains it)
-_RPC_TIMEOUT = 60.0  # a send with files uploads them to Signal before it answers
-_CONNECT_TIMEOUT = 5.0
-_STREAM_IDLE = 60.0  # signal-cli writes a keep-alive every 15 s: silence this long is a dead link
-_MAX_EVENT = 16 * 1024 * 1024
-_MAX_LINE = 512 * 1024 * 1024  # a getAttachment answer is the whole file, base64
 _DEFAULT_WAIT = 60.0  # a rate limit that names no wait
 
 # The JSON-RPC error codes signal-cli answers with (SignalJsonRpcCommandHandler).
@@ -80,24 +73,14 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 
 
-class RpcError(Exception):
-    """signal-cli's JSON-RPC error answer: its code, message and data (the send results)."""
-
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
-
-
 class SignalAdapter(Adapter):
     """One Signal account, served by a signal-cli daemon over HTTP or a UNIX socket."""
 
     name = "signal"
+    settings: SignalSettings
 
     def __init__(self, settings: SignalSettings, *, state: AdapterState | None = None) -> None:
-        self.settings = settings
-        self.max_message_length = settings.max_message_length
+        super().__init__(settings)
         self._state = state
         self._account = settings.account.strip()
         self._rpc = self._connection()
@@ -114,7 +97,7 @@ class SignalAdapter(Adapter):
 
     async def identify(self) -> str:
         """The account and signal-cli's version (asking checks the account exists there)."""
-        with self._errors("its version"):
+        with self.errors("its version"):
             answer = await self._call("version")
         version = answer.get("version") if isinstance(answer, dict) else None
         who = self._account or "signal-cli"
@@ -128,7 +111,7 @@ class SignalAdapter(Adapter):
         events = receiver.events()
         try:
             while True:
-                with self._errors("the stream of new messages"):
+                with self.errors("the stream of new messages"):
                     payload = await anext(events)
                 await self._deliver(payload, handler)
         finally:
@@ -150,7 +133,7 @@ class SignalAdapter(Adapter):
             params["quoteTimestamp"], params["quoteAuthor"] = quoted
         if not text and not message.media:
             return Sent()
-        with self._errors(f"the message to {message.chat_id}"):
+        with self.errors(f"the message to {message.chat_id}"):
             answer = await self._call("send", params)
         timestamp = answer.get("timestamp") if isinstance(answer, dict) else None
         if timestamp is None:
@@ -160,16 +143,16 @@ class SignalAdapter(Adapter):
 
     async def typing(self, chat_id: str) -> None:
         """Show "typing…" in the chat; a failure is logged, never raised."""
-        try:
-            with self._errors("the typing indicator"):
-                await self._call("sendTyping", _target(chat_id))
-        except ChannelError as exc:
-            log.warning("signal typing failed", extra={"chat_id": chat_id, "error": exc.message})
+        with (
+            self.quietly("signal typing failed", chat_id=chat_id),
+            self.errors("the typing indicator"),
+        ):
+            await self._call("sendTyping", _target(chat_id))
 
     async def download(self, attachment: Attachment) -> bytes:
         """The bytes of a received file, which signal-cli keeps in its data directory."""
         what = f"the file {attachment.name or attachment.file_id}"
-        with self._errors(what):
+        with self.errors(what):
             answer = await self._call("getAttachment", {"id": attachment.file_id})
         data = answer.get("data") if isinstance(answer, dict) else None
         try:
@@ -255,10 +238,10 @@ class SignalAdapter(Adapter):
 
     # -- talking to signal-cli ----------------------------------------------------------------
 
-    def _connection(self) -> _Http | _Socket:
+    def _connection(self) -> HttpRpc | SocketRpc:
         if self.settings.socket:
-            return _Socket(self.settings.socket)
-        return _Http(self.settings.url, self._account)
+            return SocketRpc(self.settings.socket)
+        return HttpRpc(self.settings.url, self._account)
 
     async def _call(self, method: str, params: dict[str, Any] | None = None) -> Any:
         """One JSON-RPC call, naming the account (which a multi-account daemon needs)."""
@@ -267,53 +250,50 @@ class SignalAdapter(Adapter):
             sent["account"] = self._account
         return await self._rpc.call(method, sent)
 
-    @contextmanager
-    def _errors(self, what: str) -> Iterator[None]:
+    def _classify(self, exc: Exception, what: str) -> ChannelError | None:
         """signal-cli's and the connection's errors as the classes the hub acts on."""
-        try:
-            yield
-        except RpcError as exc:
-            raise self._refusal(exc, what) from exc
-        except httpx.HTTPStatusError as exc:
-            status = exc.response.status_code
-            if status >= 500:
-                raise ChannelError(f"signal-cli failed on {what} (HTTP {status}).") from exc
-            if status == 421:
-                raise ChannelFatalError(
-                    f"signal-cli refused the host name in {self.settings.url} (HTTP 421); use "
-                    "the address its --http option names (or localhost / 127.0.0.1)."
-                ) from exc
-            if status == 400 and self._account:
-                raise ChannelFatalError(self._no_account()) from exc
-            raise ChannelFatalError(
-                f"{self.settings.url} is not signal-cli's JSON-RPC endpoint (HTTP {status} for "
-                f"{what}); start signal-cli with `daemon --http` and set channels.signal.url."
-            ) from exc
-        except httpx.SSEError as exc:
-            raise ChannelFatalError(
+        if isinstance(exc, RpcError):
+            return self._refusal(exc, what)
+        if isinstance(exc, httpx.HTTPStatusError):
+            return self._http_status(exc.response.status_code, what)
+        if isinstance(exc, httpx.SSEError):
+            return ChannelFatalError(
                 f"{self.settings.url} does not serve signal-cli's event stream; "
                 "start signal-cli with `daemon --http`."
-            ) from exc
-        except (httpx.TimeoutException, TimeoutError) as exc:
-            raise ChannelError(
-                f"signal-cli at {self.where} did not answer {what} in time."
-            ) from exc
-        except PermissionError as exc:
-            raise ChannelFatalError(
+            )
+        if isinstance(exc, httpx.TimeoutException | TimeoutError):
+            return ChannelError(f"signal-cli at {self.where} did not answer {what} in time.")
+        if isinstance(exc, PermissionError):
+            return ChannelFatalError(
                 f"memvault may not open {self.where} ({exc.strerror}); let its user read and "
                 "write the socket."
-            ) from exc
-        except EOFError as exc:
-            raise ChannelError(
-                f"signal-cli at {self.where} closed {what} (it may be restarting)."
-            ) from exc
-        except (httpx.TransportError, OSError) as exc:
-            raise ChannelError(
+            )
+        if isinstance(exc, EOFError):
+            return ChannelError(f"signal-cli at {self.where} closed {what} (it may be restarting).")
+        if isinstance(exc, httpx.TransportError | OSError):
+            return ChannelError(
                 f"signal-cli could not be reached at {self.where} for {what} ({_reason(exc)}); "
                 "is `signal-cli daemon` running?"
-            ) from exc
-        except ValueError as exc:  # an answer that is not JSON-RPC
-            raise ChannelError(f"signal-cli answered {what} with something unreadable.") from exc
+            )
+        if isinstance(exc, ValueError):  # an answer that is not JSON-RPC
+            return ChannelError(f"signal-cli answered {what} with something unreadable.")
+        return None
+
+    def _http_status(self, status: int, what: str) -> ChannelError:
+        """An HTTP error answer: signal-cli failing, or not signal-cli at all."""
+        if status >= 500:
+            return ChannelError(f"signal-cli failed on {what} (HTTP {status}).")
+        if status == 421:
+            return ChannelFatalError(
+                f"signal-cli refused the host name in {self.settings.url} (HTTP 421); use "
+                "the address its --http option names (or localhost / 127.0.0.1)."
+            )
+        if status == 400 and self._account:
+            return ChannelFatalError(self._no_account())
+        return ChannelFatalError(
+            f"{self.settings.url} is not signal-cli's JSON-RPC endpoint (HTTP {status} for "
+            f"{what}); start signal-cli with `daemon --http` and set channels.signal.url."
+        )
 
     def _refusal(self, exc: RpcError, what: str) -> ChannelError:
         """One JSON-RPC error as a hub error class."""
@@ -365,147 +345,6 @@ class SignalAdapter(Adapter):
         )
 
 
-# -- the two ways to reach signal-cli ----------------------------------------------------------
-
-
-class _Http:
-    """``signal-cli daemon --http``: JSON-RPC by POST, messages as Server-Sent Events."""
-
-    def __init__(self, url: str, account: str) -> None:
-        self._base = url.rstrip("/").removesuffix("/api/v1/rpc")
-        self._account = account
-        self._client: httpx.AsyncClient | None = None
-        self._ids = itertools.count(1)
-
-    def _http(self) -> httpx.AsyncClient:
-        if self._client is None:  # made in the loop that uses it (a CLI send runs its own)
-            self._client = httpx.AsyncClient(
-                timeout=httpx.Timeout(_RPC_TIMEOUT, connect=_CONNECT_TIMEOUT)
-            )
-        return self._client
-
-    async def call(self, method: str, params: dict[str, Any]) -> Any:
-        request = {"jsonrpc": "2.0", "method": method, "params": params, "id": next(self._ids)}
-        response = await self._http().post(f"{self._base}/api/v1/rpc", json=request)
-        response.raise_for_status()
-        return _answer(response.json())
-
-    async def events(self) -> AsyncGenerator[Any]:
-        query = {"account": self._account} if self._account else None
-        idle = httpx.Timeout(_STREAM_IDLE, connect=_CONNECT_TIMEOUT)
-        async with self._http().sse(
-            f"{self._base}/api/v1/events", params=query, timeout=idle, max_event_size=_MAX_EVENT
-        ) as source:
-            source.response.raise_for_status()
-            async for event in source:
-                if event.event == "receive" and event.data:
-                    yield json.loads(event.data)
-        raise EOFError("signal-cli ended the stream of messages")
-
-    async def close(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            await client.aclose()
-
-
-class _Socket:
-    """``signal-cli daemon --socket``: newline-delimited JSON-RPC both ways on one connection;
-    answers are matched to requests by id, ``receive`` notifications are queued."""
-
-    def __init__(self, path: str) -> None:
-        self._path = path
-        self._ids = itertools.count(1)
-        self._writer: asyncio.StreamWriter | None = None
-        self._reading: asyncio.Task[None] | None = None
-        self._waiting: dict[int, asyncio.Future[Any]] = {}
-        self._received: asyncio.Queue[Any] | None = None  # set while someone listens
-
-    async def call(self, method: str, params: dict[str, Any]) -> Any:
-        writer = await self._open()
-        number = next(self._ids)
-        answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._waiting[number] = answer
-        request = {"jsonrpc": "2.0", "method": method, "params": params, "id": number}
-        try:
-            writer.write(json.dumps(request).encode() + b"\n")
-            await writer.drain()
-            return _answer(await asyncio.wait_for(answer, _RPC_TIMEOUT))
-        finally:
-            self._waiting.pop(number, None)
-
-    async def events(self) -> AsyncGenerator[Any]:
-        self._received = asyncio.Queue()
-        # With --receive-mode manual, nothing is pushed until asked; with the other modes
-        # every connection gets messages already, and this adds a second copy of each (the
-        # adapter and the hub drop it).
-        await self.call("subscribeReceive", {})
-        while True:
-            params = await self._received.get()
-            if params is None:
-                raise EOFError("signal-cli closed the connection")
-            yield params
-
-    async def close(self) -> None:
-        writer, reading = self._writer, self._reading
-        self._writer = self._reading = None
-        if reading is not None:
-            reading.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reading
-        if writer is not None:
-            writer.close()
-            with contextlib.suppress(OSError):
-                await writer.wait_closed()
-
-    async def _open(self) -> asyncio.StreamWriter:
-        if self._writer is None or self._writer.is_closing():
-            reader, self._writer = await asyncio.open_unix_connection(self._path, limit=_MAX_LINE)
-            self._reading = asyncio.create_task(self._read(reader))
-        return self._writer
-
-    async def _read(self, reader: asyncio.StreamReader) -> None:
-        failure: BaseException = EOFError("signal-cli closed the connection")
-        try:
-            while line := await reader.readline():
-                try:
-                    message = json.loads(line)
-                except ValueError:
-                    log.warning("signal-cli sent a line that is not JSON")
-                    continue
-                if not isinstance(message, dict):
-                    continue
-                if "method" in message:  # a notification
-                    if message["method"] == "receive" and self._received is not None:
-                        self._received.put_nowait(message.get("params"))
-                    continue
-                number = message.get("id")
-                waiting = self._waiting.get(number) if isinstance(number, int) else None
-                if waiting is not None and not waiting.done():
-                    waiting.set_result(message)
-        except (OSError, ValueError) as exc:  # a reset, or a line over the limit
-            failure = exc
-        finally:
-            for waiting in self._waiting.values():
-                if not waiting.done():
-                    waiting.set_exception(failure)
-            if self._received is not None:
-                self._received.put_nowait(None)
-            if self._writer is not None:
-                self._writer.close()
-
-
-def _answer(message: Any) -> Any:
-    """A JSON-RPC response's result, or its error raised as :class:`RpcError`."""
-    if not isinstance(message, dict):
-        raise ValueError("not a JSON-RPC response")
-    error = message.get("error")
-    if isinstance(error, dict):
-        raise RpcError(
-            int(error.get("code") or 0), str(error.get("message") or ""), error.get("data")
-        )
-    return message.get("result")
-
-
 # -- what signal-cli sends -----------------------------------------------------------------------
 
 
@@ -536,10 +375,7 @@ def _attachments(data: dict[str, Any]) -> tuple[Attachment, ...]:
         if not isinstance(item, dict) or not item.get("id"):
             continue  # not downloaded (signal-cli runs with --ignore-attachments)
         mime = str(item.get("contentType") or "") or None
-        kind = "document"
-        for prefix, named in (("image/", "photo"), ("video/", "video"), ("audio/", "audio")):
-            if mime and mime.startswith(prefix):
-                kind = named
+        kind = media_kind(mime)
         size = item.get("size")
         name = item.get("filename") or None
         found.append(Attachment(kind, str(item["id"]), name, mime, int(size) if size else None))
@@ -585,10 +421,7 @@ def _quote(reply_to: str | None) -> tuple[int, str] | None:
 
 def _data_uri(path: Path) -> str:
     """A file as the data URI signal-cli accepts for an attachment (RFC 2397, with a name)."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise MessageRejectedError(f"The file {path} cannot be read: {exc.strerror}.") from exc
+    data = read_media(path)
     mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
     encoded = base64.b64encode(data).decode("ascii")
     return f"data:{mime};filename={quote(path.name, safe='')};base64,{encoded}"

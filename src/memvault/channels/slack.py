@@ -22,8 +22,9 @@ mention in a channel in a new thread under it, and a direct message outside
 a thread in the conversation itself. The thread's ``ts`` travels as
 ``Inbound.platform_message_id`` and comes back as ``Outbound.reply_to``.
 
-Replies are Markdown rendered as Slack's mrkdwn (:func:`to_mrkdwn`). Slack's
-errors are mapped once, in :meth:`SlackAdapter._errors`, onto the classes
+Replies are Markdown rendered as Slack's mrkdwn
+(:func:`~memvault.channels.slack_text.to_mrkdwn`). Slack's
+errors are mapped once, in :meth:`SlackAdapter._classify`, onto the classes
 the hub acts on.
 """
 
@@ -33,8 +34,6 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -62,9 +61,15 @@ from memvault.channels.base import (
     Outbound,
     RateLimitedError,
     Sent,
+    media_kind,
+    read_media,
+    without_cause,
 )
-from memvault.channels.format import Renderer
+from memvault.channels.slack_text import escape, plain_text, to_mrkdwn
 from memvault.config import SlackSettings
+
+# What tests import from here; Slack's text lives in slack_text.
+__all__ = ["SlackAdapter", "plain_text", "to_mrkdwn"]
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +118,8 @@ _BUTTON_LABEL_LIMIT = 75
 _CONNECT_TIMEOUT = 30.0
 _WATCH_EVERY = 1.0  # seconds between checks of the socket while nothing arrives
 _KEPT_QUESTIONS = 200
+# The one request made with the app-level token: a refused token there is that one.
+_SOCKET_MODE_CONNECTION = "a Socket Mode connection"
 
 
 @dataclass(frozen=True)
@@ -129,6 +136,7 @@ class SlackAdapter(Adapter):
     """One Slack app: events over Socket Mode in, the Web API out."""
 
     name = "slack"
+    settings: SlackSettings
     threaded = True  # a split reply stays in its thread
     # How long the socket may stay down while slack_sdk reconnects on its own before
     # start() gives up, so the hub restarts it and a revoked app token gets reported.
@@ -143,8 +151,7 @@ class SlackAdapter(Adapter):
         state: AdapterState | None = None,
     ) -> None:
         del state  # no cursor to keep: Slack itself redelivers what was not acknowledged
-        self.settings = settings
-        self.max_message_length = settings.max_message_length
+        super().__init__(settings)
         self._app_token = app_token
         self._bot_token = bot_token
         self._web = AsyncWebClient(token=bot_token, base_url=settings.base_url, retry_handlers=[])
@@ -196,7 +203,7 @@ class SlackAdapter(Adapter):
         thread = message.reply_to if message.reply_to and _TS.fullmatch(message.reply_to) else None
         text = to_mrkdwn(message.text) if message.text.strip() else ""
         ids: list[str] = []
-        with self._errors(f"the message to {message.chat_id}"):
+        with self.errors(f"the message to {message.chat_id}"):
             for post in _posts(message.chat_id, text, thread, message.buttons):
                 response = await self._web.chat_postMessage(**post)
                 ids.append(str(response.get("ts", "")))
@@ -212,8 +219,8 @@ class SlackAdapter(Adapter):
         if not text or not self._trusted(action_id):
             return
         question = self._questions.pop(action_id, "")
-        body = {"replace_original": True, "text": f"{question}\n\n{_escape(text)}".strip()}
-        try:
+        body = {"replace_original": True, "text": f"{question}\n\n{escape(text)}".strip()}
+        with self.quietly("slack action answer failed", aiohttp.ClientError, TimeoutError):
             timeout = aiohttp.ClientTimeout(total=30)
             async with (
                 aiohttp.ClientSession(timeout=timeout) as session,
@@ -221,14 +228,12 @@ class SlackAdapter(Adapter):
             ):
                 if response.status >= 400:
                     raise ChannelError(f"Slack answered HTTP {response.status}.")
-        except (aiohttp.ClientError, TimeoutError, ChannelError) as exc:
-            log.warning("slack action answer failed", extra={"error": str(exc)})
 
     async def download(self, attachment: Attachment) -> bytes:
         """The bytes of a shared file: ``files.info`` names its ``url_private``, fetched
         with the bot token."""
         what = f"the file {attachment.name or attachment.file_id}"
-        with self._errors(what):
+        with self.errors(what):
             info = await self._web.files_info(file=attachment.file_id)
         file: dict[str, Any] = info.get("file") or {}
         url = str(file.get("url_private_download") or file.get("url_private") or "")
@@ -242,7 +247,7 @@ class SlackAdapter(Adapter):
 
     async def _identity(self) -> _Identity:
         if self._me is None:
-            with self._errors("the bot's identity"):
+            with self.errors("the bot's identity"):
                 answer = await self._web.auth_test()
             self._me = _Identity(
                 user_id=str(answer.get("user_id", "")),
@@ -257,9 +262,7 @@ class SlackAdapter(Adapter):
         fatal at once (slack_sdk alone would retry it forever)."""
         while True:
             try:
-                with self._errors(
-                    "a Socket Mode connection", token_env=self.settings.app_token_env
-                ):
+                with self.errors(_SOCKET_MODE_CONNECTION):
                     opened = await client.web_client.apps_connections_open(
                         app_token=self._app_token
                     )
@@ -389,7 +392,7 @@ class SlackAdapter(Adapter):
         if known is not None:
             return known
         try:
-            with self._errors(f"the user {user_id}"):
+            with self.errors(f"the user {user_id}"):
                 answer = await self._web.users_info(user=user_id)
         except ChannelError as exc:
             log.warning("slack user lookup failed", extra={"user": user_id, "error": exc.message})
@@ -415,10 +418,7 @@ class SlackAdapter(Adapter):
         return self._dms[chat_id]
 
     async def _upload(self, channel: str, path: Path, thread: str | None) -> str:
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise MessageRejectedError(f"The file {path} cannot be read: {exc.strerror}.") from exc
+        data = read_media(path)
         uploaded = await self._web.files_upload_v2(
             channel=channel, file=data, filename=path.name, title=path.name, thread_ts=thread
         )
@@ -462,17 +462,20 @@ class SlackAdapter(Adapter):
 
     # -- errors --------------------------------------------------------------------------
 
-    @contextmanager
-    def _errors(self, what: str, *, token_env: str | None = None) -> Iterator[None]:
-        """Slack's errors as the classes the hub acts on, each one sentence (no token)."""
-        try:
-            yield
-        except SlackApiError as exc:
-            raise self._api_error(exc, what, token_env or self.settings.bot_token_env) from None
-        except SlackClientError as exc:
-            raise ChannelError(f"Slack failed on {what}: {exc}") from exc
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise ChannelError(f"Slack could not be reached for {what}: {exc!r}.") from exc
+    def _classify(self, exc: Exception, what: str) -> ChannelError | None:
+        """Slack's errors as the classes the hub acts on, each one sentence (no token:
+        an API error is never chained)."""
+        if isinstance(exc, SlackApiError):
+            if what == _SOCKET_MODE_CONNECTION:
+                token_env = self.settings.app_token_env
+            else:
+                token_env = self.settings.bot_token_env
+            return without_cause(self._api_error(exc, what, token_env))
+        if isinstance(exc, SlackClientError):
+            return ChannelError(f"Slack failed on {what}: {exc}")
+        if isinstance(exc, aiohttp.ClientError | TimeoutError):
+            return ChannelError(f"Slack could not be reached for {what}: {exc!r}.")
+        return None
 
     def _api_error(self, exc: SlackApiError, what: str, token_env: str) -> ChannelError:
         response = exc.response
@@ -538,11 +541,7 @@ def _attachment(file: dict[str, Any]) -> Attachment | None:
     if not file.get("id") or file.get("mode") in ("tombstone", "hidden_by_limit"):
         return None
     mime = str(file.get("mimetype") or "") or None
-    major = (mime or "").split("/", 1)[0]
-    if file.get("subtype") == "slack_audio":
-        kind = "voice"
-    else:
-        kind = {"image": "photo", "audio": "audio", "video": "video"}.get(major, "document")
+    kind = "voice" if file.get("subtype") == "slack_audio" else media_kind(mime)
     size = file.get("size")
     return Attachment(
         kind,
@@ -568,64 +567,3 @@ def _when(ts: str) -> datetime:
         return datetime.fromtimestamp(float(ts), UTC)
     except ValueError:
         return datetime.now(UTC)
-
-
-# -- Slack's text, both ways -------------------------------------------------------------------
-
-_SPECIAL = re.compile(r"<([^<>\n]*)>")
-
-
-def plain_text(text: str, bot_user: str | None = None) -> str:
-    """Slack's message text as a person reads it: mentions as ``@name``, channels as
-    ``#name``, links as ``label (url)``; mentions of the bot itself removed."""
-
-    def readable(match: re.Match[str]) -> str:
-        target, _, label = match[1].partition("|")
-        if bot_user and target == f"@{bot_user}":
-            return ""
-        if target[:1] in ("@", "#"):
-            return target[0] + (label or target[1:])
-        if target.startswith("!"):
-            return label or "@" + target[1:].split("^", 1)[0]
-        address = target.removeprefix("mailto:")
-        return address if not label or label == address else f"{label} ({address})"
-
-    shown = _SPECIAL.sub(readable, text)
-    shown = shown.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
-    return re.sub(r"[ \t]{2,}", " ", shown).strip()
-
-
-def to_mrkdwn(markdown: str) -> str:
-    """``markdown`` as Slack's mrkdwn: ``*bold*``, ``_italic_``, ``~strike~``, code,
-    ``<url|label>`` links, ``>`` quotes, bullet lines; the rest of the text escaped."""
-    return _Mrkdwn().render(markdown)
-
-
-def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-class _Mrkdwn(Renderer):
-    """Slack's mrkdwn, on the chat layout :class:`Renderer` shares."""
-
-    indent = "    "
-    link_schemes = ("http:", "https:", "mailto:")
-
-    def text(self, text: str) -> str:
-        return _escape(text)
-
-    def style(self, kind: str, inner: str) -> str:
-        marker = {"strong": "*", "em": "_", "s": "~"}[kind]
-        return f"{marker}{inner}{marker}" if inner.strip() else inner
-
-    def code(self, content: str) -> str:
-        return f"`{_escape(content)}`" if content else ""
-
-    def code_block(self, content: str, language: str) -> str:
-        return "```\n" + _escape(content) + "\n```"
-
-    def link(self, href: str, label: str) -> str:
-        if not href.lower().startswith(self.link_schemes):
-            return f"{label} ({_escape(href)})" if label else _escape(href)
-        url = _escape(href).replace("|", "%7C")
-        return f"<{url}|{label}>" if label and label != _escape(href) else f"<{url}>"

@@ -9,7 +9,7 @@ offset, so a crash before that redelivers it instead of losing it.
 Replies go out as Telegram's HTML (:func:`~memvault.channels.format.to_telegram_html`);
 when Telegram cannot parse it, or it is longer than a message may be, the
 same reply goes out as plain text. Telegram's errors are mapped once, in
-:meth:`TelegramAdapter._errors`, onto the classes the hub acts on.
+:meth:`TelegramAdapter._classify`, onto the classes the hub acts on.
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
@@ -49,7 +47,6 @@ from memvault.channels.base import (
     Adapter,
     Attachment,
     ChannelError,
-    ChannelFatalError,
     Inbound,
     InboundHandler,
     MessageRejectedError,
@@ -57,6 +54,8 @@ from memvault.channels.base import (
     PollingConflictError,
     RateLimitedError,
     Sent,
+    file_unreadable,
+    token_refused,
 )
 from memvault.channels.format import to_plain_text, to_telegram_html
 from memvault.config import TelegramSettings
@@ -87,12 +86,12 @@ class TelegramAdapter(Adapter):
     """One Telegram bot, polled for updates and used to send replies."""
 
     name = "telegram"
+    settings: TelegramSettings
 
     def __init__(
         self, settings: TelegramSettings, token: str, *, cursor: Cursor | None = None
     ) -> None:
-        self.settings = settings
-        self.max_message_length = settings.max_message_length
+        super().__init__(settings)
         self._cursor = cursor
         self._offset: int | None = None
         self._ready = False
@@ -114,7 +113,7 @@ class TelegramAdapter(Adapter):
     async def identify(self) -> str:
         """``@username`` of the bot, asked of Telegram (which checks the token)."""
         await self._initialize()
-        with self._errors("the bot's identity"):
+        with self.errors("the bot's identity"):
             me = await self._bot.get_me()
         return f"@{me.username}"
 
@@ -125,7 +124,7 @@ class TelegramAdapter(Adapter):
             self._offset = self._cursor.load()
         while True:
             try:
-                with self._errors("the request for new messages"):
+                with self.errors("the request for new messages"):
                     updates = await self._bot.get_updates(
                         offset=self._offset,
                         timeout=self.settings.poll_timeout,
@@ -158,7 +157,7 @@ class TelegramAdapter(Adapter):
                 [keys[start : start + 3] for start in range(0, len(keys), 3)]
             )
         sent: list[Message] = []
-        with self._errors(f"the message to chat {message.chat_id}"):
+        with self.errors(f"the message to chat {message.chat_id}"):
             if message.text.strip():
                 sent.append(await self._send_text(message.chat_id, message.text, extra))
                 extra = {}  # the reply and the buttons belong to the first message only
@@ -169,26 +168,20 @@ class TelegramAdapter(Adapter):
 
     async def typing(self, chat_id: str) -> None:
         """Show "typing…" in the chat; a failure is logged, never raised."""
-        try:
+        with self.quietly("telegram typing failed", TelegramError, chat_id=chat_id):
             await self._initialize()
             await self._bot.send_chat_action(chat_id, ChatAction.TYPING)
-        except (TelegramError, ChannelError) as exc:
-            log.warning("telegram typing failed", extra={"chat_id": chat_id, "error": str(exc)})
 
     async def answer_action(self, action_id: str, text: str | None = None) -> None:
         """Acknowledge a button press (stops its spinner); a failure is logged, never raised."""
-        try:
+        with self.quietly("telegram callback answer failed", TelegramError, action_id=action_id):
             await self._initialize()
             await self._bot.answer_callback_query(action_id, text=text)
-        except (TelegramError, ChannelError) as exc:
-            log.warning(
-                "telegram callback answer failed", extra={"action_id": action_id, "error": str(exc)}
-            )
 
     async def download(self, attachment: Attachment) -> bytes:
         """The bytes of a received photo or file."""
         await self._initialize()
-        with self._errors(f"the file {attachment.name or attachment.file_id}"):
+        with self.errors(f"the file {attachment.name or attachment.file_id}"):
             file = await self._bot.get_file(attachment.file_id)
             try:
                 return bytes(await file.download_as_bytearray())
@@ -208,7 +201,7 @@ class TelegramAdapter(Adapter):
 
     async def _initialize(self) -> None:
         if not self._ready:
-            with self._errors("the bot's identity"):
+            with self.errors("the bot's identity"):
                 await self._bot.initialize()
             self._ready = True
 
@@ -232,34 +225,30 @@ class TelegramAdapter(Adapter):
                     return await self._bot.send_photo(chat_id, file, **extra)
                 return await self._bot.send_document(chat_id, file, filename=path.name, **extra)
         except OSError as exc:
-            raise MessageRejectedError(f"The file {path} cannot be read: {exc.strerror}.") from exc
+            raise file_unreadable(path, exc) from exc
 
-    @contextmanager
-    def _errors(self, what: str) -> Iterator[None]:
-        """Telegram's exceptions as the classes the hub acts on, each one sentence."""
-        try:
-            yield
-        except RetryAfter as exc:
+    def _classify(self, exc: Exception, what: str) -> ChannelError | None:
+        """Telegram's exceptions as the classes the hub acts on, each one sentence
+        (BadRequest is a NetworkError to PTB: the order matters)."""
+        if isinstance(exc, RetryAfter):
             seconds = _seconds(exc)
-            raise RateLimitedError(
+            return RateLimitedError(
                 f"Telegram asked memvault to wait {seconds:g} seconds (flood control).",
                 retry_after=seconds,
-            ) from exc
-        except InvalidToken:
-            raise ChannelFatalError(  # not chained: PTB's message quotes the token
-                "Telegram refused the bot token (401 Unauthorized); "
-                f"check the token in ${self.settings.token_env}."
-            ) from None
-        except Conflict as exc:
-            raise PollingConflictError(CONFLICT) from exc
-        except (BadRequest, Forbidden) as exc:
-            raise MessageRejectedError(f"Telegram refused {what}: {_sentence(exc)}") from exc
-        except NetworkError as exc:  # timeouts and 5xx answers too
-            raise ChannelError(
-                f"Telegram could not be reached for {what}: {_sentence(exc)}"
-            ) from exc
-        except TelegramError as exc:
-            raise ChannelError(f"Telegram failed on {what}: {_sentence(exc)}") from exc
+            )
+        if isinstance(exc, InvalidToken):  # not chained: PTB's message quotes the token
+            return token_refused(
+                "Telegram", "bot token", "401 Unauthorized", self.settings.token_env
+            )
+        if isinstance(exc, Conflict):
+            return PollingConflictError(CONFLICT)
+        if isinstance(exc, BadRequest | Forbidden):
+            return MessageRejectedError(f"Telegram refused {what}: {_sentence(exc)}")
+        if isinstance(exc, NetworkError):  # timeouts and 5xx answers too
+            return ChannelError(f"Telegram could not be reached for {what}: {_sentence(exc)}")
+        if isinstance(exc, TelegramError):
+            return ChannelError(f"Telegram failed on {what}: {_sentence(exc)}")
+        return None
 
     def _inbound(self, update: Update) -> Inbound | None:
         """The update as an :class:`Inbound`, or None when it carries nothing memvault reads."""

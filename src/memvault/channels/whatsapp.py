@@ -75,15 +75,23 @@ from memvault.channels.base import (
     ChannelFatalError,
     Inbound,
     InboundHandler,
+    LoopBound,
     MessageRejectedError,
     Outbound,
     RateLimitedError,
+    RateLimitStreak,
     Sent,
+    json_object,
+    json_objects,
+    make_room,
+    read_media,
+    token_refused,
 )
-from memvault.channels.format import Renderer, split_text
+from memvault.channels.format import StarMarkup, split_text
+from memvault.channels.webhook import WebhookBodyError, WebhookInbox, WebhookSignatureError
 from memvault.clock import Clock
 from memvault.config import WhatsAppSettings
-from memvault.errors import ConfigError, InvalidInputError, MemvaultError
+from memvault.errors import ConfigError, MemvaultError
 
 log = logging.getLogger(__name__)
 
@@ -91,12 +99,8 @@ log = logging.getLogger(__name__)
 # for a message on its way while the window closes.
 WINDOW = 24 * 3600.0
 WINDOW_MARGIN = 120.0
-# How long the webhook waits for the hub to store what arrived; past it Meta retries.
-WEBHOOK_WAIT = 10.0
 REQUEST_TIMEOUT = 20.0
 DOWNLOAD_TIMEOUT = 120.0
-# Meta sends no Retry-After: waits double from 2 s, up to a minute.
-RATE_LIMIT_WAITS = (2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
 TEXT_LIMIT = 4096
 BODY_LIMIT = 1024  # an interactive message's body
 BUTTON_TITLE = 20
@@ -110,7 +114,6 @@ WINDOWS_KEY = "windows"
 # Where the hub keeps this adapter's windows in state.db's meta table (its
 # ``channels.whatsapp`` state, name ``windows``): doctor reads it there.
 WINDOWS_META = f"channels.whatsapp.{WINDOWS_KEY}"
-NOT_RUNNING = "The WhatsApp channel is not running yet; Meta will deliver the webhook again."
 
 # Graph API error codes (developers.facebook.com/docs/whatsapp/cloud-api/support/error-codes).
 BAD_TOKEN = 190
@@ -136,13 +139,6 @@ DOCUMENT_LIMIT = 100 * 1024 * 1024
 _CHALLENGE = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
 
-class WebhookSignatureError(MemvaultError):
-    """A webhook body not signed with this app's secret: it did not come from Meta."""
-
-    code = "invalid_signature"
-    http_status = 401
-
-
 class WebhookVerificationError(MemvaultError):
     """Meta's subscription check with another verify token (or not Meta's at all)."""
 
@@ -150,22 +146,8 @@ class WebhookVerificationError(MemvaultError):
     http_status = 403
 
 
-class WebhookBodyError(InvalidInputError):
-    """A signed webhook body that is not the JSON Meta sends."""
-
-    code = "invalid_json"
-
-
 class _ReEngagementError(MessageRejectedError):
     """Meta's 131047: the chat's 24-hour window is closed; a template may still go."""
-
-
-@dataclass(frozen=True)
-class _Delivery:
-    """One webhook's messages on their way to the handler."""
-
-    messages: list[Inbound]
-    done: asyncio.Future[None]
 
 
 @dataclass(frozen=True)
@@ -185,18 +167,11 @@ class _Upload:
     name: str
 
 
-@dataclass(frozen=True)
-class _Http:
-    """The HTTP client, bound to the event loop it was opened on (its connections are)."""
-
-    loop: asyncio.AbstractEventLoop
-    client: httpx.AsyncClient
-
-
 class WhatsAppAdapter(Adapter):
     """One WhatsApp Business phone number on the Cloud API."""
 
     name = "whatsapp"
+    settings: WhatsAppSettings
 
     def __init__(
         self,
@@ -213,8 +188,7 @@ class WhatsAppAdapter(Adapter):
                 "channels.whatsapp.phone_number_id is empty; copy the phone number's id "
                 "from WhatsApp Manager (API Setup) into it."
             )
-        self.settings = settings
-        self.max_message_length = min(settings.max_message_length, TEXT_LIMIT)
+        super().__init__(settings, text_limit=TEXT_LIMIT)
         self._token = token
         self._secret = secret.encode()
         self._verify_token = verify_token
@@ -223,15 +197,14 @@ class WhatsAppAdapter(Adapter):
             (lambda: clock.now().timestamp()) if clock is not None else time.time
         )
         self._phone = settings.phone_number_id.strip()
-        self._http_client: _Http | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._inbox: asyncio.Queue[_Delivery] | None = None
+        self._http_client = LoopBound(self._open_http, httpx.AsyncClient.aclose)
+        self._inbox: WebhookInbox[Inbound] = WebhookInbox("WhatsApp", "Meta")
         self._windows: dict[str, float] | None = None  # chat -> its last message (epoch s)
         self._nudged: dict[str, float] = {}  # chat -> when the template went (no text)
         self._latest: dict[str, str] = {}  # chat -> its newest message id (read, typing)
         self._sent_texts: dict[str, tuple[str, str]] = {}  # message id -> (chat, text)
         self._repairs: set[concurrent.futures.Future[None]] = set()
-        self._rate_limited = 0  # rate limits in a row
+        self._rate_limits = RateLimitStreak()  # Meta sends no Retry-After
 
     # -- the platform --------------------------------------------------------------------
 
@@ -255,27 +228,12 @@ class WhatsAppAdapter(Adapter):
 
     async def start(self, handler: InboundHandler) -> None:
         """Hand what the webhook receives to ``handler``, in order, until cancelled."""
-        inbox: asyncio.Queue[_Delivery] = asyncio.Queue()
-        self._loop, self._inbox = asyncio.get_running_loop(), inbox
-        try:
-            while True:
-                delivery = await inbox.get()
-                try:
-                    for message in delivery.messages:
-                        self._heard(message)  # Meta has it: its window is open either way
-                        await handler(message)
-                    await self._save_windows()
-                except Exception as exc:
-                    _settle(delivery.done, exc)
-                    raise
-                except BaseException:
-                    _settle(delivery.done, ChannelError(NOT_RUNNING))
-                    raise
-                _settle(delivery.done, None)
-        finally:
-            self._inbox = None
-            while not inbox.empty():
-                _settle(inbox.get_nowait().done, ChannelError(NOT_RUNNING))
+
+        async def take(message: Inbound) -> None:
+            self._heard(message)  # Meta has it: its window is open either way
+            await handler(message)
+
+        await self._inbox.serve(take, after=self._save_windows)
 
     def verify_subscription(
         self, mode: str | None, token: str | None, challenge: str | None
@@ -314,26 +272,14 @@ class WhatsAppAdapter(Adapter):
         """
         self._check_signature(body, signature)
         messages, failures = self._read(body)
-        loop = self._loop
-        running = loop is not None and not loop.is_closed() and self._inbox is not None
-        if failures and running:
-            assert loop is not None
+        loop = self._inbox.running_loop()
+        if failures and loop is not None:
             repair = asyncio.run_coroutine_threadsafe(self._after_failures(failures), loop)
             self._repairs.add(repair)
             repair.add_done_callback(self._repaired)
         if not messages:
             return 0  # delivery and read statuses: nothing anyone said
-        if not running:
-            raise ChannelError(NOT_RUNNING)
-        assert loop is not None
-        handed = asyncio.run_coroutine_threadsafe(self._hand_over(messages), loop)
-        try:
-            await asyncio.wait_for(asyncio.wrap_future(handed), WEBHOOK_WAIT)
-        except TimeoutError as exc:
-            raise ChannelError(
-                f"Storing WhatsApp's messages took longer than {WEBHOOK_WAIT:g} s; "
-                "Meta will deliver them again."
-            ) from exc
+        await self._inbox.hand_over(messages)
         return len(messages)
 
     async def send(self, message: Outbound) -> Sent:
@@ -365,12 +311,10 @@ class WhatsAppAdapter(Adapter):
             "message_id": message_id,
             "typing_indicator": {"type": "text"},
         }
-        try:
+        with self.quietly("whatsapp typing indicator failed"):
             await self._graph(
                 "POST", f"/{self._phone}/messages", "the typing indicator", json=payload
             )
-        except ChannelError as exc:
-            log.warning("whatsapp typing indicator failed", extra={"error": exc.message})
 
     async def download(self, attachment: Attachment) -> bytes:
         """The bytes of a received image, video, voice message or file: its URL from the
@@ -380,13 +324,8 @@ class WhatsAppAdapter(Adapter):
         url = meta.get("url")
         if not isinstance(url, str) or not url.startswith(("https://", "http://")):
             raise ChannelError(f"WhatsApp named no address for {what}.")
-        client = self._http()
-        try:
-            response = await client.get(url, timeout=DOWNLOAD_TIMEOUT)
-        except httpx.HTTPError as exc:
-            raise ChannelError(
-                f"WhatsApp could not be reached for {what}: {_reason(exc)}."
-            ) from exc
+        with self.errors(what):
+            response = await self._http().get(url, timeout=DOWNLOAD_TIMEOUT)
         if response.status_code >= 400:
             raise self._classed(response.status_code, _json_of(response), what)
         data = response.content
@@ -397,9 +336,7 @@ class WhatsAppAdapter(Adapter):
 
     async def close(self) -> None:
         """Close the HTTP connections; calling it again does nothing."""
-        http, self._http_client = self._http_client, None
-        if http is not None and http.loop is asyncio.get_running_loop():
-            await http.client.aclose()
+        await self._http_client.close()
 
     # -- receiving -----------------------------------------------------------------------
 
@@ -434,29 +371,20 @@ class WhatsAppAdapter(Adapter):
         messages: list[Inbound] = []
         failures: list[_Failure] = []
         for value in _values(payload):
-            number = str((_dict(value.get("metadata"))).get("phone_number_id", ""))
+            number = str((json_object(value.get("metadata"))).get("phone_number_id", ""))
             if number != self._phone:
                 log.info("whatsapp: a webhook for another number", extra={"number": number})
                 continue
             names = {
-                str(c.get("wa_id")): str(_dict(c.get("profile")).get("name") or "")
-                for c in _dicts(value.get("contacts"))
+                str(c.get("wa_id")): str(json_object(c.get("profile")).get("name") or "")
+                for c in json_objects(value.get("contacts"))
             }
-            for item in _dicts(value.get("messages")):
+            for item in json_objects(value.get("messages")):
                 found = _inbound(item, names)
                 if found is not None:
                     messages.append(found)
-            failures += [f for f in map(_failure, _dicts(value.get("statuses"))) if f]
+            failures += [f for f in map(_failure, json_objects(value.get("statuses"))) if f]
         return messages, failures
-
-    async def _hand_over(self, messages: list[Inbound]) -> None:
-        """On the hub's loop: queue one webhook's messages and wait until they are stored."""
-        inbox = self._inbox
-        if inbox is None:
-            raise ChannelError(NOT_RUNNING)
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        inbox.put_nowait(_Delivery(messages, done))
-        await done
 
     def _repaired(self, repair: concurrent.futures.Future[None]) -> None:
         self._repairs.discard(repair)
@@ -471,7 +399,7 @@ class WhatsAppAdapter(Adapter):
             windows.pop(message.chat_id, None)  # newest last, for trimming
             windows[message.chat_id] = written
         self._latest.pop(message.chat_id, None)
-        _bounded(self._latest)
+        make_room(self._latest, _REMEMBERED)
         self._latest[message.chat_id] = message.message_id
 
     async def _after_failures(self, failures: list[_Failure]) -> None:
@@ -589,7 +517,7 @@ class WhatsAppAdapter(Adapter):
             chat, {"type": "template", "template": template}, f"the template {name!r} to {chat}"
         )
         if not self.settings.template_text:
-            _bounded(self._nudged)
+            make_room(self._nudged, _REMEMBERED)
             self._nudged[chat] = self._now()
         return Sent((sent,))
 
@@ -606,17 +534,14 @@ class WhatsAppAdapter(Adapter):
         if context:
             body["context"] = {"message_id": context}
         answer = await self._graph("POST", f"/{self._phone}/messages", what, json=body)
-        sent = [m for m in _dicts(answer.get("messages")) if m.get("id")]
+        sent = [m for m in json_objects(answer.get("messages")) if m.get("id")]
         if not sent:
             raise ChannelError(f"WhatsApp answered {what} without a message id.")
         return str(sent[0]["id"])
 
     async def _upload(self, path: Path) -> _Upload:
         """Upload one file to the number's media store; its id to send it by."""
-        try:
-            data = await asyncio.to_thread(path.read_bytes)
-        except OSError as exc:
-            raise MessageRejectedError(f"The file {path} cannot be read: {exc.strerror}.") from exc
+        data = await asyncio.to_thread(read_media, path)
         mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
         kind = _kind_of(mime, len(data))
         if kind == "document" and len(data) > DOCUMENT_LIMIT:
@@ -654,51 +579,53 @@ class WhatsAppAdapter(Adapter):
 
     def _keep_text(self, message_id: str, chat: str, text: str) -> None:
         """A free-form text sent: kept while Meta may still report it failed (131047)."""
-        _bounded(self._sent_texts)
+        make_room(self._sent_texts, _REMEMBERED)
         self._sent_texts[message_id] = (chat, text)
 
     # -- errors and the client -----------------------------------------------------------
 
     def _http(self) -> httpx.AsyncClient:
         """The HTTP client on the running loop (opened on first use there)."""
-        loop = asyncio.get_running_loop()
-        if self._http_client is None or self._http_client.loop is not loop:
-            base = f"{self.settings.api_base.rstrip('/')}/{self.settings.api_version}"
-            client = httpx.AsyncClient(
-                base_url=base,
-                headers={"Authorization": f"Bearer {self._token}"},
-                timeout=REQUEST_TIMEOUT,
-            )
-            self._http_client = _Http(loop, client)
-        return self._http_client.client
+        return self._http_client.get()
+
+    def _open_http(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            base_url=f"{self.settings.api_base.rstrip('/')}/{self.settings.api_version}",
+            headers={"Authorization": f"Bearer {self._token}"},
+            timeout=REQUEST_TIMEOUT,
+        )
 
     async def _graph(self, method: str, path: str, what: str, **options: Any) -> dict[str, Any]:
         """One Graph API call; its JSON, or the error as the class the hub acts on."""
-        try:
+        with self.errors(what):
             response = await self._http().request(method, path, **options)
-        except httpx.HTTPError as exc:
-            raise ChannelError(
-                f"WhatsApp could not be reached for {what}: {_reason(exc)}."
-            ) from exc
         data = _json_of(response)
         if response.status_code >= 400 or "error" in data:
             raise self._classed(response.status_code, data, what)
-        self._rate_limited = 0
+        self._rate_limits.reset()
         return data
+
+    def _classify(self, exc: Exception, what: str) -> ChannelError | None:
+        """A Graph API request that got no answer; an answer's error is :meth:`_classed`."""
+        if isinstance(exc, httpx.HTTPError):
+            return ChannelError(f"WhatsApp could not be reached for {what}: {_reason(exc)}.")
+        return None
 
     def _classed(self, status: int, data: dict[str, Any], what: str) -> ChannelError:
         """A Graph API error (``{"error": {"message", "code", "error_data": {"details"}}}``)
         as one sentence of the class the hub acts on."""
-        error = _dict(data.get("error"))
+        error = json_object(data.get("error"))
         try:
             code = int(error.get("code") or 0)
         except (TypeError, ValueError):
             code = 0
         said = _said(error, status)
         if code == BAD_TOKEN or status == 401:
-            return ChannelFatalError(
-                f"WhatsApp refused the access token (error {code or status}: {said}); check "
-                f"the token in ${self.settings.token_env}."
+            return token_refused(
+                "WhatsApp",
+                "access token",
+                f"error {code or status}: {said}",
+                self.settings.token_env,
             )
         if code == REENGAGEMENT:
             return _ReEngagementError(
@@ -706,8 +633,7 @@ class WhatsAppAdapter(Adapter):
                 f"(error {code})."
             )
         if code in THROTTLED or status == 429:
-            self._rate_limited += 1
-            wait = RATE_LIMIT_WAITS[min(self._rate_limited, len(RATE_LIMIT_WAITS)) - 1]
+            wait = self._rate_limits.next_wait()
             reason = THROTTLED.get(code, "a rate limit")
             return RateLimitedError(
                 f"WhatsApp asked memvault to slow down ({reason}, error {code or status}); "
@@ -778,36 +704,17 @@ def window_verdict(
 _CHOOSE = "Choose one:"
 
 
-class _WhatsAppMarkup(Renderer):
+class _WhatsAppMarkup(StarMarkup):
     """WhatsApp's markup (``*bold*``, ``_italic_``, ``~strike~``, ```` `code` ````), on the
     chat layout :class:`Renderer` shares."""
 
     indent = "   "
-
-    def style(self, kind: str, inner: str) -> str:
-        marker = {"strong": "*", "em": "_", "s": "~"}[kind]
-        return f"{marker}{inner}{marker}" if inner.strip() else inner
 
     def code(self, content: str) -> str:
         return f"`{content}`" if content else ""
 
     def code_block(self, content: str, language: str) -> str:
         return f"```{content}```" if content else ""
-
-
-def _settle(done: asyncio.Future[None], error: BaseException | None) -> None:
-    if done.done():
-        return  # the webhook gave up waiting (Meta will deliver it again)
-    if error is None:
-        done.set_result(None)
-    else:
-        done.set_exception(error)
-
-
-def _bounded(kept: dict[Any, Any]) -> None:
-    """Make room for one more entry by forgetting the oldest."""
-    while len(kept) >= _REMEMBERED:
-        del kept[next(iter(kept))]
 
 
 def _is_open(last: float | None, now: float) -> bool | None:
@@ -825,20 +732,12 @@ def _is_wamid(value: str | None) -> bool:
     return bool(value) and str(value).startswith("wamid.")
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _dicts(value: Any) -> list[dict[str, Any]]:
-    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
-
-
 def _values(payload: dict[str, Any]) -> list[dict[str, Any]]:
     """The ``value`` of every ``messages`` change of every entry."""
     return [
-        _dict(change.get("value"))
-        for entry in _dicts(payload.get("entry"))
-        for change in _dicts(entry.get("changes"))
+        json_object(change.get("value"))
+        for entry in json_objects(payload.get("entry"))
+        for change in json_objects(entry.get("changes"))
         if change.get("field") == "messages"
     ]
 
@@ -850,7 +749,7 @@ def _inbound(item: dict[str, Any], names: dict[str, str]) -> Inbound | None:
     kind = str(item.get("type") or "")
     if not sender or not message_id or kind in ("reaction", "system", "ephemeral"):
         return None
-    context = _dict(item.get("context"))
+    context = json_object(item.get("context"))
     try:
         sent_at = datetime.fromtimestamp(int(item.get("timestamp") or 0), UTC)
     except (TypeError, ValueError, OverflowError):
@@ -858,8 +757,8 @@ def _inbound(item: dict[str, Any], names: dict[str, str]) -> Inbound | None:
     action = None
     attachments: tuple[Attachment, ...] = ()
     if kind == "interactive":
-        chosen = _dict(item.get("interactive"))
-        reply = _dict(chosen.get("button_reply") or chosen.get("list_reply"))
+        chosen = json_object(item.get("interactive"))
+        reply = json_object(chosen.get("button_reply") or chosen.get("list_reply"))
         action = str(reply.get("id") or "") or None
         text = action or str(reply.get("title") or "")
     else:
@@ -886,7 +785,7 @@ def _content(
     kind: str, item: dict[str, Any], message_id: str
 ) -> tuple[str, tuple[Attachment, ...]]:
     """``(text, attachments)`` of a message that is not a button tap."""
-    body = _dict(item.get(kind))
+    body = json_object(item.get(kind))
     if kind == "text":
         return str(body.get("body") or ""), ()
     if kind in ("image", "video", "audio", "document") and body.get("id"):
@@ -906,9 +805,9 @@ def _content(
         return (f"[location] {place} ({where})" if place else f"[location] {where}"), ()
     if kind == "contacts":
         cards = []
-        for card in _dicts(item.get("contacts")):
-            name = str(_dict(card.get("name")).get("formatted_name") or "")
-            phones = ", ".join(str(p.get("phone")) for p in _dicts(card.get("phones")))
+        for card in json_objects(item.get("contacts")):
+            name = str(json_object(card.get("name")).get("formatted_name") or "")
+            phones = ", ".join(str(p.get("phone")) for p in json_objects(card.get("phones")))
             cards.append(f"[contact: {name}{', ' + phones if phones else ''}]")
         return " ".join(cards) or "[contact]", ()
     log.info("whatsapp: a message of a kind memvault does not read", extra={"kind": kind})
@@ -919,7 +818,7 @@ def _failure(status: dict[str, Any]) -> _Failure | None:
     """A ``failed`` status as a :class:`_Failure` (None for sent, delivered, read)."""
     if status.get("status") != "failed":
         return None
-    errors = _dicts(status.get("errors"))
+    errors = json_objects(status.get("errors"))
     first = errors[0] if errors else {}
     try:
         code = int(first.get("code") or 0)
@@ -985,7 +884,7 @@ def _said(error: dict[str, Any], status: int) -> str:
     """Meta's error as a phrase: its message without the ``(#code)`` prefix, and the
     details it gives."""
     message = re.sub(r"^\(#\d+\)\s*", "", str(error.get("message") or "")).strip()
-    details = str(_dict(error.get("error_data")).get("details") or "").strip()
+    details = str(json_object(error.get("error_data")).get("details") or "").strip()
     said = message or f"HTTP {status}"
     if details and details.rstrip(".") != said.rstrip("."):
         said = f"{said.rstrip('.')}: {details}"
