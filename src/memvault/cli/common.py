@@ -68,6 +68,10 @@ VaultOption = Annotated[
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Print JSON for scripts instead of a table.")
 ]
+# Read with split_tags: -t a,b -t c.
+TagsOption = Annotated[
+    list[str] | None, typer.Option("--tags", "-t", help="Tags, comma-separated or repeated.")
+]
 # Also accepted before the command name (memvault --direct remember ...); either place works.
 DirectOption = Annotated[
     bool,

@@ -8,6 +8,7 @@ import typer
 
 from memvault.cli.common import (
     JsonOption,
+    TagsOption,
     VaultOption,
     answer,
     group,
@@ -16,6 +17,7 @@ from memvault.cli.common import (
     say,
     split_tags,
 )
+from memvault.cli.typed_notes import show_command
 from memvault.errors import InvalidInputError
 from memvault.vocabulary import KNOWN_CHANNELS
 
@@ -24,12 +26,10 @@ if TYPE_CHECKING:
 
 app = group("Contacts: people the agent knows, one note each in Contacts/.")
 
-ContactRef = Annotated[
-    str,
-    typer.Argument(
-        metavar="CONTACT", help="Name, alias, file name, or CHANNEL:ID such as telegram:123456."
-    ),
-]
+CONTACT = typer.Argument(
+    metavar="CONTACT", help="Name, alias, file name, or CHANNEL:ID such as telegram:123456."
+)
+ContactRef = Annotated[str, CONTACT]
 
 
 def _identities(values: list[str] | None) -> dict[str, str]:
@@ -63,9 +63,7 @@ def add(
             "--id", help=f"CHANNEL=ID identity ({', '.join(KNOWN_CHANNELS[:5])} ...); repeatable."
         ),
     ] = None,
-    tags: Annotated[
-        list[str] | None, typer.Option("--tags", "-t", help="Tags, comma-separated or repeated.")
-    ] = None,
+    tags: TagsOption = None,
     vault: VaultOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -96,16 +94,8 @@ def log(
     answer(as_json, updated, f"Logged on {updated.path}: {updated.interactions[-1]}")
 
 
-@app.command("show")
-def show(
-    ctx: typer.Context, contact: ContactRef, vault: VaultOption = None, as_json: JsonOption = False
-) -> None:
-    """Show one contact."""
-    found = open_runtime(ctx, vault).contacts.get(contact)
-    answer(as_json, found, lambda: _show(found))
-
-
-def _show(found: Contact) -> None:
+@show_command(app, CONTACT, "Show one contact.", service=lambda runtime: runtime.contacts)
+def _print_contact(found: Contact) -> None:
     say(found.name + (f"  ({found.relationship})" if found.relationship else ""))
     for label, value in (("Email", found.email), ("Phone", found.phone)):
         if value:

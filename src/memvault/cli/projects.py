@@ -8,6 +8,7 @@ import typer
 
 from memvault.cli.common import (
     JsonOption,
+    TagsOption,
     VaultOption,
     answer,
     group,
@@ -16,6 +17,7 @@ from memvault.cli.common import (
     say,
     split_tags,
 )
+from memvault.cli.typed_notes import show_command
 from memvault.vocabulary import counted
 
 if TYPE_CHECKING:
@@ -23,9 +25,8 @@ if TYPE_CHECKING:
 
 app = group("Projects: one note each in Projects/, listing their tasks.")
 
-ProjectRef = Annotated[
-    str, typer.Argument(metavar="PROJECT", help="Project name, alias or file name.")
-]
+PROJECT = typer.Argument(metavar="PROJECT", help="Project name, alias or file name.")
+ProjectRef = Annotated[str, PROJECT]
 
 
 @app.command("add")
@@ -38,9 +39,7 @@ def add(
     status: Annotated[
         str, typer.Option("--status", help="active, paused, done or archived.")
     ] = "active",
-    tags: Annotated[
-        list[str] | None, typer.Option("--tags", "-t", help="Tags, comma-separated or repeated.")
-    ] = None,
+    tags: TagsOption = None,
     vault: VaultOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -85,16 +84,10 @@ def list_projects(
     )
 
 
-@app.command("show")
-def show(
-    ctx: typer.Context, project: ProjectRef, vault: VaultOption = None, as_json: JsonOption = False
-) -> None:
-    """Show one project and its tasks."""
-    found = open_runtime(ctx, vault).projects.get(project)
-    answer(as_json, found, lambda: _show(found))
-
-
-def _show(found: Project) -> None:
+@show_command(
+    app, PROJECT, "Show one project and its tasks.", service=lambda runtime: runtime.projects
+)
+def _print_project(found: Project) -> None:
     say(f"{found.name}  [{found.status}]")
     if found.overview:
         say(found.overview)

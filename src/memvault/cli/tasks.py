@@ -8,6 +8,7 @@ import typer
 
 from memvault.cli.common import (
     JsonOption,
+    TagsOption,
     VaultOption,
     answer,
     group,
@@ -16,6 +17,7 @@ from memvault.cli.common import (
     say,
     split_tags,
 )
+from memvault.cli.typed_notes import show_command
 from memvault.vocabulary import PRIORITIES, STATUSES
 
 if TYPE_CHECKING:
@@ -23,33 +25,8 @@ if TYPE_CHECKING:
 
 app = group("Tasks: one note each in Tasks/active and Tasks/completed.")
 
-TaskRef = Annotated[
-    str, typer.Argument(metavar="TASK", help="Title, file name or a unique part of the title.")
-]
-
-
-def _show(task: Task) -> None:
-    say(f"{task.title}  [{task.status}, {task.priority}]")
-    details = [
-        f"due {task.due}" if task.due else "",
-        f"project {task.project}" if task.project else "",
-        " ".join(f"#{t}" for t in task.tags),
-        f"completed {task.completed}" if task.completed else "",
-    ]
-    line = " · ".join(d for d in details if d)
-    if line:
-        say(line)
-    if task.description:
-        say("")
-        say(task.description)
-    if task.steps:
-        say("")
-        for step in task.steps:
-            say(f"  [{'x' if step.done else ' '}] {step.text}")
-    if task.notes:
-        say("")
-        say(task.notes)
-    say(f"\n{task.path}")
+TASK = typer.Argument(metavar="TASK", help="Title, file name or a unique part of the title.")
+TaskRef = Annotated[str, TASK]
 
 
 @app.command("add")
@@ -64,9 +41,7 @@ def add(
         str | None, typer.Option("--due", help="YYYY-MM-DD, today, tomorrow or +3d.")
     ] = None,
     project: Annotated[str | None, typer.Option("--project", help="Project name (linked).")] = None,
-    tags: Annotated[
-        list[str] | None, typer.Option("--tags", "-t", help="Tags, comma-separated or repeated.")
-    ] = None,
+    tags: TagsOption = None,
     steps: Annotated[
         list[str] | None, typer.Option("--step", "-s", help="A checklist step; repeat for more.")
     ] = None,
@@ -133,13 +108,29 @@ def list_tasks(
     )
 
 
-@app.command("show")
-def show(
-    ctx: typer.Context, task: TaskRef, vault: VaultOption = None, as_json: JsonOption = False
-) -> None:
-    """Show one task."""
-    found = open_runtime(ctx, vault).tasks.get(task)
-    answer(as_json, found, lambda: _show(found))
+@show_command(app, TASK, "Show one task.", service=lambda runtime: runtime.tasks)
+def _print_task(task: Task) -> None:
+    say(f"{task.title}  [{task.status}, {task.priority}]")
+    details = [
+        f"due {task.due}" if task.due else "",
+        f"project {task.project}" if task.project else "",
+        " ".join(f"#{t}" for t in task.tags),
+        f"completed {task.completed}" if task.completed else "",
+    ]
+    line = " · ".join(d for d in details if d)
+    if line:
+        say(line)
+    if task.description:
+        say("")
+        say(task.description)
+    if task.steps:
+        say("")
+        for step in task.steps:
+            say(f"  [{'x' if step.done else ' '}] {step.text}")
+    if task.notes:
+        say("")
+        say(task.notes)
+    say(f"\n{task.path}")
 
 
 @app.command("update")
