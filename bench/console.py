@@ -8,7 +8,10 @@ server's time, from the request entering the app to its last byte). The
 browser signs in as ``memvault ui`` does; each page is then asked for
 ``--requests`` times, after one request that warms it (Today's first one runs
 the doctor, whose report is then reused for 30 s). The search page is timed
-as the whole page and as the htmx fragment a keystroke asks for.
+as the whole page and as the htmx fragment a keystroke asks for. The "Why did it say
+that" pages read ``AGENT_RUNS`` agent runs' records, each with a context built at
+this size (its sections, the memories recalled with their scores) and two tool calls;
+the session's transcript marks what each of its user turns recalled.
 
     python bench/console.py [--memories 10000] [--requests 100] [--json]
 """
@@ -36,6 +39,7 @@ from memvault.gateway.app import create_app
 from memvault.gateway.daemon import Daemon
 from memvault.gateway.routes.memory import run_search
 from memvault.index.filters import SearchFilters
+from memvault.memory.runs import RunRecord, context_record, tool_call_record
 from memvault.runtime import Runtime
 from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
@@ -46,6 +50,8 @@ QUERIES = [_query(random.Random(seed)) for seed in range(20)]
 # The daemon believes it listens on port 80, so the test client's Host (127.0.0.1) is its own.
 PORT = 80
 RUNS, SESSIONS, TURNS = 30, 60, 200
+# Agent runs recorded: one for each user turn of the long session, the rest elsewhere.
+AGENT_RUNS = 500
 # The Knowledge and People pages: this many people (Contacts/, each with facts and relations;
 # every 100th memory links the first), and insight notes, each from a few memories.
 PEOPLE, INSIGHTS = 100, 20
@@ -120,7 +126,42 @@ def _activity(daemon: Daemon) -> tuple[int, int]:
             session, _ = sessions.log(
                 f"telegram:{n}", _sentence(random.Random(turn), 14), role=role
             )
+    _agent_runs(daemon, session.id)
     return run_id, session.id
+
+
+def _agent_runs(daemon: Daemon, session_id: int) -> None:
+    """``AGENT_RUNS`` records of agent runs: a context built for one of the queries (at
+    the vault's size), the memories it recalled, two tool calls with their results."""
+    runtime = daemon.runtime
+    built = [context_record(runtime.context.build_result(q, 2000)) for q in QUERIES[:10]]
+    calls = [
+        tool_call_record("recall", {"topic": q}, True, None, _sentence(random.Random(n), 300))
+        for n, q in enumerate(QUERIES[:2])
+    ]
+    asked = [m for m in runtime.sessions.messages(session_id, limit=TURNS) if m.role == "user"]
+    for n in range(AGENT_RUNS):
+        turn = asked[n] if n < len(asked) else None
+        context, recalled = built[n % len(built)]
+        runtime.runs.record(
+            RunRecord(
+                started_at=runtime.clock.now(),
+                surface="channel",
+                command=turn.text if turn else QUERIES[n % len(QUERIES)],
+                summary="An answer.",
+                session_key=f"telegram:{SESSIONS - 1}" if turn else "api",
+                session_id=session_id if turn else None,
+                turn=turn.id if turn else None,
+                channel="telegram" if turn else "api",
+                model="bench-model",
+                input_tokens=3000,
+                output_tokens=120,
+                iterations=3,
+                context=context,
+                recalled=recalled,
+                tool_calls=calls,
+            )
+        )
 
 
 def measure(memories: int, requests: int) -> dict[str, Any]:
@@ -156,7 +197,16 @@ def measure(memories: int, requests: int) -> dict[str, Any]:
                 "jobs": (["/jobs"], {}),
                 "a job run (MEMORY.md's diff)": ([f"/jobs/runs/{run_id}"], {}),
                 "sessions": (["/sessions"], {}),
-                f"a session ({TURNS} messages)": ([f"/sessions/{session_id}"], {}),
+                f"a session ({TURNS} messages, each run's recalled memories marked)": (
+                    [f"/sessions/{session_id}"],
+                    {},
+                ),
+                f"runs (newest 50 of {AGENT_RUNS})": (["/runs"], {}),
+                "runs of one channel": (["/runs?channel=telegram"], {}),
+                "a run (context, recalled, tool calls)": (
+                    [f"/runs/{n}" for n in range(1, 21)],
+                    {},
+                ),
                 f"people (no channel, {PEOPLE} contacts)": (["/people"], {}),
                 f"knowledge ({PEOPLE} entities, {INSIGHTS} insights)": (["/knowledge"], {}),
                 "an entity (facts, relations, 100 mentions)": (

@@ -400,3 +400,21 @@ def test_a_bad_active_hours_setting_is_refused_when_the_config_loads(runtime: Ru
             runtime.vault.root, overrides={"jobs": {"heartbeat": {"active_hours": "8am-10pm"}}}
         )
     assert "\n" not in caught.value.message.strip()
+
+
+def test_the_model_call_is_recorded_as_a_run_with_its_memory_context(
+    runtime: Runtime, llm: FakeOpenAI, hub: Hub
+) -> None:
+    checklist(runtime, "- [ ] passport and visa dates\n")
+    runtime.memories.remember("Ada's passport expires on 2026-11-27.", importance=0.9)
+    llm.reply("HEARTBEAT_OK", usage=(210, 3))
+    assert engine(runtime, llm, hub).run_now("heartbeat").status == "ok"
+    (listed,) = runtime.runs.list()
+    record = runtime.runs.get(listed.id or 0)
+    assert record.surface == "job" and record.sender == "heartbeat job"
+    assert record.status == "done" and record.summary == "HEARTBEAT_OK"
+    assert "passport and visa dates" in record.command
+    assert (record.model, record.input_tokens, record.output_tokens) == ("fake-model", 210, 3)
+    shown = [line for s in record.context["sections"] for line in s["shown"]]
+    assert any("passport expires on 2026-11-27" in line for line in shown)
+    assert record.session_id is None and record.turn is None

@@ -15,6 +15,9 @@
    ``Known Issues.md`` are written (:mod:`memvault.memory.outcomes`); the
    tasks the run closed or blocked, by its tools or, for the owner, as its
    answer says, are updated and journaled (:mod:`memvault.memory.task_outcomes`).
+   What the run was given (its context section by section, the memories recalled
+   with their scores, its tool calls) is recorded (:mod:`memvault.memory.runs`);
+   a failure to record is logged, never the run's.
 
 Every message (user, assistant, tool) is logged to the session. A run can be
 cancelled (a :class:`threading.Event`, or Ctrl-C at the terminal); it then
@@ -28,6 +31,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 from memvault.acting import acting_as, current_actor
@@ -45,12 +49,13 @@ from memvault.llm.base import (
     ToolSpec,
     Usage,
 )
-from memvault.memory.context import Underway, checked_budget
+from memvault.memory.context import ContextResult, Underway, checked_budget
 from memvault.memory.outcomes import RunOutcome, one_line
+from memvault.memory.runs import RunRecord, context_record, tool_call_record
 from memvault.memory.sessions import Message, Session, check_key
 from memvault.memory.task_outcomes import TaskChange, TaskOutcomes, change_from_call
 from memvault.privacy.audiences import OWNER_KIND, Audience
-from memvault.privacy.reads import reading
+from memvault.privacy.reads import current_way, reading
 from memvault.privacy.trust import as_kept
 from memvault.privacy.views import AudienceView
 from memvault.protocol_tokens import StreamFilter, is_only_protocol, strip_protocol_tokens
@@ -156,6 +161,13 @@ class _Run:
     warned: bool = False
     calls: list[dict[str, Any]] = field(default_factory=list)
     task_changes: list[TaskChange] = field(default_factory=list)  # by the run's task tools
+    # What the run's record keeps (memvault.memory.runs).
+    surface: str = "cli"
+    started: datetime | None = None
+    session_id: int | None = None
+    turn: int | None = None  # the id of the message that asked
+    context: ContextResult | None = None
+    tool_records: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Agent:
@@ -242,6 +254,7 @@ class Agent:
         recorded: bool = False,
         sender_note: str | None = None,
         audience: Audience | None = None,
+        surface: str | None = None,
     ) -> RunResult:
         """Run one command in a session; the outcome is persisted whatever happens.
 
@@ -250,6 +263,8 @@ class Agent:
         ``sender_note`` is the writer's contact note, shown to the model with ``sender``.
         ``audience`` is whom the conversation is with: a contact or a group gets only what
         is shared with them, and only the tools of that view (the owner: everything).
+        ``surface`` is where the run came from, for its record (``cli``, ``channel``,
+        ``http``; by default a recorded command's channel, else the request's way in).
         """
         command = command.strip()
         if not command:
@@ -276,6 +291,8 @@ class Agent:
             audience=audience,
             sender=sender,
             sender_note=sender_note,
+            surface=surface or _surface(channel, recorded),
+            started=self.runtime.clock.now(),
         )
         # Every layer below learns whom the conversation is with (records, trust of text).
         label = audience.label if audience is not None else None
@@ -291,10 +308,15 @@ class Agent:
                 if history and history[-1].role == "user":
                     history.pop()
                 logged = self.runtime.sessions.get(key)
+                run.turn = self._asked(logged, command)
             else:
                 self._end_if_idle(run)
                 history = self._history(key)
-                logged, _ = self._log(key, command, role="user", channel=channel, sender=run.sender)
+                logged, asked = self._log(
+                    key, command, role="user", channel=channel, sender=run.sender
+                )
+                run.turn = asked.id
+            run.session_id = logged.id
             run.emit(Step("run_started", {"session": key, "command": command}))
             result = self._run(command, logged, history, run)
         except (RunCancelledError, KeyboardInterrupt):
@@ -304,6 +326,7 @@ class Agent:
         someone_else = run.audience is not None and run.audience.kind != OWNER_KIND
         self._persist(command, result, someone_else=someone_else)
         self._persist_tasks(result, run, someone_else=someone_else)
+        self._record_run(command, result, run)
         run.emit(Step("run_finished", result.to_dict()))
         return result
 
@@ -337,11 +360,12 @@ class Agent:
         underway = Underway(session.key, session.started_at)
         if run.view is not None:
             within = checked_budget(budget, self.runtime.settings.context)
-            context = run.view.context(command, within, underway=underway).markdown
+            run.context = run.view.context(command, within, underway=underway)
         else:
-            context = self.runtime.context.build(
+            run.context = self.runtime.context.build_result(
                 query=command, budget_tokens=budget, underway=underway
             )
+        context = run.context.markdown
         tools = run.specs
         system = build_system_prompt(
             PromptFacts(
@@ -439,6 +463,9 @@ class Agent:
             text = text[:MAX_TOOL_RESULT_CHARS] + "\n[... cut: ask for less, e.g. a smaller limit]"
         record = {"name": call.name, "ok": result.ok, "code": result.code}
         run.calls.append(record)
+        run.tool_records.append(
+            tool_call_record(call.name, call.arguments, result.ok, result.code, text)
+        )
         run.emit(Step("tool_result", {"id": call.id, **record, "text": one_line(text, 300)}))
         self._log(
             run.key,
@@ -526,6 +553,52 @@ class Agent:
             # The answer still reaches the owner; the log says what could not be written.
             log.error("could not record the run's outcome", extra={"error": exc.message})
 
+    def _asked(self, session: Session, command: str) -> int | None:
+        """The id of the message a channel logged for ``command`` (the session's latest
+        such user message), for the run's record."""
+        for message in reversed(self.runtime.sessions.messages(session.id, limit=5)):
+            if message.role == "user" and message.text.strip() == command:
+                return message.id
+        return None
+
+    def _record_run(self, command: str, result: RunResult, run: _Run) -> None:
+        """Record what the run was given and did (:mod:`memvault.memory.runs`); a failure
+        is logged: the answer still goes out."""
+        runs = self.runtime.runs
+        try:
+            if not runs.enabled:
+                return
+            actor = current_actor()
+            usage = result.usage
+            counted = usage.input_tokens or usage.output_tokens
+            context, recalled = context_record(run.context) if run.context else ({}, [])
+            runs.record(
+                RunRecord(
+                    started_at=run.started or self.runtime.clock.now(),
+                    surface=run.surface,
+                    command=command,
+                    status=result.status,
+                    summary=result.summary,
+                    session_key=run.key,
+                    session_id=run.session_id,
+                    turn=run.turn,
+                    channel=run.channel,
+                    sender=run.sender,
+                    agent=actor.agent,
+                    audience=run.audience.label if run.audience is not None else None,
+                    model=result.model,
+                    input_tokens=usage.input_tokens if counted else None,
+                    output_tokens=usage.output_tokens if counted else None,
+                    iterations=result.iterations,
+                    error=result.error,
+                    context=context,
+                    recalled=recalled,
+                    tool_calls=run.tool_records,
+                )
+            )
+        except Exception:  # whatever broke, the run's answer still goes out
+            log.warning("could not record the agent run", exc_info=True)
+
     def _persist_tasks(self, result: RunResult, run: _Run, *, someone_else: bool) -> None:
         """The tasks the run closed or blocked (:mod:`memvault.memory.task_outcomes`): its
         task tools' changes are journaled; a finished owner's run's answer that says a named
@@ -545,6 +618,17 @@ class Agent:
             return
         if changed:
             run.emit(Step("tasks_updated", {"tasks": [c.to_dict() for c in changed]}))
+
+
+def _surface(channel: str | None, recorded: bool) -> str:
+    """Where a run came from when its caller does not say: a command a channel logged is
+    the channel's; the terminal's own session the CLI's; else the request's way in."""
+    if recorded:
+        return "channel"
+    if channel == "cli":
+        return "cli"
+    way = current_way().surface
+    return way if way in ("http", "mcp", "job", "channel") else "cli"
 
 
 def _specs(tools: list[Tool]) -> list[ToolSpec]:

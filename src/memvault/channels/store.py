@@ -464,6 +464,22 @@ class ChannelStore:
             )
             return bool(cursor.rowcount)
 
+    def resolved_approvals(self, limit: int = 50) -> list[dict[str, Any]]:
+        """Approvals no longer waiting, newest first: what was asked, the answer (approved,
+        denied, expired), its scope (once, always) and who gave it (``console``, or the
+        channel and sender of a reply from the phone; none when it timed out)."""
+        names = (
+            "short_id, session, channel, tool, tier, category, summary, status, scope,"
+            " requested_at, resolved_at, resolved_by"
+        )
+        rows = self.db.query(
+            f"SELECT {names} FROM channel_approvals"
+            " WHERE status != 'pending' ORDER BY resolved_at DESC, id DESC LIMIT ?",
+            (limit,),
+        )
+        keys = [n.strip() for n in names.split(",")]
+        return [{key: row[key] for key in keys} for row in rows]
+
     def pending_short_ids(self) -> set[str]:
         """Short ids of approvals still waiting."""
         rows = self.db.query("SELECT short_id FROM channel_approvals WHERE status = 'pending'")

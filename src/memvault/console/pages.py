@@ -35,7 +35,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memvault.acting import acting_as
-from memvault.channels.approvals import APPROVE, DENY, HASH_SHOWN, Reply
+from memvault.channels.approvals import ALWAYS, APPROVE, DENY, HASH_SHOWN, Reply
 from memvault.console import views
 from memvault.console.signin import ConsoleSession, SignIns
 from memvault.errors import MemvaultError
@@ -343,6 +343,10 @@ class Console:
                 else "memory",
                 category=params.get("category", "").strip()[:40],
                 tag=params.get("tag", "").strip().lstrip("#")[:80],
+                source=params.get("source", "").strip()[:80],
+                since=params.get("since", "").strip()[:10],
+                until=params.get("until", "").strip()[:10],
+                trust=params.get("trust", "") if params.get("trust") in views.TRUST_CHOICES else "",
             )
             hits: list[dict[str, Any]] = []
             listed: list[dict[str, Any]] = []
@@ -351,6 +355,8 @@ class Console:
                 hits, notice = await self.run(visit, views.search, self.daemon, filters)
             else:
                 listed = await self.run(visit, views.recent, self.daemon, filters)
+            fragment = is_fragment(request)
+            sources = [] if fragment else await self.run(visit, views.sources, self.daemon)
         except PageRefusedError as refusal:
             if is_fragment(request):
                 return self.render(
@@ -368,7 +374,10 @@ class Console:
             notice=notice,
             kinds=views.KIND_CHOICES,
             categories=views.CATEGORY_CHOICES,
+            trusts=views.TRUST_CHOICES,
+            sources=sources,
             forgotten=params.get("forgotten", "")[:40],
+            said=params.get("said", "")[:300],
         )
 
     async def memory_page(self, request: Request) -> Response:
@@ -408,14 +417,19 @@ class Console:
             visit = self.visit(request)
             self.needs(visit, TokenScope.ADMIN)
             waiting = await self.run(visit, views.approvals, self.daemon)
+            history = await self.run(visit, views.approval_history, self.daemon)
         except PageRefusedError as refusal:
             return self.refused(refusal, visit)
         said = request.query_params.get("said", "")[:300]
-        return self.render("approvals.html", visit, page="approvals", waiting=waiting, said=said)
+        return self.render(
+            "approvals.html", visit, page="approvals", waiting=waiting, history=history, said=said
+        )
 
     async def decide(self, request: Request) -> Response:
-        """Approve once or deny a waiting call, by the path the phone's buttons take
-        (bound to the call's hash, so a stale page never approves another call)."""
+        """Approve once, approve always (a tier-2 call's category, for the rest of its
+        session, as the phone's Always button does) or deny a waiting call, by the path the
+        phone's buttons take (bound to the call's hash, so a stale page never approves
+        another call)."""
         visit: Visit | None = None
         try:
             visit = self.visit(request)
@@ -423,9 +437,13 @@ class Console:
             fields = await self.changing(request, visit)
             decision = fields.get("decision")
             call = fields.get("hash", "")
-            if decision not in (APPROVE, DENY) or len(call) < HASH_SHOWN:
+            if decision not in (APPROVE, ALWAYS, DENY) or len(call) < HASH_SHOWN:
                 raise PageRefusedError(400, "Choose approve or deny on the call's own row.")
-            reply = Reply(decision, request.path_params["short_id"], ONCE, call)
+            short_id = request.path_params["short_id"]
+            if decision == ALWAYS:
+                reply = Reply(APPROVE, short_id, ALWAYS, call)
+            else:
+                reply = Reply(decision, short_id, ONCE, call)
             said = await self.run(
                 visit, lambda: self.daemon.hub.approvals.resolve(reply, by="console")
             )

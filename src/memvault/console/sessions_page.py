@@ -1,9 +1,10 @@
 """The Sessions page: the conversations, the most recently active first, and one
 conversation's transcript (what ``GET /v1/sessions`` and ``/v1/sessions/{key}`` give).
 
-Any scope may look, as on the API. The memories each turn recalled are not marked:
-the read log (:mod:`memvault.privacy.reads`) records which memories a context
-showed, but not the session or the turn it was built for.
+Any scope may look, as on the API. Each turn that asked the agent links to its run
+(the "Why did it say that" page, :mod:`memvault.console.runs_page`) and marks the
+memories its context recalled, with their scores: the runs' records
+(:mod:`memvault.memory.runs`) are kept by session and turn.
 """
 
 from __future__ import annotations
@@ -27,10 +28,17 @@ def listed(daemon: Daemon) -> list[dict[str, Any]]:
 
 
 def transcript(daemon: Daemon, session_id: int) -> dict[str, Any]:
-    """A session and its last messages, oldest first."""
+    """A session and its last messages, oldest first; the runs its turns asked for, by
+    the message id that asked (each with the memories it recalled)."""
     session = daemon.sessions.find(session_id)
     messages = daemon.sessions.messages(session.id, limit=MESSAGES_SHOWN)
-    return {"session": session.to_dict(), "messages": [m.to_dict() for m in messages]}
+    since = messages[0].id if messages else 0
+    runs = daemon.runtime.runs.of_session(session.id, since)
+    return {
+        "session": session.to_dict(),
+        "messages": [m.to_dict() for m in messages],
+        "runs": runs,
+    }
 
 
 class SessionsPage:

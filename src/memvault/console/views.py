@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from memvault.acting import sees
 from memvault.gateway.daemon import Daemon
 from memvault.gateway.doctor import Report
 from memvault.gateway.events import Event
 from memvault.gateway.routes.memory import run_search, visible
-from memvault.index.filters import SearchFilters
+from memvault.index.filters import SearchFilters, parse_day
+from memvault.vault.memories import LOW_TRUST, Memory
+from memvault.vault.notes import content_hash
+from memvault.vault.store import decode_text
 from memvault.vault.summary import summarize
 from memvault.vocabulary import CATEGORIES, KINDS
 
@@ -147,19 +151,78 @@ class Filters:
     kind: str = "memory"
     category: str = ""
     tag: str = ""
+    source: str = ""  # the way a memory came in: cli, api, mcp, a channel ...
+    since: str = ""  # YYYY-MM-DD, created on or after
+    until: str = ""  # YYYY-MM-DD, created before the day after
+    trust: str = ""  # "low" (marked as instructions from someone else), "normal", or any
 
     @property
     def kinds(self) -> tuple[str, ...]:
         """The kinds searched (every kind for ``all``)."""
         return () if self.kind == "all" else (self.kind,)
 
+    @property
+    def by_memory(self) -> bool:
+        """Whether a filter only memories have (source, trust) narrows the search."""
+        return bool(self.source or self.trust)
+
+    def query(self) -> str:
+        """The form as a query string (what the address bar shows for it)."""
+        given = {k: v for k, v in asdict(self).items() if v and not (k == "kind" and v == "memory")}
+        return urlencode(given)
+
+    def admits(self, memory: Memory) -> bool:
+        """Whether a memory passes the filters only memories have."""
+        if self.source and (memory.source or "").casefold() != self.source.casefold():
+            return False
+        if self.trust == LOW_TRUST and memory.trust != LOW_TRUST:
+            return False
+        return not (self.trust == "normal" and memory.trust == LOW_TRUST)
+
 
 KIND_CHOICES = ("memory", *[k for k in KINDS if k != "memory"], "all")
 CATEGORY_CHOICES = tuple(CATEGORIES)
+TRUST_CHOICES = (LOW_TRUST, "normal")
+
+
+_SOURCES: dict[tuple[tuple[str, int, int], ...], list[str]] = {}
+
+
+def sources(daemon: Daemon) -> list[str]:
+    """The sources memories came from, for the form's choice (worked out again only when
+    a memory file changed: 10,000 memories take a while to go through)."""
+    files = daemon.runtime.memories.readable()
+    key = tuple((f.path, id(f), len(f.data)) for f in files)
+    found = _SOURCES.get(key)
+    if found is None:
+        every = {m.source for f in files for m in f.memories if m.source and not m.retired}
+        found = sorted(every, key=str.casefold)[:50]
+        _SOURCES.clear()
+        _SOURCES[key] = found
+    return found
+
+
+def _dates(daemon: Daemon, filters: Filters) -> tuple[datetime | None, datetime | None]:
+    tz = daemon.runtime.clock.tz
+    until = parse_day(filters.until or None, tz)
+    # The page's "to" day is included: the search's bound is the start of the next day.
+    return parse_day(filters.since or None, tz), until + timedelta(days=1) if until else None
 
 
 def search(daemon: Daemon, filters: Filters) -> tuple[list[dict[str, Any]], str | None]:
-    """The hybrid search's hits for the form (what ``/v1/search`` answers) and its notice."""
+    """The hybrid search's hits for the form (what ``/v1/search`` answers) and its notice;
+    source and trust narrow it to the memories that pass them, and each memory hit gets
+    its importance, a reason the ranking weighed."""
+    since, until = _dates(daemon, filters)
+    files = daemon.runtime.memories.readable()
+    only = None
+    if filters.by_memory:  # only then is every memory gone through
+        only = frozenset(
+            m.id
+            for f in files
+            for m in f.memories
+            if not m.retired and sees(m.agent) and filters.admits(m)
+        )
     found = run_search(
         daemon,
         filters.q,
@@ -168,26 +231,52 @@ def search(daemon: Daemon, filters: Filters) -> tuple[list[dict[str, Any]], str 
             kinds=filters.kinds,
             category=filters.category or None,
             tags=(filters.tag,) if filters.tag else (),
+            since=since,
+            until=until,
+            memory_ids=only,
         ),
         keyword=False,
         mmr=None,
         min_score=None,
     )
-    return list(found["result"]), found["notice"]
+    hits = list(found["result"])
+    for hit in hits:
+        wanted = hit.get("id") or ""
+        held = next((m for f in files if (m := f.find(wanted)) is not None), None)
+        hit["importance"] = held.importance if held is not None else None
+        hit["trust"] = held.trust if held is not None else None
+        # ``source`` is the index's (memory or sessions); this is the way the memory came in.
+        hit["came_from"] = held.source if held is not None else None
+    return hits, found["notice"]
 
 
 def recent(daemon: Daemon, filters: Filters) -> list[dict[str, Any]]:
-    """The newest memories under the form's category and tag (no words to search for)."""
+    """The newest memories under the form's filters (no words to search for)."""
+    since, until = _dates(daemon, filters)
     found = daemon.runtime.memories.list(category=filters.category or None, tag=filters.tag or None)
-    shown = [m for m in found if sees(m.agent)][-RECENT_SHOWN:]
+    shown = [
+        m
+        for m in found
+        if sees(m.agent)
+        and filters.admits(m)
+        and (since is None or (m.created is not None and m.created >= since))
+        and (until is None or (m.created is not None and m.created < until))
+    ][-RECENT_SHOWN:]
     return [m.to_dict() for m in reversed(shown)]
 
 
 def memory(daemon: Daemon, memory_id: str) -> dict[str, Any]:
-    """A memory's page: the memory, what changed it, who read it, its Obsidian link."""
+    """A memory's page: the memory, what changed it, who read it, its Obsidian link, and
+    the hash of its note as read (an edit carries it back: see ``Consolidator.edit``)."""
     found = visible(daemon, memory_id)
+    # The memory and the hash from one read of its file (the store's cached parse of
+    # those very bytes): a file changed between two reads cannot pair them wrongly.
+    parsed = daemon.runtime.memories.read(found.path)
+    found = parsed.find(found.id) or found
+    note = decode_text(parsed.data, found.path)
     daemon.runtime.record_reads([found.id], "get")
     return {
+        "hash": content_hash(note),
         "memory": found.to_dict(),
         "history": [c.to_dict() for c in daemon.runtime.consolidation.history(found.id)],
         "reads": [r.to_dict() for r in daemon.runtime.reads.of(found.id, 20)],
@@ -211,6 +300,7 @@ def approvals(daemon: Daemon) -> list[dict[str, Any]]:
                 "hash": waiting.call_hash,
                 "tool": request.tool,
                 "tier": int(request.tier),
+                "category": request.category,
                 "summary": request.summary,
                 "arguments": request.arguments,
                 "session": waiting.session,
@@ -218,3 +308,17 @@ def approvals(daemon: Daemon) -> list[dict[str, Any]]:
             }
         )
     return sorted(out, key=lambda a: a["id"])
+
+
+HISTORY_SHOWN = 30
+
+
+def approval_history(daemon: Daemon) -> list[dict[str, Any]]:
+    """The calls answered or timed out, newest first: who decided, when, and how (in this
+    console, or from the phone: the channel and the sender whose reply it was)."""
+    out = []
+    for row in daemon.hub.store.resolved_approvals(HISTORY_SHOWN):
+        by = row["resolved_by"]
+        how = "timed out" if by is None else "console" if by == "console" else "phone"
+        out.append({**row, "how": how, "by": by or ""})
+    return out

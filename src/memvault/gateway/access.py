@@ -57,6 +57,7 @@ ROUTE_SCOPES: dict[tuple[str, str], Scope] = {
     ("GET", "/v1/memories/{memory_id:path}/access"): READ,
     ("GET", "/v1/memories/{memory_id:path}"): READ,
     ("DELETE", "/v1/memories/{memory_id:path}"): WRITE,
+    ("PATCH", "/v1/memories/{memory_id}"): WRITE,
     ("POST", "/v1/forget"): WRITE,
     ("GET", "/v1/search"): READ,
     ("GET", "/v1/context"): READ,

@@ -21,13 +21,16 @@ Each run, within the active hours:
 
 When each item was last reviewed and the hash of what was sent live in the
 runs' metadata in ``job_runs``: the latest run's ``reviewed`` map carries
-every item forward, so no table of its own is needed.
+every item forward, so no table of its own is needed. The model call is recorded
+as an agent run (:mod:`memvault.memory.runs`, surface ``job``): the console's
+"Why did it say that" page shows the memory context it was given.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
@@ -36,12 +39,15 @@ from typing import Any
 from memvault.config import HeartbeatJob
 from memvault.errors import ConfigError, MemvaultError
 from memvault.jobs.engine import JobContext, SkipRun
-from memvault.llm.base import ChatMessage
-from memvault.memory.context import MIN_BUDGET
+from memvault.llm.base import ChatMessage, Completion
+from memvault.memory.context import MIN_BUDGET, ContextResult
 from memvault.memory.outcomes import one_line
+from memvault.memory.runs import RunRecord, context_record
 from memvault.protocol_tokens import is_only_protocol, strip_protocol_tokens
 from memvault.vault.markdown import mask_code
 from memvault.vault.note import Note
+
+log = logging.getLogger(__name__)
 
 DESCRIPTION = (
     "The agent reviews the owner's HEARTBEAT.md checklist with the memory context and "
@@ -260,11 +266,14 @@ def _ask(ctx: JobContext, due: list[Item]) -> str:
     room = model.tokens_left - ANSWER_TOKENS - (len(system) + len(checklist) + len(tasks)) // 4
     budget = min(MAX_CONTEXT_TOKENS, room - 100)  # 100: the tags and headings around them
     memory = ""
+    context: ContextResult | None = None
+    started = ctx.clock.now()
     if budget >= MIN_BUDGET:
         try:
-            memory = services.context.build(
+            context = services.context.build_result(
                 query=" ".join(i.text for i in due), budget_tokens=budget
             )
+            memory = context.markdown
         except MemvaultError as exc:
             ctx.record(f"the memory context could not be built: {exc.message}")
     user = (
@@ -275,6 +284,7 @@ def _ask(ctx: JobContext, due: list[Item]) -> str:
     completion = model.complete(
         [ChatMessage("system", system), ChatMessage("user", user)], max_tokens=ANSWER_TOKENS
     )
+    _record(ctx, started, checklist, context, completion)
     if completion.stop_reason == "length":
         raise MemvaultError(
             "The model's answer was cut off at its length limit, so nothing was sent; "
@@ -283,6 +293,42 @@ def _ask(ctx: JobContext, due: list[Item]) -> str:
     if not completion.text.strip():
         raise MemvaultError("The model gave an empty answer, so nothing was sent.")
     return completion.text
+
+
+def _record(
+    ctx: JobContext,
+    started: datetime,
+    checklist: str,
+    context: ContextResult | None,
+    completion: Completion,
+) -> None:
+    """The model call as an agent run's record; a failure to record is logged only."""
+    try:
+        runs = ctx.services.runs
+        if not runs.enabled:
+            return
+        answered = bool(completion.text.strip()) and completion.stop_reason != "length"
+        usage = completion.usage
+        counted = usage.input_tokens or usage.output_tokens
+        shown, recalled = context_record(context) if context is not None else ({}, [])
+        runs.record(
+            RunRecord(
+                started_at=started,
+                surface="job",
+                command=f"heartbeat: review\n{checklist}",
+                status="done" if answered else "failed",
+                summary=one_line(completion.text, 200) if answered else "no usable answer",
+                sender="heartbeat job",
+                model=completion.model,
+                input_tokens=usage.input_tokens if counted else None,
+                output_tokens=usage.output_tokens if counted else None,
+                iterations=1,
+                context=shown,
+                recalled=recalled,
+            )
+        )
+    except Exception:  # whatever broke, the heartbeat goes on
+        log.warning("could not record the heartbeat's model call", exc_info=True)
 
 
 def _tasks(ctx: JobContext) -> str:

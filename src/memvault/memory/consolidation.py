@@ -614,6 +614,41 @@ class Consolidator:
         """What consolidation and reviews changed in a memory, oldest first."""
         return self.revisions.history(memory_id.strip().lstrip("^"), tz=self.clock.tz)
 
+    # -- the owner's own changes ------------------------------------------------------
+
+    def edit(self, memory_id: str, text: str, *, expected_hash: str) -> Memory:
+        """The owner's new text for a memory (its id and fields kept), written only if its
+        note still holds what the owner read (``expected_hash``, the note's hash): an edit
+        made since, in Obsidian say, is a ConflictError and nothing is written."""
+        before = self.memories.get(memory_id)
+        after = self.memories.update_text(
+            before.id, text, expected_hash=expected_hash, updated=self._today()
+        )
+        if after.text != before.text:
+            self._log(after, "update", _BY_OWNER, old_text=before.text, new_text=after.text)
+        return after
+
+    def recategorize(self, memory_id: str, category: str) -> Memory:
+        """Move a memory to another category (its id and text kept), logged in its history."""
+        before = self.memories.get(memory_id)
+        after = self.memories.recategorize(before.id, category)
+        if after.category != before.category:
+            moved = Decision(
+                "recategorize", reason=f"{before.category} -> {after.category}", by="owner"
+            )
+            self._log(after, "recategorize", moved)
+        return after
+
+    def tag(self, memory_id: str, tags: Sequence[str]) -> Memory:
+        """Add tags to a memory, logged in its history."""
+        before = self.memories.get(memory_id)
+        after = self.memories.add_tags(before.id, tags)
+        added = [t for t in after.tags if t not in before.tags]
+        if added:
+            why = "added " + " ".join(f"#{t}" for t in added)
+            self._log(after, "tag", Decision("tag", reason=why, by="owner"))
+        return after
+
     def _log(
         self,
         memory: Memory,
@@ -663,6 +698,9 @@ class Consolidator:
 
     def _today(self) -> str:
         return self.clock.now().date().isoformat()
+
+
+_BY_OWNER = Decision("update", reason="edited by the owner", by="owner")
 
 
 def _link(memory: Memory) -> str:

@@ -102,6 +102,23 @@ class Section:
     rank: list[int] | None = None
 
 
+@dataclass(frozen=True)
+class Recalled:
+    """A memory (``id``) or note a context's search found and showed, with its scores
+    (what the console's "Why did it say that" page shows of a run)."""
+
+    id: str | None
+    path: str
+    score: float
+    vector_score: float
+    text_score: float
+
+    @classmethod
+    def of(cls, hit: Hit) -> Recalled:
+        """What a search hit shown in a context recalled."""
+        return cls(hit.id, hit.path, hit.score, hit.vector_score, hit.text_score)
+
+
 @dataclass
 class ContextResult:
     """The built context and how the budget was spent."""
@@ -111,6 +128,8 @@ class ContextResult:
     sections: list[Section]
     # Why what is relevant was found by keywords only (the model still loading), if so.
     notice: str | None = None
+    # The search hits the section of what is relevant holds, in its order, with scores.
+    recalled: list[Recalled] = field(default_factory=list)
 
     @property
     def tokens(self) -> int:
@@ -285,8 +304,11 @@ class ContextBuilder:
         used.update(m.id for m in pinned)
         sections.append(Section("Pinned memories", [self._memory_line(m) for m in pinned]))
         notice = None
+        recalled: list[Recalled] = []
         if query and query.strip():
-            relevant, notice = self._relevant(query.strip(), used, wait_for_model, underway)
+            relevant, notice = self._relevant(
+                query.strip(), used, wait_for_model, underway, recalled
+            )
             sections.append(Section(f"Relevant to: {_one_line(query)[:80]}", relevant))
             sections.append(Section("Skills", self._skills(query.strip(), wait_for_model)))
         top = self._top_memories(memories, used)
@@ -295,6 +317,7 @@ class ContextBuilder:
         sections.append(Section("Recent activity", self._recent_activity()))
         result = fit_sections(sections, budget)
         result.notice = notice
+        result.recalled = recalled
         return result
 
     # -- sections ----------------------------------------------------------------
@@ -420,10 +443,15 @@ class ContextBuilder:
         return f"- {_one_line(memory.text)} ({memory.category}, ^{memory.id})"
 
     def _relevant(
-        self, query: str, used: set[str], wait_for_model: bool, underway: Underway | None = None
+        self,
+        query: str,
+        used: set[str],
+        wait_for_model: bool,
+        underway: Underway | None = None,
+        recalled: list[Recalled] | None = None,
     ) -> tuple[list[str], str | None]:
         """Search hits worth an agent's attention (close to the best, and a real match),
-        and the search's notice."""
+        and the search's notice; each hit given a line is added to ``recalled``."""
         # Room for hits already shown as pinned memories, within the searcher's limit.
         found = self.searcher.search(
             query,
@@ -462,6 +490,8 @@ class ContextBuilder:
                 if self._holds_low_trust(hit):  # a contact's words kept in their note
                     line = wrap_material(f"{line} (holds low-trust text from someone else)")
                 lines.append(line)
+            if recalled is not None and len(recalled) < len(lines):
+                recalled.append(Recalled.of(hit))
             if len(lines) >= _MAX_RELEVANT:
                 break
         return lines, notice

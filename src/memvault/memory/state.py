@@ -5,9 +5,10 @@ database holds what exists nowhere else: sessions and their messages, the
 event id counter, location samples, the channels' inbox, outbox, senders
 and approvals, what the importers brought in, the jobs' runs, when a search
 last returned each memory, which reminders were sent, what consolidation
-changed in memories or left for review, the named API tokens, and who read
-each memory. It is SQLite in WAL mode, shared by the daemon's threads through
-one connection guarded by a lock; every write is a transaction.
+changed in memories or left for review, the named API tokens, who read
+each memory, and what each agent run was given. It is SQLite in WAL mode,
+shared by the daemon's threads through one connection guarded by a lock;
+every write is a transaction.
 """
 
 from __future__ import annotations
@@ -252,6 +253,39 @@ _MIGRATIONS: dict[int, str] = {
     );
     CREATE INDEX memory_reads_memory ON memory_reads (memory_id, id);
     CREATE INDEX memory_reads_at ON memory_reads (at)
+    """,
+    # Agent runs (memory/runs.py): what each run was given (its context section by
+    # section, the memories recalled with their scores, its tool calls), keyed by the
+    # session and the turn that asked; bounded by [agent] runs_keep_days.
+    10: """
+    CREATE TABLE agent_runs (
+        id INTEGER PRIMARY KEY,
+        session_id INTEGER,
+        turn INTEGER,
+        session_key TEXT,
+        started_at TEXT NOT NULL,
+        finished_at TEXT,
+        surface TEXT NOT NULL,
+        channel TEXT,
+        sender TEXT,
+        agent TEXT,
+        audience TEXT,
+        command TEXT NOT NULL,
+        status TEXT NOT NULL,
+        summary TEXT NOT NULL DEFAULT '',
+        model TEXT,
+        input_tokens INTEGER,
+        output_tokens INTEGER,
+        iterations INTEGER NOT NULL DEFAULT 0,
+        error TEXT,
+        context TEXT NOT NULL DEFAULT '{}',
+        recalled TEXT NOT NULL DEFAULT '[]',
+        marks TEXT NOT NULL DEFAULT '{}',
+        tool_calls TEXT NOT NULL DEFAULT '[]'
+    );
+    CREATE INDEX agent_runs_session ON agent_runs (session_id, turn);
+    CREATE INDEX agent_runs_channel ON agent_runs (channel, id);
+    CREATE INDEX agent_runs_started ON agent_runs (started_at)
     """,
 }
 SCHEMA_VERSION = max(_MIGRATIONS)

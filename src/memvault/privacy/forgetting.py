@@ -19,7 +19,8 @@ than the memory's line. What the memory left elsewhere is found by its trace
    the agent's lines) and contacts' interaction lines that cite or copy it; chat
    messages in state.db (deleted), the channels' inbox, outbox and approvals
    (their text replaced), sessions' summaries, consolidation's history and reviews,
-   the recall and read logs; job runs' output has its words replaced.
+   the recall and read logs; job runs' output and agent runs' records (their
+   context, recalled memories and tool calls) have its words replaced.
 6. *The index* follows every file changed here; forgetting then checks that no
    keyword or vector row of the memory is left (and re-indexes when one is), and
    that no link of the graph still points at it.
@@ -754,6 +755,7 @@ class Forgetter:
                     _scrub_channels(conn, scope)
                 )
                 counts["job runs"] = _redact_runs(conn, trace)
+                counts["agent runs"] = _redact_agent_runs(conn, trace)
                 if where != "state.db":  # PostgreSQL: the events daemons sent each other
                     counts["events"] = _scrub_events(conn, scope)
         labels = {
@@ -767,6 +769,7 @@ class Forgetter:
             "channel outbox": ("redacted", "messages sent: their text"),
             "approvals": ("redacted", "approval requests: their summary"),
             "job runs": ("redacted", "job runs' output: its words"),
+            "agent runs": ("redacted", "agent runs' records: their context and tool calls"),
             "events": ("removed", "events daemons sent each other (memvault_events)"),
             "sessions": ("removed", "the person's sessions and their messages"),
             "senders": ("removed", "the person's identities on the channels"),
@@ -1099,6 +1102,39 @@ def _redact_runs(conn: Any, trace: Trace) -> int:
     return changed
 
 
+def _redact_agent_runs(conn: Any, trace: Trace) -> int:
+    """Agent runs' records (memvault.memory.runs) with the memory's ids and words replaced
+    in what each was asked, given, recalled and called."""
+    patterns = sorted({f"%{i}%" for i in trace.ids} | {f"%{w}%" for w in trace.words})
+    if not patterns:
+        return 0
+    columns = ("command", "summary", "context", "recalled", "marks", "tool_calls")
+    clause = " OR ".join(f"lower({c}) LIKE ?" for _ in patterns for c in columns)
+    params = [p for p in patterns for _ in columns]
+    changed = 0
+    for row in conn.execute(
+        f"SELECT id, command, summary, context, recalled, marks, tool_calls FROM agent_runs "
+        f"WHERE {clause}",
+        params,
+    ).fetchall():
+        now = (
+            trace.redact(str(row["command"])),
+            trace.redact(str(row["summary"] or "")),
+            _redact_json(str(row["context"] or "{}"), trace),
+            _redact_json(str(row["recalled"] or "[]"), trace),
+            _redact_json(str(row["marks"] or "{}"), trace),
+            _redact_json(str(row["tool_calls"] or "[]"), trace),
+        )
+        if now != tuple(row[c] for c in columns):
+            conn.execute(
+                "UPDATE agent_runs SET command = ?, summary = ?, context = ?, recalled = ?, "
+                "marks = ?, tool_calls = ? WHERE id = ?",
+                (*now, int(row["id"])),
+            )
+            changed += 1
+    return changed
+
+
 def _redact_json(text: str, trace: Trace) -> str:
     """A JSON document with its string values redacted (its keys and shape kept)."""
     try:
@@ -1131,6 +1167,7 @@ def _forget_person_rows(conn: Any, person: Person) -> dict[str, int]:
         ]
         for session_id in sessions:  # not left to the foreign key: it may be off
             conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
+            conn.execute("DELETE FROM agent_runs WHERE session_id = ?", (session_id,))
         counts["sessions"] = _delete_ids(conn, "sessions", sessions)
     for channel, values in person.identities.items():
         for value in values:

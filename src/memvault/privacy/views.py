@@ -26,6 +26,7 @@ from memvault.index.filters import SearchFilters
 from memvault.index.search import Hit, Searcher
 from memvault.memory.context import (
     ContextResult,
+    Recalled,
     Section,
     Underway,
     fit_sections,
@@ -160,6 +161,7 @@ class AudienceView:
     ) -> ContextResult:
         used: set[str] = set()
         sections: list[Section] = []
+        recalled: list[Recalled] = []
         if query and query.strip():
             found = [
                 f
@@ -176,6 +178,7 @@ class AudienceView:
                     lines.append(self._memory_line(item.memory))
                 else:
                     lines.append(self._note_line(item.hit))
+                recalled.append(Recalled.of(item.hit))
                 if len(lines) >= _MAX_RELEVANT:
                     break
             sections.append(Section(f"Relevant to: {_flat(query)[:80]}", lines))
@@ -187,7 +190,9 @@ class AudienceView:
         sections.append(
             Section(f"Shared with {self.audience.display}", [self._memory_line(m) for m in rest])
         )
-        return fit_sections(sections, budget_tokens)
+        result = fit_sections(sections, budget_tokens)
+        result.recalled = recalled
+        return result
 
     @staticmethod
     def _memory_line(memory: Memory) -> str:

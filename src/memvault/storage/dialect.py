@@ -62,6 +62,7 @@ IDENTITY_TABLES = frozenset(
         "memory_reviews",
         "api_tokens",
         "memory_reads",
+        "agent_runs",
     }
 )
 # The conflict target of ``INSERT OR REPLACE`` / ``INSERT OR IGNORE`` per table.

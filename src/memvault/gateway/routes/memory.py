@@ -27,6 +27,7 @@ from memvault.gateway.schemas import (
     Forgotten,
     Hit,
     MemoryChange,
+    MemoryEditBody,
     MemoryOut,
     MemoryRead,
     MemoryReview,
@@ -82,7 +83,9 @@ def run_search(
     own: dict[str, Memory] = {}
     if agent is not None:
         own = daemon.runtime.memories.of_agent(agent)
-        filters = replace(filters, memory_ids=frozenset(own))
+        mine = frozenset(own)
+        asked = filters.memory_ids  # a caller's own narrowing holds within the agent's
+        filters = replace(filters, memory_ids=mine if asked is None else mine & asked)
     hits = daemon.runtime.searcher.search(
         query,
         limit=limit,
@@ -230,6 +233,39 @@ def get_memory(memory_id: MemoryId, daemon: DaemonDep) -> dict[str, Any]:
     """One memory (its read is recorded, path ``get``)."""
     memory = visible(daemon, memory_id)
     daemon.runtime.record_reads([memory.id], "get")
+    return {"ok": True, "result": memory.to_dict()}
+
+
+@router.patch(  # no :path: PATCH .../history or .../access is a 405, not this route
+    "/memories/{memory_id}",
+    response_model=Envelope[MemoryOut],
+    responses=errors(*COMMON_ERRORS, 404, 409),
+)
+def change_memory(memory_id: MemoryId, body: MemoryEditBody, daemon: DaemonDep) -> dict[str, Any]:
+    """The owner's change to a memory, what the console's edit and bulk actions do: new
+    ``text`` (with ``expected_hash``, the hash of its note as ``GET /v1/notes/{path}``
+    gave it: a note changed since is a 409 and nothing is written), another ``category``,
+    tags added (``add_tags``). Each change is in its ``/history``, by owner."""
+    if body.text is None and body.category is None and not body.add_tags:
+        raise InvalidInputError("Name a change: text (with expected_hash), category or add_tags.")
+    if body.text is not None and not body.expected_hash:
+        raise InvalidInputError(
+            "A new text needs expected_hash, the hash of the memory's note as read "
+            "(GET /v1/notes/PATH), so an edit made meanwhile is never overwritten."
+        )
+    # Everything checked before the first change: a bad part changes nothing.
+    memories = daemon.runtime.memories
+    category = memories.check_category(body.category) if body.category is not None else None
+    if body.add_tags and not any(t.strip().lstrip("#") for t in body.add_tags):
+        raise InvalidInputError("add_tags holds no tag.")
+    memory = visible(daemon, memory_id)
+    consolidation = daemon.runtime.consolidation
+    if body.text is not None:
+        memory = consolidation.edit(memory.id, body.text, expected_hash=body.expected_hash or "")
+    if category is not None:
+        memory = consolidation.recategorize(memory.id, category)
+    if body.add_tags:
+        memory = consolidation.tag(memory.id, body.add_tags)
     return {"ok": True, "result": memory.to_dict()}
 
 

@@ -31,6 +31,19 @@ class RememberBody(Body):
     )
 
 
+class MemoryEditBody(Body):
+    text: str | None = Field(
+        None, description="The memory's new text (its id, date, source and fields kept)."
+    )
+    expected_hash: str | None = Field(
+        None,
+        description="With text: the hash of the memory's note as read (GET /v1/notes/PATH); "
+        "a note changed since, in Obsidian say, is a 409 and nothing is written.",
+    )
+    category: str | None = Field(None, description="Move it to this category.")
+    add_tags: list[str] = Field(default_factory=list, description="Tags to add, without '#'.")
+
+
 class MemoryOut(Result):
     id: str
     text: str

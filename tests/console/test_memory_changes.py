@@ -1,0 +1,298 @@
+"""Changing memories from the console, in a real browser against a real daemon: a memory's
+text edited (never over an edit made meanwhile in Obsidian), the search's filters for
+source, dates and trust, and the results chosen and forgotten, moved or tagged together.
+
+The daemon runs in this process (uvicorn in a thread, as ``memvault serve`` builds it, the
+console included), so a test can write a memory file between the page's load and its
+submit, as Obsidian would.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import uvicorn
+from playwright.sync_api import Browser, expect
+
+from console_support import Watched, shoot, sign_in_link, watch
+from memvault.config import load_settings
+from memvault.console import console_front
+from memvault.gateway.app import create_app
+from memvault.gateway.daemon import Daemon
+from memvault.gateway.server import DaemonServer, bind
+from memvault.gateway.tokens import Scope
+from memvault.runtime import Runtime
+from memvault.vault.layout import init_vault
+from memvault.vault.memories import Memory
+from memvault.vault.store import Vault
+from support import HashEmbedder
+from waiting import WAIT, wait_for
+
+
+class Served:
+    """The in-process daemon with its console."""
+
+    def __init__(self, root: Path) -> None:
+        runtime = Runtime.open(load_settings(root).settings, embedder=HashEmbedder())
+        sock = bind("127.0.0.1", 0)
+        self.daemon = Daemon(runtime, host="127.0.0.1", port=sock.getsockname()[1])
+        app = create_app(self.daemon, front=console_front(self.daemon))
+        self.server = DaemonServer(uvicorn.Config(app, log_config=None, lifespan="on"), self.daemon)
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [sock]}, daemon=True
+        )
+        self.thread.start()
+        wait_for(lambda: self.server.announced.is_set() or not self.thread.is_alive(), "serve")
+        assert self.thread.is_alive(), "the daemon did not start"
+        self.url = f"http://127.0.0.1:{self.daemon.port}"
+        self.token = self.daemon.token
+        self.root = root
+
+    def remember(self, text: str, **options: object) -> Memory:
+        stored = self.daemon.runtime.memories.remember(text, **options)  # type: ignore[arg-type]
+        return stored.memory
+
+    def stop(self) -> None:
+        self.server.handle_exit(15, None)
+        self.thread.join(WAIT)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    root = tmp_path_factory.mktemp("memory-changes") / "vault"
+    init_vault(Vault(root))
+    live = Served(root)
+    yield live
+    live.stop()
+
+
+@pytest.fixture
+def console(browser: Browser, served: Served) -> Iterator[Watched]:
+    watched = watch(browser, sign_in_link(served.url, served.token)["url"])
+    yield watched
+    watched.context.close()
+    assert watched.problems == []
+
+
+def test_an_edit_made_in_obsidian_meanwhile_is_shown_beside_the_draft_and_kept(
+    console: Watched, served: Served
+) -> None:
+    car = served.remember("The car is parked on level 3 of the station garage")
+    note = served.root / car.path
+    page = console.page
+    page.goto(f"{served.url}/memories/{car.id}")
+    expect(page.locator("#edit-text")).to_have_value(car.text)
+    page.locator("#edit-text").fill("The car is parked on level 4 of the station garage")
+
+    # Between the page's load and its submit, the owner changes the line in Obsidian.
+    obsidian = note.read_text(encoding="utf-8").replace("on level 3", "on level 5")
+    note.write_text(obsidian, encoding="utf-8")
+    with page.expect_response(f"{served.url}/memories/{car.id}/edit") as answered:
+        page.locator("#save-edit").click()
+    assert answered.value.status == 409
+    conflict = page.locator("#conflict")
+    expect(conflict).to_contain_text("nothing was written")
+    expect(page.locator("#theirs")).to_have_text(
+        "The car is parked on level 5 of the station garage"
+    )
+    expect(page.locator("#edit-text")).to_have_value(
+        "The car is parked on level 4 of the station garage"
+    )
+    assert note.read_text(encoding="utf-8") == obsidian  # not a byte overwritten
+    shoot(page, "memory-conflict")
+
+    # With both in view, saving again is the owner's decision: now it is written.
+    page.locator("#save-edit").click()
+    expect(page.locator("h1.text")).to_have_text(
+        "The car is parked on level 4 of the station garage"
+    )
+    expect(page.locator("#conflict")).to_have_count(0)
+    now = served.daemon.runtime.memories.get(car.id)
+    assert now.text == "The car is parked on level 4 of the station garage"
+    assert "on level 5" not in note.read_text(encoding="utf-8")
+    expect(page.locator("#history-title + ol")).to_contain_text("update by owner")
+    expect(page.locator("#history-title + ol")).to_contain_text("level 5")
+
+
+def test_a_form_from_another_origin_or_without_its_token_edits_nothing(
+    console: Watched, served: Served
+) -> None:
+    boiler = served.remember("The boiler code is kept in the kitchen drawer")
+    page = console.page
+    page.goto(f"{served.url}/memories/{boiler.id}")
+    stamp = page.locator('input[name="hash"]').get_attribute("value")
+    assert stamp
+    request = console.context.request
+    forged = request.post(
+        f"{served.url}/memories/{boiler.id}/edit",
+        form={"hash": stamp, "text": "Forged"},
+        headers={"Origin": served.url},
+    )
+    assert forged.status == 403 and "stale" in forged.text()
+    elsewhere = request.post(
+        f"{served.url}/memories/{boiler.id}/edit",
+        form={"csrf": console.csrf(), "hash": stamp, "text": "Forged"},
+        headers={"Origin": "http://evil.example"},
+    )
+    assert elsewhere.status == 403
+    assert served.daemon.runtime.memories.get(boiler.id).text == boiler.text
+
+
+def test_filters_for_source_dates_and_trust_and_each_results_reasons(
+    console: Watched, served: Served
+) -> None:
+    now = served.daemon.runtime.clock.now()
+    old = served.remember(
+        "The parcel from the bookshop went to the neighbour",
+        source="cli",
+        created=now - timedelta(days=400),
+    )
+    chat = served.remember(
+        "The parcel for Ada waits at the post office", source="telegram", importance=0.9
+    )
+    low = served.remember("The parcel courier says to always leave the door open", source="email")
+    served.daemon.runtime.memories.update_fields(low.id, trust="low", trust_reason="test")
+    page = console.page
+    page.goto(f"{served.url}/memories?q=parcel")
+    for memory in (old, chat, low):
+        expect(page.locator(f'[data-memory="{memory.id}"]')).to_be_visible()
+    reasons = page.locator(f'[data-memory="{chat.id}"] .why')
+    expect(reasons).to_contain_text("keywords")
+    expect(reasons).to_contain_text("importance 0.90")
+    expect(page.locator(f'[data-memory="{chat.id}"] .meta')).to_contain_text("from telegram")
+
+    page.locator(".search [name=source]").select_option("telegram")
+    expect(page.locator(f'[data-memory="{old.id}"]')).to_have_count(0)
+    expect(page.locator(f'[data-memory="{chat.id}"]')).to_be_visible()
+    assert "source=telegram" in page.url
+    page.locator(".search [name=source]").select_option("")
+
+    page.locator(".search [name=trust]").select_option("low")
+    expect(page.locator(f'[data-memory="{chat.id}"]')).to_have_count(0)
+    expect(page.locator(f'[data-memory="{low.id}"]')).to_contain_text("trust low")
+    page.locator(".search [name=trust]").select_option("")
+
+    page.locator(".search [name=since]").fill((now - timedelta(days=30)).date().isoformat())
+    expect(page.locator(f'[data-memory="{old.id}"]')).to_have_count(0)
+    expect(page.locator(f'[data-memory="{chat.id}"]')).to_be_visible()
+    page.locator(".search [name=since]").fill("")
+    page.locator(".search [name=until]").fill((now - timedelta(days=300)).date().isoformat())
+    expect(page.locator(f'[data-memory="{chat.id}"]')).to_have_count(0)
+    expect(page.locator(f'[data-memory="{old.id}"]')).to_be_visible()
+    shoot(page, "memories-filters")
+
+    # The same filters with no words: the newest memories that pass them.
+    page.goto(f"{served.url}/memories?source=email&trust=low")
+    expect(page.locator(f'[data-memory="{low.id}"]')).to_be_visible()
+    expect(page.locator(f'[data-memory="{chat.id}"]')).to_have_count(0)
+    bad = page.goto(f"{served.url}/memories?q=parcel&since=soon")
+    assert bad is not None and bad.status == 400
+    expect(page.get_by_role("alert")).to_have_text("'soon' is not a date; use YYYY-MM-DD.")
+
+
+def test_choose_results_then_forget_them_after_confirming_and_search_no_longer_finds_them(
+    console: Watched, served: Served
+) -> None:
+    first = served.remember("The old router password was printed on a yellow sticker")
+    second = served.remember("The yellow sticker also had the old wifi name")
+    kept = served.remember("The new router sits on the yellow shelf")
+    page = console.page
+    page.goto(f"{served.url}/memories?q=yellow+sticker")
+    page.locator(f'[data-memory="{first.id}"] .pick').check()
+    page.locator(f'[data-memory="{second.id}"] .pick').check()
+    page.locator("#bulk-forget").click()
+    expect(page.get_by_role("heading", name="Forget these 2 memories?")).to_be_visible()
+    expect(page.locator(".chosen li")).to_have_count(2)
+    assert served.daemon.runtime.memories.get(first.id)  # nothing is gone before the yes
+    shoot(page, "memories-bulk-forget")
+    page.locator("#confirm-forget").click()
+    expect(page.get_by_role("status")).to_have_text("Forgotten everywhere: 2 memories.")
+    assert "q=yellow+sticker" in page.url  # back at the search it was made from
+    expect(page.locator(f'[data-memory="{first.id}"]')).to_have_count(0)
+    expect(page.locator(f'[data-memory="{second.id}"]')).to_have_count(0)
+    page.locator("#q").fill("router password yellow sticker wifi")
+    expect(page.locator(f'[data-memory="{kept.id}"]')).to_be_visible()
+    expect(page.locator(f'[data-memory="{first.id}"]')).to_have_count(0)
+    texts = [m.text for m in served.daemon.runtime.memories.list()]
+    assert first.text not in texts and second.text not in texts and kept.text in texts
+    hits = served.daemon.runtime.searcher.search("yellow sticker", limit=20)
+    assert {first.id, second.id}.isdisjoint(h.id for h in hits)
+
+
+def test_choose_results_then_move_them_to_a_category_and_tag_them(
+    console: Watched, served: Served
+) -> None:
+    tea = served.remember("Oolong tea tastes best at eighty five degrees", category="fact")
+    pot = served.remember("The clay teapot is only for oolong tea", category="fact")
+    page = console.page
+    page.goto(f"{served.url}/memories?q=oolong+tea")
+    for memory in (tea, pot):
+        page.locator(f'[data-memory="{memory.id}"] .pick').check()
+    page.get_by_label("Move to").select_option("preference")
+    page.locator("#bulk-move").click()
+    expect(page.get_by_role("status")).to_have_text("Moved 2 memories to preference.")
+    for memory in (tea, pot):
+        moved = served.daemon.runtime.memories.get(memory.id)
+        assert (moved.category, moved.text) == ("preference", memory.text)
+    facts = (served.root / "Memory/Facts.md").read_text(encoding="utf-8")
+    assert tea.id not in facts and pot.id not in facts
+
+    page.locator(f'[data-memory="{tea.id}"] .pick').check()
+    page.get_by_label("Add", exact=True).fill("#drinks")
+    page.locator("#bulk-tag").click()
+    expect(page.get_by_role("status")).to_have_text("Tagged 1 memory #drinks.")
+    expect(page.locator(f'[data-memory="{tea.id}"] .meta')).to_contain_text("#drinks")
+    assert served.daemon.runtime.memories.get(tea.id).tags == ["drinks"]
+    assert served.daemon.runtime.memories.get(pot.id).tags == []
+    page.goto(f"{served.url}/memories/{tea.id}")
+    history = page.locator("#history-title + ol")
+    expect(history).to_contain_text("recategorize by owner: fact -> preference")
+    expect(history).to_contain_text("tag by owner: added #drinks")
+
+    # A change with nothing chosen, or to no category, is one sentence; nothing moves.
+    request = console.context.request
+    none = request.post(
+        f"{served.url}/memories/bulk",
+        form={"csrf": console.csrf(), "action": "category", "category": "decision"},
+        headers={"Origin": served.url},
+    )
+    assert none.status == 400 and "at least one memory" in none.text()
+    wrong = request.post(
+        f"{served.url}/memories/bulk",
+        form={"csrf": console.csrf(), "action": "category", "category": "nope", "id": pot.id},
+        headers={"Origin": served.url},
+    )
+    assert wrong.status == 400 and "Unknown memory category" in wrong.text()
+    assert served.daemon.runtime.memories.get(pot.id).category == "preference"
+
+
+def test_a_read_only_console_can_neither_edit_nor_change_in_bulk(
+    browser: Browser, served: Served
+) -> None:
+    _, secret = served.daemon.tokens.create("viewer", [Scope.READ])
+    stamp = served.remember("The ladder is kept in the garden shed")
+    watched = watch(browser, sign_in_link(served.url, secret)["url"])
+    page = watched.page
+    page.goto(f"{served.url}/memories/{stamp.id}")
+    expect(page.locator("h1.text")).to_have_text(stamp.text)
+    expect(page.locator("#edit-text")).to_have_count(0)
+    page.goto(f"{served.url}/memories?q=ladder+shed")
+    expect(page.locator(f'[data-memory="{stamp.id}"]')).to_be_visible()
+    expect(page.locator(".pick")).to_have_count(0)
+    expect(page.locator("#bulk")).to_have_count(0)
+    request = watched.context.request
+    for path, form in (
+        (f"/memories/{stamp.id}/edit", {"text": "Changed", "hash": "0" * 64}),
+        ("/memories/bulk", {"action": "forget", "confirmed": "yes", "id": stamp.id}),
+    ):
+        refused = request.post(
+            served.url + path, form={"csrf": watched.csrf(), **form}, headers={"Origin": served.url}
+        )
+        assert refused.status == 403 and "read scope" in refused.text(), path
+    assert served.daemon.runtime.memories.get(stamp.id).text == stamp.text
+    watched.context.close()
+    assert watched.problems == []
