@@ -247,6 +247,11 @@ class FakeLine:
                 failure = ApiError(status, message, headers=headers)
                 self._failures[endpoint].append((failure, accepted))
 
+    def heal(self, endpoint: str) -> None:
+        """The failures still queued for ``endpoint`` are dropped: it answers again."""
+        with self._cond:
+            self._failures[endpoint].clear()
+
     def expire_reply_tokens(self) -> None:
         """Every reply token issued so far is too old now."""
         with self._cond:

@@ -194,13 +194,17 @@ def test_a_webhook_line_did_not_sign_is_refused_and_nothing_is_stored(
 def test_a_webhook_the_channel_cannot_take_yet_is_taken_when_line_delivers_it_again(
     start_daemon: StartDaemon, line: FakeLine
 ) -> None:
-    line.fail("info", 500)  # LINE's API fails as the channel starts: it restarts in 1 s
+    # LINE's API fails as the channel starts, and at every restart until it is healed (a
+    # single failure would let a slow machine's restart, 1 s later, come before the post).
+    line.fail("info", 500, times=1_000)
     live = start_daemon(settings=channels(line))
+    wait_for(lambda: live.daemon.hub.statuses["line"].state == "backoff", "the failure")
     event = line.text_event(OWNER, "/help")
     answer = line.post(url(live), event)
     failed(answer, 503, "channel_failed")
     assert inbox(live) == []
 
+    line.heal("info")
     wait_for(lambda: live.daemon.hub.statuses["line"].state == "running", "the restart")
     ok(line.post(url(live), line.redelivered(event)))
     wait_for(lambda: line.delivered(OWNER), "the answer")
