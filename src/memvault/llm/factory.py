@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from memvault.config import LLMSettings
 from memvault.errors import MemvaultError
+from memvault.extras import require
 from memvault.llm.base import Health, LLMNotConfiguredError, Provider
 from memvault.locations import CONFIG_FILE, STATE_DIR
 
@@ -51,6 +52,8 @@ def make_provider(settings: LLMSettings, purpose: Purpose = "default") -> Provid
         raise LLMNotConfiguredError(
             f"llm.provider is {settings.provider!r} but llm.model is not set.", hint=CONFIG_HINT
         )
+    # The SDKs are extras (memvault.extras): a missing one is a sentence naming it.
+    require(settings.provider, extra=settings.provider, needed_for=_needs(settings, purpose))
     if settings.provider == "anthropic":
         from memvault.llm.anthropic_provider import AnthropicProvider
 
@@ -58,6 +61,11 @@ def make_provider(settings: LLMSettings, purpose: Purpose = "default") -> Provid
     from memvault.llm.openai_provider import OpenAIProvider
 
     return OpenAIProvider(settings)
+
+
+def _needs(settings: LLMSettings, purpose: Purpose) -> str:
+    section = "llm" if purpose == "default" else f"llm.{purpose}"
+    return f"{section}.provider = {settings.provider!r}"
 
 
 def optional_provider(settings: LLMSettings, purpose: Purpose = "default") -> Provider | None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -147,9 +148,19 @@ def _from_database(agent: str, path: Path) -> Iterator[Transcript]:
 
 
 def _unpack(packed: bytes, size: int | None) -> str:
-    import zstandard
+    """One zstd frame, at most its stated size (4 MiB when none is stated), as text."""
+    if sys.version_info >= (3, 14):
+        from compression import zstd
+    else:
+        from backports import zstd
 
-    data = zstandard.ZstdDecompressor().decompress(packed, max_output_size=int(size or 0) or 2**22)
+    decompressor = zstd.ZstdDecompressor()
+    try:
+        data = decompressor.decompress(packed, max_length=int(size or 0) or 2**22)
+    except zstd.ZstdError as exc:
+        raise ValueError(str(exc)) from exc
+    if not decompressor.eof:
+        raise ValueError("the frame is longer than its stated size, or cut short")
     return data.decode("utf-8")
 
 
