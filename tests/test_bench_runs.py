@@ -28,6 +28,7 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
         ("console.py", ["--memories", "200", "--requests", "3"], "pages"),
         ("scale.py", ["--sizes", "200", "--queries", "5", "--no-model"], "sizes"),
         ("channels.py", ["--size", "100", "--runs", "2"], "one_call_reply"),
+        ("multilingual_keywords.py", ["--embedder", "none"], "results"),
         # Both storage backends (a PostgreSQL started for the run).
         ("pg_compare.py", ["--speed-only", "--sizes", "200"], "postgres"),
     ],
@@ -39,6 +40,9 @@ def test_a_benchmark_runs_on_a_small_vault(script: str, args: list[str], key: st
     elif key == "pages":
         assert {"today", "memory", "approvals"} <= set(result[key])
         assert all(page["p95_ms"] > 0 for page in result[key].values())
+    elif key == "results":
+        languages = result[key]["sqlite"]["none"]["languages"]
+        assert len(languages) == 8 and all(m["n"] == 40 for m in languages.values())
     elif key == "postgres":
         for backend in ("sqlite", "postgres"):
             [figures] = result[backend]["scale"]

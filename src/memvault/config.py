@@ -28,7 +28,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
-from memvault.clock import load_timezone
+from memvault.clock import check_locale, load_timezone
 from memvault.errors import ConfigError, VaultError
 from memvault.locations import CONFIG_FILE as CONFIG_NAME
 from memvault.locations import DEFAULT_VAULT, STATE_DIR, choose_vault
@@ -98,7 +98,12 @@ class EmbedderSettings(Section):
     provider: Literal["local", "openai", "none"] = Field(
         "local", description="local (bundled MiniLM), openai (any OpenAI-compatible API) or none"
     )
-    model: str | None = Field(None, description="model name; default depends on the provider")
+    model: str | None = Field(
+        None,
+        description="model name; default depends on the provider. local: all-MiniLM-L6-v2 "
+        "(English, the default) or multilingual-e5-small (about 100 languages; needs "
+        "memvault[multilingual]); changing it needs `memvault index --reembed`",
+    )
     runtime: Literal["onnx", "torch"] = Field(
         "onnx",
         description="how the local model runs: onnx (ONNX Runtime, light) or torch "
@@ -442,6 +447,13 @@ class AgentSettings(Section):
     )
     summary: Literal["auto", "llm", "extractive"] = Field(
         "auto", description="session summaries: auto (LLM when configured), llm or extractive"
+    )
+    runs_keep_days: int = Field(
+        30,
+        ge=0,
+        le=3650,
+        description="days each agent run's record is kept (its context, recalled memories "
+        "and tool calls: the console's Why page); 0 records none",
     )
 
 
@@ -1033,6 +1045,14 @@ class Settings(BaseSettings):
 
     vault: Path = Field(DEFAULT_VAULT, description="the vault folder")
     timezone: str | None = Field(None, description="owner's IANA timezone; default: this machine's")
+    locale: str | None = Field(
+        None,
+        description=(
+            "owner's language as a tag such as 'de', 'fr' or 'zh-Hans': dates written in it "
+            "('letzte Woche', '上周') are understood in searches and stored memories; "
+            "default: English only"
+        ),
+    )
     owner_name: str = Field("the owner", description="how the agent refers to its owner")
     lock_timeout: float = Field(
         10.0, gt=0, description="seconds to wait for a note another process holds"
@@ -1064,6 +1084,14 @@ class Settings(BaseSettings):
             except ConfigError as exc:
                 raise ValueError(exc.message) from None
         return value or None
+
+    @field_validator("locale")
+    @classmethod
+    def _known_locale(cls, value: str | None) -> str | None:
+        try:
+            return check_locale(value)
+        except ConfigError as exc:
+            raise ValueError(exc.message) from None
 
     @field_validator("vault")
     @classmethod

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from memvault.clock import Clock, load_timezone
 from memvault.config import Settings
-from memvault.errors import MemvaultError
+from memvault.errors import MemvaultError, MissingExtraError
 from memvault.index.embedders import Embedder, make_embedder
 from memvault.index.index import MemoryIndex
 from memvault.index.search import Searcher, SearchResults
@@ -30,6 +30,7 @@ from memvault.memory.conversations import Conversations
 from memvault.memory.outcomes import Outcomes
 from memvault.memory.recalls import RecallLog
 from memvault.memory.revisions import RevisionLog
+from memvault.memory.runs import RunRecords
 from memvault.memory.sessions import Session, Sessions
 from memvault.memory.state import StateDB, StateStore
 from memvault.privacy.reads import ReadLog, RecordedContext, current_way
@@ -64,6 +65,8 @@ class Runtime:
     ) -> None:
         self.settings = settings
         self.clock = clock
+        if clock.locale is None:
+            clock.locale = settings.locale  # the owner's language for dates (memvault.dates)
         self.vault = Vault(settings.vault, lock_timeout=settings.lock_timeout)
         # Secrets are kept out of what is stored ([privacy] secrets): notes, memories and
         # sessions get the screen; it is the memories' first, so no later screen sees one.
@@ -184,6 +187,16 @@ class Runtime:
             way.collect.extend(ids)
             return
         self.record_reads(ids)
+
+    @cached_property
+    def runs(self) -> RunRecords:
+        """What each agent run was given (``[agent] runs_keep_days``; the console shows it)."""
+        return RunRecords(
+            self.state,
+            self.clock.now,
+            keep_days=self.settings.agent.runs_keep_days,
+            screen=self.secrets,
+        )
 
     def record_reads(self, memory_ids: Iterable[str], path: str | None = None) -> None:
         """Record a read of each memory (``path``: search, context, tool or get; else the
@@ -343,7 +356,11 @@ class Runtime:
                 "max_retries": 0,
             }
         )
-        return optional_provider(quick)
+        try:
+            return optional_provider(quick)
+        except MissingExtraError as exc:  # remember still stores (by rule); doctor says why
+            log.warning("Memories are consolidated by rule: %s", exc.message)
+            return None
 
     @cached_property
     def outcomes(self) -> Outcomes:

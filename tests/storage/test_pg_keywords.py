@@ -2,6 +2,8 @@
 the two read text alike, phrases, word counts and their renewal after a write, and the
 same words as written and prefixes."""
 
+# ruff: noqa: RUF001 (text in other scripts and full-width forms, on purpose)
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -16,6 +18,7 @@ from memvault.index.keywords import Form, Fts5Keywords, Keywords, keyword_tables
 from memvault.index.pg_keywords import PgKeywords, _Query
 from memvault.index.query import parse_query
 from memvault.index.ranking import Vocabulary
+from memvault.index.scripts import indexed
 from memvault.sqlite import transaction
 from memvault.storage.dialect import PgConnection
 from pg_index_support import index_connection, migrate_index
@@ -278,3 +281,72 @@ def test_a_vectors_text_is_read_with_its_escapes() -> None:
     norm = 1.2
     assert own == pytest.approx(2.0 * 2.2 / (1 + norm) + 1.0 * 2 * 2.2 / (2 + norm))
     assert ctx == pytest.approx(0.5 * 2.2 / (1 + norm))
+
+
+# Words in every script (memvault.index.scripts): the rows as the index writes them.
+SCRIPT_ROWS = [
+    ("我下周二要去东京出差，住在新宿的酒店。", "出差", "东京", "旅行"),
+    ("去年秋天在京都看了红叶。", "", "京都", ""),
+    ("歯医者の予約は来週の火曜日です。", "予定", "", ""),
+    ("다음 달에 부산으로 여행을 갑니다.", "", "", "여행"),
+    ("买了一个新的ｉＰｈｏｎｅ充电器。", "", "", ""),
+    ("Встреча с Врачом в четверг.", "", "", ""),
+    ("the garden needs water every morning", "Garden notes", "Garden", "home"),
+]
+
+
+@pytest.fixture
+def script_pair(pg_dsn: str) -> Iterator[tuple[Fts5Keywords, PgKeywords]]:
+    """SCRIPT_ROWS, as the index writes them, in SQLite's FTS5 and in PostgreSQL."""
+    lite = sqlite3.connect(":memory:", isolation_level=None)
+    lite.executescript(
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+        "CREATE TABLE notes (id INTEGER PRIMARY KEY, path TEXT, title TEXT, kind TEXT,"
+        " mtime_ns INTEGER, size INTEGER, hash TEXT, indexed_at REAL);"
+        "CREATE TABLE chunks (id INTEGER PRIMARY KEY, note_id INTEGER, ordinal INTEGER,"
+        " kind TEXT, start_line INTEGER, end_line INTEGER, text TEXT, context TEXT, hash TEXT);"
+        "CREATE VIRTUAL TABLE chunks_fts USING fts5(text, context, title, tags,"
+        f" tokenize = '{TOKENIZER}');"
+        f"{EXACT_TABLE};"
+    )
+    pg = index_connection(pg_dsn)
+    rows = [(indexed(a), indexed(b), indexed(c), indexed(d)) for a, b, c, d in SCRIPT_ROWS]
+    fill(lite, rows)
+    fill(pg, rows)
+    try:
+        yield Fts5Keywords(lite), PgKeywords(pg)
+    finally:
+        lite.close()
+        pg.close()
+
+
+@pytest.mark.parametrize(
+    ("text", "first"),
+    [
+        ("东京", 1),
+        ("京都", 2),
+        ("予約", 3),
+        ("부산", 4),
+        ("iPhone充电器", 5),
+        ("врачом", 6),
+        ("出差 酒店", 1),
+        ("京", 2),
+        ("여행", 4),
+        ("ＧＡＲＤＥＮ", 7),
+    ],
+)
+def test_words_in_every_script_score_alike_on_both_backends(
+    script_pair: tuple[Fts5Keywords, PgKeywords], text: str, first: int
+) -> None:
+    lite, pg = script_pair
+    query = parse_query(text, NOW)
+    expected = lite.ranked(query, 50)
+    found = pg.ranked(query, 50)
+    assert expected and expected[0][0] == first
+    assert [i for i, _, _ in found] == [i for i, _, _ in expected]
+    by_id = {i: (own, ctx) for i, own, ctx in found}
+    for chunk_id, own, ctx in expected:
+        assert by_id[chunk_id] == pytest.approx((own, ctx), rel=1e-9, abs=1e-12)
+    assert Vocabulary(pg).terms(query.terms) == Vocabulary(lite).terms(query.terms)
+    phrase = [query.words]  # the same rows (each backend orders them by its own rank)
+    assert set(pg.phrased(phrase, 10)) == set(lite.phrased(phrase, 10))

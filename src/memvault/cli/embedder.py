@@ -22,10 +22,10 @@ def _megabytes(size: int) -> str:
 def status(ctx: typer.Context, vault: VaultOption = None, as_json: JsonOption = False) -> None:
     """Show the local model's runtime and whether its ONNX file is ready."""
     from memvault.config import load_settings
-    from memvault.index.local_model import PREPARE_COMMAND, ModelFile
+    from memvault.index.local_model import PREPARE_COMMAND, ModelFile, configured_model
 
     settings = load_settings(vault or root_vault(ctx)).settings.embedder
-    state = ModelFile(settings.model_cache).status()
+    state = ModelFile(settings.model_cache, configured_model(settings)).status()
     if as_json:
         emit_json({"provider": settings.provider, "runtime": settings.runtime, **state.to_dict()})
         return
@@ -47,10 +47,10 @@ def prepare(
 ) -> None:
     """Export the local model to ONNX if it is missing or damaged, and check that it loads."""
     from memvault.config import load_settings
-    from memvault.index.local_model import ModelFile
+    from memvault.index.local_model import ModelFile, configured_model
 
     settings = load_settings(vault or root_vault(ctx)).settings.embedder
-    model_file = ModelFile(settings.model_cache)
+    model_file = ModelFile(settings.model_cache, configured_model(settings))
     exporting = f"Exporting the local model to {model_file.path} (once, a few seconds)"
     with spinner(exporting, quiet=as_json or quiet or model_file.status().ready):
         done = model_file.prepare()

@@ -19,8 +19,8 @@ from memvault import __version__
 from memvault.channels.hub import read_token
 from memvault.errors import ConfigError, MemvaultError
 from memvault.gateway.security import is_loopback, loose_permissions
-from memvault.index.embedders import LocalEmbedder
-from memvault.index.local_model import PREPARE_COMMAND
+from memvault.index.embedders import LocalEmbedder, english_only
+from memvault.index.local_model import E5_SMALL, PREPARE_COMMAND
 from memvault.llm.base import Health
 from memvault.locations import is_vault, loose_modes
 from memvault.memory.state import StateStore
@@ -230,6 +230,33 @@ def _local_model(runtime: Runtime) -> Check | None:
     )
 
 
+def _language_fit(runtime: Runtime) -> Check | None:
+    """Whether the embedder reads the writing most notes are in (script counts over a
+    sample of chunks); None when the embedder's languages are not known."""
+    from memvault.index import language_fit
+
+    embedder = runtime.embedder
+    reads = english_only(embedder)
+    if reads is None:
+        return None
+    with runtime.index.lock:
+        texts = language_fit.sample(runtime.index.conn)
+    found = language_fit.mix(texts)
+    details = {"model": embedder.identity, "sampled": found.sampled, "writings": found.counts}
+    problem = language_fit.verdict(found, reads)
+    if problem is None:
+        return Check("language_fit", "ok", f"{embedder.model} suits the notes' writing.", details)
+    return Check(
+        "language_fit",
+        "warning",
+        f"{problem[0].upper()}{problem[1:]}; {embedder.model} reads English only: set "
+        f'[embedder] model = "{E5_SMALL.name}" ({E5_SMALL.install}), or provider = '
+        '"openai" with a multilingual model (Ollama\'s bge-m3), then run '
+        "`memvault index --reembed`.",
+        details,
+    )
+
+
 def _pending(runtime: Runtime, daemon: DaemonFacts | None) -> Check:
     if not runtime.embedder.enabled:
         return Check("pending_embeddings", "ok", "No embeddings are kept.", {"pending": 0})
@@ -327,6 +354,7 @@ def _state(state: StateStore) -> Check:
 
 def _llm(runtime: Runtime, daemon: DaemonFacts | None) -> Check:
     """Which model serves what ([llm], [llm.jobs], [llm.replies]), and whether each answers."""
+    from memvault.extras import installed, missing_sentence
     from memvault.llm.factory import PURPOSES, describe
 
     llm = runtime.settings.llm
@@ -349,6 +377,10 @@ def _llm(runtime: Runtime, daemon: DaemonFacts | None) -> Check:
         )
     for purpose in with_model:
         shown = served[purpose]
+        if not installed(shown["provider"]):  # an extra the default install leaves out
+            needs = f"llm.provider = {shown['provider']!r} ({purpose})"
+            sentence = missing_sentence(shown["provider"], shown["provider"], needs)
+            return Check("llm", "error", sentence, details)
         if shown.get("api_key_env") and not shown.get("api_key_set") and not shown.get("base_url"):
             return Check(
                 "llm",
@@ -480,6 +512,8 @@ def diagnose(runtime: Runtime, daemon: DaemonFacts | None = None) -> Report:
             ("jobs", lambda: _jobs(runtime)),
         ]
     steps.append(("local_model", lambda: _local_model(runtime)))
+    if vault.status != "error":
+        steps.append(("language_fit", lambda: _language_fit(runtime)))
     steps.append(("disk_space", lambda: _disk(runtime)))
     steps.append(("state_private", lambda: _private(runtime.vault.state_dir)))
     steps.append(("llm", lambda: _llm(runtime, daemon)))

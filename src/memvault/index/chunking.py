@@ -168,12 +168,23 @@ def memory_chunks(
                 memory_id=memory.id,
                 category=memory.category,
                 importance=memory.importance,
-                created=memory.created.timestamp() if memory.created else None,
+                created=_told_of(memory),
                 archived=memory.retired,  # archived or superseded: hidden by default
                 tags=list(memory.tags),
             )
         )
     return drafts
+
+
+def _told_of(memory: Memory) -> float | None:
+    """When a memory is "from": the day its text named when stored ("gestern ...":
+    ``[when::]``) at the hour it was stored, else the moment it was stored."""
+    if memory.created is None:
+        return None
+    day = memory.when
+    if day is None:
+        return memory.created.timestamp()
+    return datetime.combine(day, memory.created.timetz()).timestamp()
 
 
 def is_conversation(source: str | None) -> bool:

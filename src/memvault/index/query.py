@@ -3,7 +3,9 @@
 - Keywords: words are extracted with a Unicode-aware pattern and each is
   quoted, so no input can inject FTS5 syntax; common function words are
   dropped (unless nothing else is left) and the rest are OR-ed, because a
-  question rarely repeats the exact wording of the answer.
+  question rarely repeats the exact wording of the answer. Chinese, Japanese
+  and Korean have no spaces (or attach particles): a run of them is searched
+  as its character bigrams, as the index holds it (:mod:`memvault.index.scripts`).
 - Phrases: text in double quotes (straight or curly) is a phrase: its words
   in that order, as typed (not stemmed: a quoted ``"statue"`` is not
   ``status``). The whole query is also tried as a phrase, so words copied
@@ -14,7 +16,9 @@
   ones are not expanded, as ``a*`` would match most of the index.
 - Time: an explicit day, month or year in the query ("on 3 June, 2023",
   "in August 2023", "the week before August 3, 2023", "yesterday") becomes
-  a time range that boosts what was written then.
+  a time range that boosts what was written then. With the owner's
+  ``locale``, dates in their language (and the query's script) are read
+  where the English patterns find none (:mod:`memvault.dates`).
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, tzinfo
 
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+from memvault.dates import find_date, languages_for
+from memvault.index.scripts import searched, words_of
+
 _LAST_WORD = re.compile(r"[^\W_]+$", re.UNICODE)
 # The shortest word being typed that is also matched as a prefix.
 PREFIX_MIN = 3
@@ -118,8 +124,9 @@ class ParsedQuery:
 
 
 def terms_of(text: str) -> tuple[str, ...]:
-    """Search words of ``text``: lower-cased, de-duplicated, function words dropped."""
-    words = [w.lower() for w in _WORD.findall(text)]
+    """Search words of ``text``: lower-cased, de-duplicated, function words dropped (a run of
+    Chinese, Japanese or Korean is its character bigrams: :mod:`memvault.index.scripts`)."""
+    words = [w.lower() for w in words_of(text)]
     kept = [w for w in words if w not in STOPWORDS]
     chosen = kept or words
     seen: set[str] = set()
@@ -153,8 +160,9 @@ def _shift(found: TimeRange, before_text: str) -> TimeRange:
     return TimeRange(found.end, found.end + timedelta(days=span))
 
 
-def parse_time(text: str, now: datetime) -> TimeRange | None:
-    """The time range a query names explicitly, if any."""
+def parse_time(text: str, now: datetime, locale: str | None = None) -> TimeRange | None:
+    """The time range a query names explicitly, if any: in English, else (with the
+    owner's ``locale``) in their language or the query's script (:mod:`memvault.dates`)."""
     tz = now.tzinfo or datetime.now().astimezone().tzinfo
     assert tz is not None
     for pattern, order in ((_DAY_FIRST, "dmy"), (_MONTH_FIRST, "mdy")):
@@ -197,32 +205,57 @@ def parse_time(text: str, now: datetime) -> TimeRange | None:
         first, last = _RELATIVE[match.group(1).lower()]
         start = datetime(today.year, today.month, today.day, tzinfo=tz) + timedelta(days=first)
         return TimeRange(start, start + timedelta(days=last - first))
-    return None
+    return _spoken_time(text, now, tz, locale)
+
+
+# The days a relative phrase covers, ending with the day it names: "last week" (a week
+# ago) is the seven days up to a week ago, as the English ``_RELATIVE`` ranges are.
+_SPANS = {"day": 1, "week": 7, "month": 31, "year": 366}
+
+
+def _spoken_time(text: str, now: datetime, tz: tzinfo, locale: str | None) -> TimeRange | None:
+    """A date in the owner's language: "letzte Woche", "上周", "le 3 juin"."""
+    languages = languages_for(text, locale)
+    spoken = find_date(text, now, languages) if languages else None
+    if spoken is None:
+        return None
+    day = spoken.moment.date()
+    if spoken.relative:
+        span = _SPANS[spoken.period]
+        return _day_range(day - timedelta(days=span - 1), tz, days=span)
+    if spoken.period == "month":
+        return _month_range(day.year, day.month, tz)
+    if spoken.period == "year":
+        return TimeRange(
+            datetime(day.year, 1, 1, tzinfo=tz), datetime(day.year + 1, 1, 1, tzinfo=tz)
+        )
+    return _day_range(day, tz, days=_SPANS[spoken.period])
 
 
 def phrases_of(text: str) -> tuple[tuple[str, ...], ...]:
     """The quoted phrases of ``text`` (a quoted word is one: that word as typed)."""
-    found = (tuple(_WORD.findall(m.group(1))) for m in _QUOTED.finditer(text))
+    found = (tuple(words_of(m.group(1))) for m in _QUOTED.finditer(text))
     return tuple(dict.fromkeys(words for words in found if words))
 
 
 def prefix_of(text: str, terms: tuple[str, ...]) -> str | None:
     """The word being typed: the search word ``text`` ends with, if it is long enough."""
-    match = _LAST_WORD.search(text)
+    match = _LAST_WORD.search(searched(text))
     if match is None:
         return None
     word = match.group(0).lower()
     return word if len(word) >= PREFIX_MIN and word in terms else None
 
 
-def parse_query(text: str, now: datetime) -> ParsedQuery:
-    """Keywords, phrases, time range and the word being typed of a query."""
+def parse_query(text: str, now: datetime, locale: str | None = None) -> ParsedQuery:
+    """Keywords, phrases, time range (dates in the owner's ``locale`` too) and the word
+    being typed of a query."""
     terms = terms_of(text)
     return ParsedQuery(
         text=text,
         terms=terms,
-        time=parse_time(text, now),
-        words=tuple(_WORD.findall(text))[:64],
+        time=parse_time(text, now, locale),
+        words=tuple(words_of(text))[:64],
         phrases=phrases_of(text),
         prefix=prefix_of(text, terms),
     )

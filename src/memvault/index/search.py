@@ -251,7 +251,8 @@ class Searcher:
         checked = (filters or SearchFilters()).checked()
         if checked.folder and not self.index.vault.resolve(checked.folder).is_dir():
             raise InvalidInputError(f"There is no folder {checked.folder!r} in the vault.")
-        parsed = parse_query(query.strip(), self.index.clock.now())
+        clock = self.index.clock
+        parsed = parse_query(query.strip(), clock.now(), clock.locale)
         where, params = checked.sql()
         n = self.settings.candidates
         use_keywords = mode != "vector"

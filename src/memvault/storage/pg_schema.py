@@ -394,6 +394,38 @@ CREATE INDEX memory_reads_memory ON {STATE_SCHEMA}.memory_reads (memory_id, id);
 CREATE INDEX memory_reads_at ON {STATE_SCHEMA}.memory_reads (at)
 """
 
+# What each agent run was given (memvault.memory.runs).
+RUNS_SQL = f"""
+CREATE TABLE IF NOT EXISTS {STATE_SCHEMA}.agent_runs (
+    id {_ID},
+    session_id bigint,
+    turn bigint,
+    session_key text,
+    started_at text NOT NULL,
+    finished_at text,
+    surface text NOT NULL,
+    channel text,
+    sender text,
+    agent text,
+    audience text,
+    command text NOT NULL,
+    status text NOT NULL,
+    summary text NOT NULL DEFAULT '',
+    model text,
+    input_tokens bigint,
+    output_tokens bigint,
+    iterations bigint NOT NULL DEFAULT 0,
+    error text,
+    context text NOT NULL DEFAULT '{{}}',
+    recalled text NOT NULL DEFAULT '[]',
+    marks text NOT NULL DEFAULT '{{}}',
+    tool_calls text NOT NULL DEFAULT '[]'
+);
+CREATE INDEX IF NOT EXISTS agent_runs_session ON {STATE_SCHEMA}.agent_runs (session_id, turn);
+CREATE INDEX IF NOT EXISTS agent_runs_channel ON {STATE_SCHEMA}.agent_runs (channel, id);
+CREATE INDEX IF NOT EXISTS agent_runs_started ON {STATE_SCHEMA}.agent_runs (started_at)
+"""
+
 # A digest's chunks leave the keyword index (its words are its sources': see
 # MemoryIndex._store_chunks) and mean what their embedded memories say (see
 # MemoryIndex._embeddable): insights are read and embedded again.
@@ -473,6 +505,21 @@ ANALYZE chunk_words;
 ANALYZE chunk_forms
 """
 
+# Words in every script (memvault.index.scripts: CJK runs as bigrams, NFKC): the keyword
+# rows holding a character beyond ASCII (more bytes than characters) leave the index (their
+# postings with them) and their notes are read again at the next sync, which writes them
+# anew; the chunks and their vectors are kept. As SQLite's index migration 6.
+_NOT_ASCII = (
+    "octet_length(f.text || f.context || f.title || f.tags)"
+    " <> char_length(f.text || f.context || f.title || f.tags)"
+)
+SCRIPTS_SQL = f"""
+UPDATE {INDEX_SCHEMA}.notes SET hash = '', mtime_ns = 0 WHERE id IN (
+    SELECT c.note_id FROM {INDEX_SCHEMA}.chunks c
+    JOIN {INDEX_SCHEMA}.chunks_fts f ON f.rowid = c.id WHERE {_NOT_ASCII});
+DELETE FROM {INDEX_SCHEMA}.chunks_fts f WHERE {_NOT_ASCII}
+"""
+
 # The tables of each schema, in an order that copying them one by one respects their
 # foreign keys (``memvault storage migrate``).
 INDEX_TABLES = ("meta", "notes", "chunks", "chunk_tags", "links", "memories", "chunks_fts")
@@ -493,4 +540,5 @@ STATE_TABLES = (
     "memory_reviews",
     "api_tokens",
     "memory_reads",
+    "agent_runs",
 )

@@ -48,6 +48,8 @@ from memvault.storage.pg_schema import (
     INDEX_SQL,
     POSTINGS_SQL,
     READS_SQL,
+    RUNS_SQL,
+    SCRIPTS_SQL,
     STATE_SCHEMA,
     STATE_SQL,
     TOKEN_AGENTS_SQL,
@@ -87,6 +89,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "memory reads", READS_SQL),
     Migration(8, "exact words", EXACT_SQL),
     Migration(9, "keyword postings", POSTINGS_SQL),
+    Migration(10, "agent runs", RUNS_SQL),
+    Migration(11, "words in every script", SCRIPTS_SQL),
 )
 
 

@@ -13,6 +13,11 @@ through a named API token also carries ``[agent:: NAME]``, the token's name
 mcp, a channel) and is the caller's to give; ``agent`` says who sent it, and
 only the token decides that.
 
+A memory whose text counts from the day it is stored ("gestern habe ich
+...", "yesterday", "先週") carries that day, resolved when stored, as
+``[when:: 2026-11-21]`` (with the owner's ``locale``: :mod:`memvault.dates`);
+the index searches it as from that day.
+
 The file is the truth: a bullet edited by hand is read back as edited, a
 deleted one is gone, and a bullet typed without an id still counts (its id
 is derived from its text). Exact duplicates are not stored twice.
@@ -28,14 +33,21 @@ import secrets
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from memvault.acting import acting_agent, sees
 from memvault.clock import Clock
-from memvault.errors import ConfigError, InvalidInputError, NotFoundError, NotTextError
+from memvault.errors import (
+    ConfigError,
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+    NotTextError,
+)
 from memvault.text import check_values
 from memvault.vault.markdown import normalize_tag
+from memvault.vault.notes import content_hash, parse_hash
 from memvault.vault.store import Change, Vault, decode_text
 from memvault.vocabulary import CATEGORIES, CATEGORY_ALIASES, CONVERSATION
 
@@ -85,6 +97,15 @@ class Memory:
         if "superseded" not in self.fields:
             return None
         return self.fields.get("superseded_by") or ""
+
+    @property
+    def when(self) -> date | None:
+        """The day the memory tells of when its text counted from the day it was stored
+        (``[when:: 2026-11-21]`` for "gestern ..." stored on the 22nd); else None."""
+        try:
+            return date.fromisoformat(self.fields.get("when", ""))
+        except ValueError:
+            return None
 
     @property
     def agent(self) -> str | None:
@@ -567,6 +588,9 @@ class Memories:
             line=0,
             fields={"agent": _clean_value(agent, 100) or ""} if agent else {},
         )
+        named = self._named_day(clean, moment)
+        if named is not None:
+            memory.fields["when"] = named
         _set_fields(memory, marks)
         # What is returned and cached must be what the line reads back as, field for field.
         back = self.parse_line(
@@ -578,6 +602,16 @@ class Memories:
                 "(a leading checkbox such as '[ ]' makes a line a task); reword it."
             )
         return replace(back, id="", line=0)
+
+    def _named_day(self, text: str, moment: datetime | None) -> str | None:
+        """The day ``text`` counts from ``moment`` ("gestern", "yesterday", "先週"), when
+        it is another day than ``moment``'s: resolved when stored, while "now" is known
+        (the owner's locale and English; nothing without a locale)."""
+        if moment is None:
+            return None
+        named = self.clock.day_named(text, moment)
+        local = self.clock.localize(moment).date()
+        return named.isoformat() if named is not None and named != local else None
 
     def remember(
         self,
@@ -763,25 +797,94 @@ class Memories:
 
         return self._rewrite(memory_id, change, keep_derived_id=False)
 
-    def update_text(self, memory_id: str, text: str, **fields: str | None) -> Memory:
+    def update_text(
+        self,
+        memory_id: str,
+        text: str,
+        *,
+        expected_hash: str | None = None,
+        **fields: str | None,
+    ) -> Memory:
         """Replace a memory's text in place, keeping its id, metadata and every other line.
 
         ``fields`` are set as :meth:`update_fields` sets them (e.g. ``updated``).
-        A bullet typed without an id keeps the id it had, now written out.
+        A bullet typed without an id keeps the id it had, now written out. With
+        ``expected_hash`` (the hash of the memory's note as it was read) the line is
+        rewritten only if the note still holds exactly that: an edit made since (in
+        Obsidian, say) is a ConflictError and nothing is written.
         """
         found = self.get(memory_id)
         clean = self._prepare(text, found.category, found.importance, (), None, None)
 
         def change(memory: Memory) -> Memory:
+            # "gestern" in the new text counts from the day the memory was stored; a
+            # ``when`` the old text named (and the new one does not) goes.
+            named = self._named_day(clean.text, memory.created)
+            if named is not None or self._named_day(memory.text, memory.created) is not None:
+                _set_fields(memory, {"when": named})
             memory.text = clean.text
             memory.tags = _unique([*clean.tags, *memory.tags])
             _set_fields(memory, fields)
             return memory
 
+        return self._rewrite(memory_id, change, keep_derived_id=True, expected_hash=expected_hash)
+
+    def add_tags(self, memory_id: str, tags: Iterable[str]) -> Memory:
+        """Add tags to a memory (those it has already are kept once)."""
+        added = [normalize_tag(t) for t in tags if t.strip().lstrip("#")]
+        check_values(added, "tags")
+        if not added:
+            raise InvalidInputError("Name a tag to add.")
+
+        def change(memory: Memory) -> Memory:
+            memory.tags = _unique([*memory.tags, *added])
+            return memory
+
         return self._rewrite(memory_id, change, keep_derived_id=True)
 
+    def recategorize(self, memory_id: str, category: str) -> Memory:
+        """Move a memory to another category's file, keeping its id, text and fields.
+
+        Its line leaves its file (every other byte stays) and is appended to
+        the new category's file; a memory already there is returned as it is.
+        """
+        target = self.check_category(category)
+        with self.vault.lock(_LOCK):
+            found = self.get(memory_id)
+            if found.category == target:
+                return found
+            moved = replace(
+                found,
+                category=target,
+                path=category_path(target),
+                id=found.id,
+                explicit_id=True,
+                fields=dict(found.fields),
+                tags=list(found.tags),
+            )
+            self.read(moved.path)  # a file that is not text is refused before anything moves
+
+            def drop(text: str | None) -> str | None:
+                lines = (text or "").splitlines(keepends=True)
+                index = self._locate(found, text or "", lines)
+                if index is None:
+                    raise NotFoundError(
+                        f"No memory with id {found.id!r}: it was removed meanwhile."
+                    )
+                del lines[index]
+                return "".join(lines)
+
+            self.vault.edit_text(found.path, drop)
+            stored = self._append(moved.path, [moved])
+        return stored.get(moved.id, moved)
+
     def _rewrite(
-        self, memory_id: str, change: Callable[[Memory], Memory], *, keep_derived_id: bool
+        self,
+        memory_id: str,
+        change: Callable[[Memory], Memory],
+        *,
+        keep_derived_id: bool,
+        expected_hash: str | None = None,
     ) -> Memory:
         """Re-render one memory's line through ``change``; the file's other bytes stay as they are.
 
@@ -801,7 +904,16 @@ class Memories:
                 )
             updated: list[Memory] = []
 
+            expected = parse_hash(expected_hash) if expected_hash is not None else None
+
             def rewrite(text: str | None) -> str | None:
+                if expected is not None and content_hash(text or "") != expected:
+                    now = content_hash(text or "")
+                    raise ConflictError(
+                        f"{found.path} changed since it was read; nothing was written.",
+                        hint="Read the memory again and reapply your change.",
+                        current_hash=now,
+                    )
                 lines = (text or "").splitlines(keepends=True)
                 index = self._locate(found, text or "", lines)
                 current = (
