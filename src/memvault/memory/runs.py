@@ -19,19 +19,17 @@ from __future__ import annotations
 
 import builtins
 import json
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from memvault.errors import NotFoundError
 from memvault.memory.context import ContextResult
 from memvault.memory.state import StateStore
+from memvault.memory.windowed import WindowedLog, utc_text
 from memvault.text import TextScreen
 
-PRUNE_EVERY = 60.0  # seconds between two age prunes of one process
 LISTED = 50  # runs a list shows by default
 MAX_COMMAND = 4_000
 MAX_LINE = 600  # a context line kept
@@ -48,10 +46,6 @@ _LIGHT = (
     "agent, audience, command, status, summary, model, input_tokens, output_tokens, "
     "iterations, error"
 )
-
-
-def _utc(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat(timespec="seconds")
 
 
 def capped(text: str, limit: int) -> str:
@@ -176,8 +170,12 @@ class RunRecord:
         }
 
 
-class RunRecords:
-    """Records agent runs and answers which runs there were and what each was given."""
+class RunRecords(WindowedLog):
+    """Records agent runs and answers which runs there were and what each was given
+    (kept ``runs_keep_days``)."""
+
+    table = "agent_runs"
+    column = "started_at"
 
     def __init__(
         self,
@@ -187,17 +185,8 @@ class RunRecords:
         keep_days: int = 30,
         screen: TextScreen | None = None,
     ) -> None:
-        self.state = state
-        self.now = now
-        self.keep_days = keep_days
+        super().__init__(state, now, keep_days)
         self.screen = screen
-        self._pruned = 0.0  # time.monotonic() of the last age prune
-        self._guard = threading.Lock()
-
-    @property
-    def enabled(self) -> bool:
-        """Whether runs are recorded (``runs_keep_days`` above 0)."""
-        return self.keep_days > 0
 
     def record(self, run: RunRecord) -> int | None:
         """Store ``run`` (secrets redacted); its id, or None when nothing is recorded."""
@@ -220,8 +209,8 @@ class RunRecords:
                     run.session_id,
                     run.turn,
                     run.session_key,
-                    _utc(run.started_at),
-                    _utc(finished),
+                    utc_text(run.started_at),
+                    utc_text(finished),
                     run.surface,
                     run.channel,
                     run.sender,
@@ -242,8 +231,7 @@ class RunRecords:
                 ),
             )
             run_id = int(cursor.lastrowid or 0)
-            if self._prune_due():
-                conn.execute("DELETE FROM agent_runs WHERE started_at < ?", (self._cutoff(),))
+            self.prune_within(conn)
         run.id = run_id
         return run_id
 
@@ -259,23 +247,6 @@ class RunRecords:
             return {k: self._screened(v) for k, v in value.items()}
         return value
 
-    def _prune_due(self) -> bool:
-        with self._guard:
-            now = time.monotonic()
-            if self._pruned and now - self._pruned < PRUNE_EVERY:
-                return False
-            self._pruned = now
-            return True
-
-    def _cutoff(self) -> str:
-        return _utc(self.now() - timedelta(days=self.keep_days))
-
-    def prune(self) -> int:
-        """Remove the runs older than the window now; how many went."""
-        with self.state.transaction() as conn:
-            cursor = conn.execute("DELETE FROM agent_runs WHERE started_at < ?", (self._cutoff(),))
-        return max(int(cursor.rowcount or 0), 0)
-
     def list(
         self,
         *,
@@ -286,7 +257,7 @@ class RunRecords:
         """The newest runs within the window (of one session, or one channel), newest
         first, without their context and tool calls."""
         where = ["started_at >= ?"]
-        params: builtins.list[Any] = [self._cutoff()]
+        params: builtins.list[Any] = [self.cutoff()]
         if session_id is not None:
             where.append("session_id = ?")
             params.append(session_id)
@@ -304,7 +275,7 @@ class RunRecords:
         rows = self.state.query(
             "SELECT DISTINCT channel FROM agent_runs WHERE channel IS NOT NULL "
             "AND started_at >= ? ORDER BY channel",
-            (self._cutoff(),),
+            (self.cutoff(),),
         )
         return [str(row["channel"]) for row in rows]
 
@@ -314,7 +285,7 @@ class RunRecords:
         rows = self.state.query(
             f"SELECT {_LIGHT}, context, recalled, tool_calls FROM agent_runs "
             "WHERE id = ? AND started_at >= ?",
-            (run_id, self._cutoff()),
+            (run_id, self.cutoff()),
         )
         if not rows:
             raise NotFoundError(f"There is no agent run {run_id} (or it is older than kept).")
@@ -332,7 +303,7 @@ class RunRecords:
         rows = self.state.query(
             "SELECT id, turn, marks FROM agent_runs WHERE session_id = ? AND turn >= ? "
             "AND started_at >= ? ORDER BY id",
-            (session_id, since_turn, self._cutoff()),
+            (session_id, since_turn, self.cutoff()),
         )
         out: dict[int, dict[str, Any]] = {}
         for row in rows:

@@ -24,21 +24,19 @@ from __future__ import annotations
 
 import contextlib
 import re
-import threading
-import time
 from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from memvault.acting import current_actor
 from memvault.memory.context import ContextBuilder, ContextResult
 from memvault.memory.state import StateStore
+from memvault.memory.windowed import WindowedLog, utc_text
 
 SURFACES = ("cli", "http", "mcp", "agent", "channel", "job")
 PATHS = ("search", "context", "tool", "get")
-PRUNE_EVERY = 60.0  # seconds between two age prunes of one process
 DEFAULT_LIMIT = 100  # reads shown by default
 
 # A memory shown in a context ends its line with its id: "- text (fact, ^m-3f9a1c2b)".
@@ -110,12 +108,11 @@ class Read:
         }
 
 
-def _utc(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat(timespec="seconds")
+class ReadLog(WindowedLog):
+    """Records and answers who read which memory (kept ``reads_keep_days``)."""
 
-
-class ReadLog:
-    """Records and answers who read which memory."""
+    table = "memory_reads"
+    column = "at"
 
     def __init__(
         self,
@@ -125,17 +122,8 @@ class ReadLog:
         keep_days: int = 90,
         per_memory: int = 1000,
     ) -> None:
-        self.state = state
-        self.now = now
-        self.keep_days = keep_days
+        super().__init__(state, now, keep_days)
         self.per_memory = per_memory
-        self._pruned = 0.0  # time.monotonic() of the last age prune
-        self._guard = threading.Lock()
-
-    @property
-    def enabled(self) -> bool:
-        """Whether reads are recorded (``reads_keep_days`` above 0)."""
-        return self.keep_days > 0
 
     def record(self, memory_ids: Iterable[str], path: str | None = None) -> int:
         """Record one read of each memory (one row a memory, however often it was
@@ -147,7 +135,7 @@ class ReadLog:
         way = current_way()
         moment = self.now()
         row = (
-            _utc(moment),
+            utc_text(moment),
             path or way.path or "search",
             way.surface or "cli",
             actor.agent,
@@ -167,35 +155,15 @@ class ReadLog:
                 "memory_reads WHERE memory_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)",
                 [(memory_id, memory_id, self.per_memory) for memory_id in ids],
             )
-            if self._prune_due():
-                conn.execute("DELETE FROM memory_reads WHERE at < ?", (self._cutoff(moment),))
+            self.prune_within(conn, moment)
         return len(ids)
-
-    def _prune_due(self) -> bool:
-        with self._guard:
-            now = time.monotonic()
-            if self._pruned and now - self._pruned < PRUNE_EVERY:
-                return False
-            self._pruned = now
-            return True
-
-    def _cutoff(self, moment: datetime) -> str:
-        return _utc(moment - timedelta(days=self.keep_days))
-
-    def prune(self) -> int:
-        """Remove the rows past the window now; how many went."""
-        with self.state.transaction() as conn:
-            cursor = conn.execute(
-                "DELETE FROM memory_reads WHERE at < ?", (self._cutoff(self.now()),)
-            )
-        return max(int(cursor.rowcount or 0), 0)
 
     def of(self, memory_id: str, limit: int = DEFAULT_LIMIT) -> list[Read]:
         """The reads of ``memory_id`` within the window, newest first (at most ``limit``)."""
         rows = self.state.query(
             "SELECT memory_id, at, path, surface, agent, observer, audience FROM memory_reads "
             "WHERE memory_id = ? AND at >= ? ORDER BY id DESC LIMIT ?",
-            (memory_id, self._cutoff(self.now()), limit),
+            (memory_id, self.cutoff(), limit),
         )
         return [
             Read(
