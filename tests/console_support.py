@@ -1,17 +1,27 @@
-"""The console's tests: a watched browser context, one-time links, photographs."""
+"""The console's tests: a daemon in this process, a watched browser context, one-time
+links, photographs."""
 
 from __future__ import annotations
 
 import os
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
+import uvicorn
 from playwright.sync_api import Browser, BrowserContext, Page
 
-from waiting import WAIT
+from memvault.config import load_settings
+from memvault.console import console_front
+from memvault.gateway.app import create_app
+from memvault.gateway.daemon import Daemon
+from memvault.gateway.server import DaemonServer, bind
+from memvault.runtime import Runtime
+from support import HashEmbedder
+from waiting import WAIT, wait_for
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "console"
 # The photographs go to docs/console/, which the README links, when asked for (`make
@@ -31,6 +41,31 @@ document.addEventListener("securitypolicyviolation", (event) => {
   window.mvCspViolation(event.violatedDirective + " blocked " + event.blockedURI);
 });
 """
+
+
+class Served:
+    """The daemon with its console, served in this process on a free loopback port."""
+
+    def __init__(self, root: Path, overrides: dict[str, Any] | None = None) -> None:
+        settings = load_settings(root, overrides=overrides).settings
+        runtime = Runtime.open(settings, embedder=HashEmbedder())
+        sock = bind("127.0.0.1", 0)
+        self.daemon = Daemon(runtime, host="127.0.0.1", port=sock.getsockname()[1])
+        app = create_app(self.daemon, front=console_front(self.daemon))
+        self.server = DaemonServer(uvicorn.Config(app, log_config=None, lifespan="on"), self.daemon)
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [sock]}, daemon=True
+        )
+        self.thread.start()
+        wait_for(lambda: self.server.announced.is_set() or not self.thread.is_alive(), "serve")
+        assert self.thread.is_alive(), "the daemon did not start"
+        self.url = f"http://127.0.0.1:{self.daemon.port}"
+        self.token = self.daemon.token
+        self.root = root
+
+    def stop(self) -> None:
+        self.server.handle_exit(15, None)
+        self.thread.join(WAIT)
 
 
 def sign_in_link(url: str, token: str) -> dict[str, Any]:

@@ -10,53 +10,20 @@ through the same ``resolve``, into the session's :class:`~memvault.tools.policy.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from playwright.sync_api import Browser, expect
 
 from channel_support import APPROVAL_TIMEOUT, OWNER, delivered, telegram_config
-from console_support import Watched, shoot, sign_in_link, watch
+from console_support import Served, Watched, shoot, sign_in_link, watch
 from llm_fakes import FakeOpenAI, llm_settings
 from memvault.channels.approvals import Waiting
-from memvault.config import load_settings
-from memvault.console import console_front
-from memvault.gateway.app import create_app
-from memvault.gateway.daemon import Daemon
-from memvault.gateway.server import DaemonServer, bind
-from memvault.runtime import Runtime
 from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
-from support import HashEmbedder
 from telegram_fake import FakeTelegram
-from waiting import WAIT, wait_for
-
-
-class Served:
-    """The in-process daemon with its console, its Telegram channel and its model."""
-
-    def __init__(self, root: Path, overrides: dict[str, Any]) -> None:
-        settings = load_settings(root, overrides=overrides).settings
-        runtime = Runtime.open(settings, embedder=HashEmbedder())
-        sock = bind("127.0.0.1", 0)
-        self.daemon = Daemon(runtime, host="127.0.0.1", port=sock.getsockname()[1])
-        app = create_app(self.daemon, front=console_front(self.daemon))
-        self.server = DaemonServer(uvicorn.Config(app, log_config=None, lifespan="on"), self.daemon)
-        self.thread = threading.Thread(
-            target=self.server.run, kwargs={"sockets": [sock]}, daemon=True
-        )
-        self.thread.start()
-        wait_for(lambda: self.server.announced.is_set() or not self.thread.is_alive(), "serve")
-        assert self.thread.is_alive(), "the daemon did not start"
-        self.url = f"http://127.0.0.1:{self.daemon.port}"
-
-    def stop(self) -> None:
-        self.server.handle_exit(15, None)
-        self.thread.join(WAIT)
+from waiting import wait_for
 
 
 @pytest.fixture(scope="module")
