@@ -245,3 +245,29 @@ def test_without_the_cookie_no_run_is_shown(daemon: DaemonProcess, fake: FakeOpe
             assert "green tea" not in answer.text and ASKED not in answer.text
     with daemon.client() as api:  # nor does the API's token open the page
         assert api.get(f"/runs/{run_id}").status_code == 401
+
+
+def test_a_jobs_model_call_shows_its_prompt_as_its_context(
+    console: Watched, daemon: DaemonProcess, fake: FakeOpenAI
+) -> None:
+    """A job that does not record its run itself (living_summary) is recorded by the
+    engine: its page shows the prompt message by message, with no token budget."""
+    fake.reply("## Key memories\n- Green tea, never coffee\n", usage=(280, 9))
+    with daemon.client() as api:
+        started = api.post("/v1/jobs/living_summary/run")
+        assert started.status_code == 202, started.text
+
+    def recorded() -> int | None:
+        rows = _state_rows(
+            daemon.vault,
+            "SELECT id FROM agent_runs WHERE sender = 'living_summary job' ORDER BY id DESC",
+        )
+        return int(rows[0]["id"]) if rows else None
+
+    run_id = wait_for(recorded, "the living_summary job's model call to be recorded")
+    page = console.page
+    page.goto(f"{daemon.url}/runs/{run_id}")
+    expect(page.locator("#tokens")).to_have_text("280 in · 9 out")
+    expect(page.locator("#main")).to_contain_text("The job's own prompt")
+    user = page.locator('.context-section[data-section="The user message"]')
+    expect(user.locator("pre.shown")).to_contain_text(TEA)

@@ -174,6 +174,27 @@ def test_a_ten_kb_memory_note_is_never_shrunk_to_a_short_answer(
     assert user.startswith("<vault-data>\n") and "Works at Harbour Labs" in user
 
 
+def test_the_model_call_is_recorded_as_an_agent_run_with_its_prompt(
+    runtime: Runtime, clock: MovableClock, write: Any, fake: FakeOpenAI
+) -> None:
+    """A job that does not record its run itself (the heartbeat does) leaves one record
+    a model call: what it asked, the prompt message by message, the answer and tokens."""
+    seed(runtime, clock, write)
+    answer = "## Key memories\n- Works at Harbour Labs\n- Allergic to penicillin\n"
+    fake.reply(answer, usage=(321, 12))
+    run(runtime, clock, fake=fake)
+    (listed,) = runtime.runs.list()
+    record = runtime.runs.get(listed.id or 0)
+    assert record.surface == "job" and record.sender == "living_summary job"
+    assert record.status == "done" and record.summary.startswith("## Key memories")
+    assert record.command.startswith("living_summary: <vault-data>")
+    assert (record.model, record.input_tokens, record.output_tokens) == ("fake-model", 321, 12)
+    titles = [s["title"] for s in record.context["sections"]]
+    assert titles == ["The system message", "The user message"]
+    user = record.context["sections"][1]["shown"]
+    assert any("Works at Harbour Labs" in line for line in user)
+
+
 @pytest.mark.parametrize(
     ("answer", "stop", "why"),
     [

@@ -35,6 +35,8 @@ class BudgetedModel:
     max_tokens: int
     calls: int = 0
     used: Usage = field(default_factory=Usage)
+    # Each call's prompt and answer, in order: the run's record of what the model was given.
+    exchanges: list[tuple[list[ChatMessage], Completion]] = field(default_factory=list)
 
     @property
     def tokens_left(self) -> int:
@@ -64,6 +66,7 @@ class BudgetedModel:
         self.calls += 1
         completion = self.provider.complete(messages, max_tokens=answer)
         self.used = self.used + completion.usage
+        self.exchanges.append((list(messages), completion))
         return completion
 
     def report(self) -> dict[str, int]:

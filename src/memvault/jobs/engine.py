@@ -30,6 +30,8 @@ from memvault.jobs import changes
 from memvault.jobs.budget import BudgetedModel
 from memvault.jobs.schedule import Schedule, backoff
 from memvault.llm.base import Provider
+from memvault.memory.outcomes import one_line
+from memvault.memory.runs import RunRecord, prompt_record
 from memvault.memory.state import StateStore
 from memvault.privacy.reads import reading
 from memvault.processes import process_alive, process_start
@@ -74,10 +76,18 @@ class JobContext:
     metadata: dict[str, Any] = field(default_factory=dict)
     lines: list[str] = field(default_factory=list)
     changes: changes.RunChanges | None = None
+    # Whether the job recorded its model call as an agent run itself (with the memory
+    # context it built); otherwise the engine records each call with its prompt.
+    run_recorded: bool = False
 
     def record(self, line: str) -> None:
         """Add a line to the run's output."""
         self.lines.append(line)
+
+    def record_run(self, run: RunRecord) -> None:
+        """Keep this run's model call as an agent run (see :mod:`memvault.memory.runs`)."""
+        self.run_recorded = True
+        self.services.runs.record(run)
 
     @property
     def services(self) -> Runtime:
@@ -317,6 +327,39 @@ class JobEngine:
                 names.append(name)
         return names
 
+    def _record_calls(self, name: str, started: datetime, model: BudgetedModel) -> None:
+        """Each model call of a job's run as an agent run: the prompt, message by message,
+        as the context it was given, and the answer; a failure to record is logged only."""
+        if self.runtime is None:
+            return
+        try:
+            runs = self.runtime.runs
+            if not runs.enabled:
+                return
+            for messages, completion in model.exchanges:
+                answered = bool(completion.text.strip()) and completion.stop_reason != "length"
+                usage = completion.usage
+                counted = usage.input_tokens or usage.output_tokens
+                asked = next((m.content for m in reversed(messages) if m.role == "user"), "")
+                runs.record(
+                    RunRecord(
+                        started_at=started,
+                        finished_at=self.clock.now(),
+                        surface="job",
+                        command=f"{name}: {asked}",
+                        status="done" if answered else "failed",
+                        summary=one_line(completion.text, 200) if answered else "no usable answer",
+                        sender=f"{name} job",
+                        model=completion.model,
+                        input_tokens=usage.input_tokens if counted else None,
+                        output_tokens=usage.output_tokens if counted else None,
+                        iterations=1,
+                        context=prompt_record([(m.role, m.content) for m in messages]),
+                    )
+                )
+        except Exception:  # whatever broke, the job's own record stands
+            log.warning("jobs: could not record a model call", extra={"job": name}, exc_info=True)
+
     def claim(self, name: str) -> int:
         """Start a run of ``name``: insert its ``running`` row, or refuse if one exists."""
         self.job(name)
@@ -348,6 +391,7 @@ class JobEngine:
             settings=job.settings,
         )
         self._emit("job_started", {"job": name, "run_id": run_id})
+        started = self.clock.now()
         status, error, output = "ok", None, ""
         try:
             with reading(surface="job"):  # what a job reads of memories is the job's
@@ -367,6 +411,8 @@ class JobEngine:
         metadata = dict(context.metadata)
         if model is not None and model.calls:
             metadata["model"] = model.report()
+            if not context.run_recorded:
+                self._record_calls(name, started, model)
         if context.changes is not None and context.changes.entries:
             metadata["changes"] = context.changes.record()
         with self.state.transaction() as conn:

@@ -304,14 +304,13 @@ def _record(
 ) -> None:
     """The model call as an agent run's record; a failure to record is logged only."""
     try:
-        runs = ctx.services.runs
-        if not runs.enabled:
+        if not ctx.services.runs.enabled:
             return
         answered = bool(completion.text.strip()) and completion.stop_reason != "length"
         usage = completion.usage
         counted = usage.input_tokens or usage.output_tokens
         shown, recalled = context_record(context) if context is not None else ({}, [])
-        runs.record(
+        ctx.record_run(
             RunRecord(
                 started_at=started,
                 surface="job",

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import builtins
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -96,6 +96,25 @@ def context_record(result: ContextResult) -> tuple[dict[str, Any], list[dict[str
         "sections": sections,
     }
     return context, recalled
+
+
+MAX_PROMPT_LINES = 200  # a prompt message's lines kept (the rest counted as left out)
+
+
+def prompt_record(messages: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """A job's prompt as a run keeps its context: a section per message (``role``,
+    ``content``), its lines capped; a job builds its prompt itself, with no budget, so
+    nothing is left out (a long message's last lines are counted, not kept)."""
+    sections = []
+    for role, content in messages:
+        lines = [line for line in content.splitlines() if line.strip()]
+        kept = [capped(line, MAX_LINE) for line in lines[:MAX_PROMPT_LINES]]
+        if len(lines) > MAX_PROMPT_LINES:
+            kept.append(f"… and {len(lines) - MAX_PROMPT_LINES} more lines, not kept")
+        sections.append(
+            {"title": f"The {role} message", "shown": kept, "left_out": [], "left_out_count": 0}
+        )
+    return {"budget_tokens": None, "tokens": None, "notice": None, "sections": sections}
 
 
 def tool_call_record(
