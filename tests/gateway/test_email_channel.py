@@ -214,7 +214,9 @@ def test_a_reply_that_failed_is_retried_and_a_refused_recipient_is_not(
         assert time.monotonic() < deadline, "the reply was never retried"
         clock.set(clock.now() + timedelta(hours=1))
         time.sleep(0.3)
-    assert hub.store.outbox(status="sent")[0].attempts == 3
+    # Delivered before the outbox row is marked sent: wait for the mark.
+    sent = wait_for(lambda: hub.store.outbox(status="sent"), "the row marked sent")
+    assert sent[0].attempts == 3
     # A 5xx for the recipient is final: one try, marked failed, never sent again.
     smtp.refuse(OWNER)
     dovecot.append(mailbox, mail(OWNER, mailbox, "/help"))
