@@ -769,22 +769,26 @@ class Memories:
                 return current.line - 1
         return None
 
+    def _remove_line(self, memory: Memory) -> None:
+        """Delete ``memory``'s bullet from its file (the caller holds the lock);
+        NotFoundError when it was removed meanwhile."""
+
+        def drop(text: str | None) -> str | None:
+            lines = (text or "").splitlines(keepends=True)
+            index = self._locate(memory, text or "", lines)
+            if index is None:
+                raise NotFoundError(f"No memory with id {memory.id!r}: it was removed meanwhile.")
+            del lines[index]
+            return "".join(lines)
+
+        self.vault.edit_text(memory.path, drop)
+
     def forget(self, memory_id: str) -> Memory:
         """Remove a memory's bullet from its file; returns what was removed."""
         with self.vault.lock(_LOCK):
             memory = self.get(memory_id)
 
-            def drop(text: str | None) -> str | None:
-                lines = (text or "").splitlines(keepends=True)
-                index = self._locate(memory, text or "", lines)
-                if index is None:
-                    raise NotFoundError(
-                        f"No memory with id {memory.id!r}: it was removed meanwhile."
-                    )
-                del lines[index]
-                return "".join(lines)
-
-            self.vault.edit_text(memory.path, drop)
+            self._remove_line(memory)
         self._announce("forgotten", memory)
         return memory
 
@@ -864,17 +868,7 @@ class Memories:
             )
             self.read(moved.path)  # a file that is not text is refused before anything moves
 
-            def drop(text: str | None) -> str | None:
-                lines = (text or "").splitlines(keepends=True)
-                index = self._locate(found, text or "", lines)
-                if index is None:
-                    raise NotFoundError(
-                        f"No memory with id {found.id!r}: it was removed meanwhile."
-                    )
-                del lines[index]
-                return "".join(lines)
-
-            self.vault.edit_text(found.path, drop)
+            self._remove_line(found)
             stored = self._append(moved.path, [moved])
         return stored.get(moved.id, moved)
 
