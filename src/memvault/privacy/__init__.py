@@ -8,7 +8,8 @@
 - :mod:`~memvault.privacy.trust`: text from anyone but the owner that reads as
   an instruction to the agent is stored with ``[trust:: low]`` and a reason.
 - :mod:`~memvault.privacy.forgetting`: ``forget`` reaches every copy and says
-  where it looked.
+  where it looked; :mod:`~memvault.privacy.scrub` is its part in the state database
+  (chat messages, the channels' inbox and outbox, logs and runs' records).
 - :mod:`~memvault.privacy.reads`: who read each memory, when, and how.
 
 The layer sits above ``memory`` and below ``tools``, ``agent`` and
