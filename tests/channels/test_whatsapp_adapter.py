@@ -26,8 +26,8 @@ from memvault.channels.whatsapp import (
     WebhookSignatureError,
     WebhookVerificationError,
     WhatsAppAdapter,
-    window_verdict,
 )
+from memvault.channels.whatsapp_windows import window_verdict
 from memvault.config import WhatsAppSettings
 from support import TZ, MovableClock
 from waiting import WAIT

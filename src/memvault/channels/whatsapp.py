@@ -22,12 +22,13 @@ approval flow reads it, as it reads LINE's postbacks). While the agent writes,
 the message it answers is marked read and the chat shows "typing…".
 
 Free text reaches a person only within 24 hours of their last message (the
-customer service window). The adapter notes when each chat last wrote (in the
-hub's state, so doctor sees it too: :func:`window_verdict`); outside the window,
-or when Meta answers 131047 (re-engagement, synchronously or in a ``failed``
+customer service window, :mod:`memvault.channels.whatsapp_windows`). The adapter notes
+when each chat last wrote (in the hub's state, so doctor sees it too); outside the
+window, or when Meta answers 131047 (re-engagement, synchronously or in a ``failed``
 status webhook), the configured template is sent instead (``[channels.whatsapp]
 template``), carrying the text when the template has a ``{{1}}`` body variable
 (``template_text``), else once per closed window as a nudge to write back.
+Meta's JSON both ways is read and written in :mod:`memvault.channels.whatsapp_wire`.
 Without a template such a message fails in one sentence saying so. Graph API
 errors are mapped once, in :meth:`WhatsAppAdapter._classed`: 190 (the token)
 stops the channel, 130429 / 131056 / 80007 / 4 (throughput and rate limits) are
@@ -60,17 +61,17 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
 
+from memvault.channels import whatsapp_windows as window
+from memvault.channels import whatsapp_wire as wire
 from memvault.channels.base import (
     Adapter,
     AdapterState,
     Attachment,
-    Button,
     ChannelError,
     ChannelFatalError,
     Inbound,
@@ -87,7 +88,7 @@ from memvault.channels.base import (
     read_media,
     token_refused,
 )
-from memvault.channels.format import StarMarkup, split_text
+from memvault.channels.format import split_text
 from memvault.channels.webhook import WebhookBodyError, WebhookInbox, WebhookSignatureError
 from memvault.clock import Clock
 from memvault.config import WhatsAppSettings
@@ -95,25 +96,10 @@ from memvault.errors import ConfigError, MemvaultError
 
 log = logging.getLogger(__name__)
 
-# Meta: free-form messages "within 24 hours of the customer's last message"; a margin kept
-# for a message on its way while the window closes.
-WINDOW = 24 * 3600.0
-WINDOW_MARGIN = 120.0
 REQUEST_TIMEOUT = 20.0
 DOWNLOAD_TIMEOUT = 120.0
 TEXT_LIMIT = 4096
-BODY_LIMIT = 1024  # an interactive message's body
-BUTTON_TITLE = 20
-ROW_TITLE = 24
-BUTTON_ID = 256
-REPLY_BUTTONS = 3
-LIST_ROWS = 10
-TEMPLATE_TEXT_LIMIT = 900  # the variable's share of a template body of at most 1,024
 _REMEMBERED = 1000  # chats, read-receipt ids and sent texts kept at most
-WINDOWS_KEY = "windows"
-# Where the hub keeps this adapter's windows in state.db's meta table (its
-# ``channels.whatsapp`` state, name ``windows``): doctor reads it there.
-WINDOWS_META = f"channels.whatsapp.{WINDOWS_KEY}"
 
 # Graph API error codes (developers.facebook.com/docs/whatsapp/cloud-api/support/error-codes).
 BAD_TOKEN = 190
@@ -126,16 +112,6 @@ THROTTLED = {
 }
 TRANSIENT = {1, 2, 131000, 131016, 133004}
 
-# Which files go as which kind of message, and how large each may be (Meta's limits).
-_MEDIA = {
-    "image": ({"image/jpeg", "image/png"}, 5 * 1024 * 1024),
-    "video": ({"video/mp4", "video/3gpp"}, 16 * 1024 * 1024),
-    "audio": (
-        {"audio/aac", "audio/amr", "audio/mpeg", "audio/mp4", "audio/ogg"},
-        16 * 1024 * 1024,
-    ),
-}
-DOCUMENT_LIMIT = 100 * 1024 * 1024
 _CHALLENGE = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
 
@@ -151,16 +127,6 @@ class _ReEngagementError(MessageRejectedError):
 
 
 @dataclass(frozen=True)
-class _Failure:
-    """A ``failed`` status webhook: a message Meta accepted and then could not deliver."""
-
-    message_id: str
-    chat_id: str
-    code: int
-    said: str
-
-
-@dataclass(frozen=True)
 class _Upload:
     kind: str  # image | video | audio | document
     media_id: str
@@ -170,7 +136,7 @@ class _Upload:
 class WhatsAppAdapter(Adapter):
     """One WhatsApp Business phone number on the Cloud API."""
 
-    name = "whatsapp"
+    name = wire.CHANNEL
     settings: WhatsAppSettings
 
     def __init__(
@@ -286,7 +252,7 @@ class WhatsAppAdapter(Adapter):
         """Send the message as free text within the chat's 24-hour window, else as the
         configured template; files are uploaded and sent by id, buttons become reply
         buttons."""
-        chat = _wa_id(message.chat_id)
+        chat = wire.wa_id(message.chat_id)
         if not message.text.strip() and not message.media and not message.buttons:
             raise MessageRejectedError("There is nothing to send to WhatsApp: the text is empty.")
         if self._window(chat) is False:
@@ -302,7 +268,7 @@ class WhatsAppAdapter(Adapter):
     async def typing(self, chat_id: str) -> None:
         """Mark the chat's newest message read and show "typing…" (up to 25 s, or until
         the reply); a failure is logged."""
-        message_id = self._latest.get(_wa_id(chat_id))
+        message_id = self._latest.get(wire.wa_id(chat_id))
         if message_id is None:
             return  # nothing received from this chat: nothing to mark
         payload = {
@@ -327,7 +293,7 @@ class WhatsAppAdapter(Adapter):
         with self.errors(what):
             response = await self._http().get(url, timeout=DOWNLOAD_TIMEOUT)
         if response.status_code >= 400:
-            raise self._classed(response.status_code, _json_of(response), what)
+            raise self._classed(response.status_code, wire.json_of(response), what)
         data = response.content
         expected = meta.get("sha256")
         if isinstance(expected, str) and hashlib.sha256(data).hexdigest() != expected.lower():
@@ -357,7 +323,7 @@ class WhatsAppAdapter(Adapter):
                 "this app's secret, posts to this webhook."
             )
 
-    def _read(self, body: bytes) -> tuple[list[Inbound], list[_Failure]]:
+    def _read(self, body: bytes) -> tuple[list[Inbound], list[wire.Failure]]:
         """The messages and the failed deliveries of a signed webhook body."""
         try:
             payload = json.loads(body)
@@ -369,8 +335,8 @@ class WhatsAppAdapter(Adapter):
                 '(object "whatsapp_business_account", entry).'
             )
         messages: list[Inbound] = []
-        failures: list[_Failure] = []
-        for value in _values(payload):
+        failures: list[wire.Failure] = []
+        for value in wire.message_values(payload):
             number = str((json_object(value.get("metadata"))).get("phone_number_id", ""))
             if number != self._phone:
                 log.info("whatsapp: a webhook for another number", extra={"number": number})
@@ -380,10 +346,10 @@ class WhatsAppAdapter(Adapter):
                 for c in json_objects(value.get("contacts"))
             }
             for item in json_objects(value.get("messages")):
-                found = _inbound(item, names)
+                found = wire.inbound(item, names)
                 if found is not None:
                     messages.append(found)
-            failures += [f for f in map(_failure, json_objects(value.get("statuses"))) if f]
+            failures += [f for f in map(wire.failure, json_objects(value.get("statuses"))) if f]
         return messages, failures
 
     def _repaired(self, repair: concurrent.futures.Future[None]) -> None:
@@ -402,7 +368,7 @@ class WhatsAppAdapter(Adapter):
         make_room(self._latest, _REMEMBERED)
         self._latest[message.chat_id] = message.message_id
 
-    async def _after_failures(self, failures: list[_Failure]) -> None:
+    async def _after_failures(self, failures: list[wire.Failure]) -> None:
         """On the hub's loop: what a ``failed`` status says. A 131047 closes the window
         and, with a template, sends the lost text again as the template."""
         for failure in failures:
@@ -429,8 +395,8 @@ class WhatsAppAdapter(Adapter):
 
     def _loaded_windows(self) -> dict[str, float]:
         if self._windows is None:
-            saved = self._state.get(WINDOWS_KEY) if self._state is not None else None
-            self._windows = load_windows(saved)
+            saved = self._state.get(window.WINDOWS_KEY) if self._state is not None else None
+            self._windows = window.load_windows(saved)
         return self._windows
 
     async def _save_windows(self) -> None:
@@ -442,7 +408,7 @@ class WhatsAppAdapter(Adapter):
             return
         try:
             await asyncio.to_thread(
-                self._state.put, WINDOWS_KEY, json.dumps(windows, sort_keys=True)
+                self._state.put, window.WINDOWS_KEY, json.dumps(windows, sort_keys=True)
             )
         except Exception:  # the windows are advice: never a reason to refuse a message
             log.warning("whatsapp: the 24-hour windows could not be saved", exc_info=True)
@@ -451,12 +417,12 @@ class WhatsAppAdapter(Adapter):
         """Whether the chat's window is open; None when it never wrote (as far as
         memvault knows: Meta says so with 131047)."""
         last = self._loaded_windows().get(chat)
-        return None if last is None else _is_open(last, self._now())
+        return None if last is None else window.is_open(last, self._now())
 
     def _close_window(self, chat: str) -> None:
         """Meta says the window is closed: whatever memvault thought it knew."""
         windows = self._loaded_windows()
-        if _is_open(windows.get(chat), self._now()) is not False:
+        if window.is_open(windows.get(chat), self._now()) is not False:
             windows[chat] = 0.0  # "has not written within 24 hours", when is unknown
 
     # -- sending -------------------------------------------------------------------------
@@ -464,9 +430,9 @@ class WhatsAppAdapter(Adapter):
     async def _free_form(self, chat: str, message: Outbound) -> Sent:
         """Text, files and buttons, within the window."""
         uploads = [await self._upload(path) for path in message.media]
-        texts = self._texts(message.text, last_limit=BODY_LIMIT if message.buttons else None)
+        texts = self._texts(message.text, last_limit=wire.BODY_LIMIT if message.buttons else None)
         body = texts.pop() if message.buttons and texts else ""
-        context = message.reply_to if _is_wamid(message.reply_to) else None
+        context = message.reply_to if wire.is_wamid(message.reply_to) else None
         ids: list[str] = []
         for text in texts:
             payload = {"type": "text", "text": {"body": text, "preview_url": False}}
@@ -482,7 +448,10 @@ class WhatsAppAdapter(Adapter):
             ids.append(await self._message(chat, payload, f"the file {upload.name}", context))
             context = None
         if message.buttons:
-            payload = {"type": "interactive", "interactive": _interactive(body, message.buttons)}
+            payload = {
+                "type": "interactive",
+                "interactive": wire.interactive(body, message.buttons),
+            }
             ids.append(await self._message(chat, payload, f"the buttons to {chat}", context))
         return Sent(tuple(ids))
 
@@ -500,7 +469,7 @@ class WhatsAppAdapter(Adapter):
             "language": {"code": self.settings.template_language},
         }
         if self.settings.template_text:
-            text = _template_text(self._render(message.text), message.media)
+            text = wire.template_text(self._render(message.text), message.media)
             template["components"] = [
                 {"type": "body", "parameters": [{"type": "text", "text": text}]}
             ]
@@ -543,8 +512,8 @@ class WhatsAppAdapter(Adapter):
         """Upload one file to the number's media store; its id to send it by."""
         data = await asyncio.to_thread(read_media, path)
         mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
-        kind = _kind_of(mime, len(data))
-        if kind == "document" and len(data) > DOCUMENT_LIMIT:
+        kind = wire.kind_of(mime, len(data))
+        if kind == "document" and len(data) > wire.DOCUMENT_LIMIT:
             raise MessageRejectedError(
                 f"The file {path.name} is larger than WhatsApp's 100 MB limit for documents."
             )
@@ -575,7 +544,7 @@ class WhatsAppAdapter(Adapter):
 
     @staticmethod
     def _render(markdown: str) -> str:
-        return _WhatsAppMarkup().render(markdown).strip()
+        return wire.WhatsAppMarkup().render(markdown).strip()
 
     def _keep_text(self, message_id: str, chat: str, text: str) -> None:
         """A free-form text sent: kept while Meta may still report it failed (131047)."""
@@ -599,7 +568,7 @@ class WhatsAppAdapter(Adapter):
         """One Graph API call; its JSON, or the error as the class the hub acts on."""
         with self.errors(what):
             response = await self._http().request(method, path, **options)
-        data = _json_of(response)
+        data = wire.json_of(response)
         if response.status_code >= 400 or "error" in data:
             raise self._classed(response.status_code, data, what)
         self._rate_limits.reset()
@@ -619,7 +588,7 @@ class WhatsAppAdapter(Adapter):
             code = int(error.get("code") or 0)
         except (TypeError, ValueError):
             code = 0
-        said = _said(error, status)
+        said = wire.said(error, status)
         if code == BAD_TOKEN or status == 401:
             return token_refused(
                 "WhatsApp",
@@ -645,261 +614,10 @@ class WhatsAppAdapter(Adapter):
         return MessageRejectedError(f"WhatsApp refused {what} (error {code or status}): {said}.")
 
 
-# -- the doctor's view of the windows ----------------------------------------------------------
-
-
-def load_windows(saved: str | None) -> dict[str, float]:
-    """The saved windows (chat -> when it last wrote, epoch seconds; 0: Meta said closed)."""
-    try:
-        data = json.loads(saved) if saved else {}
-    except ValueError:
-        log.warning("whatsapp windows unreadable; starting without them")
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    return {
-        str(chat): float(moment)
-        for chat, moment in sorted(data.items(), key=lambda item: item[1])
-        if isinstance(moment, int | float)
-    }
-
-
-def window_verdict(
-    settings: WhatsAppSettings, saved: str | None, now: float
-) -> tuple[str, str, dict[str, Any]]:
-    """``(ok | warning, sentence, details)``: for which chats the 24-hour window is
-    closed (the owner's too when they never wrote), and whether a template stands in."""
-    windows = load_windows(saved)
-    chats = {*windows, *settings.owner}
-    closed = sorted(chat for chat in chats if not _is_open(windows.get(chat), now))
-    opened = sorted(chats - set(closed))
-    template = settings.template.strip()
-    details: dict[str, Any] = {
-        "open": opened,
-        "closed": closed,
-        "template": template or None,
-        "template_language": settings.template_language if template else None,
-    }
-    if not closed:
-        return "ok", f"WhatsApp's 24-hour window is open for {_counted(opened)}.", details
-    named = _listed([chat if chat in windows else f"{chat} (no message yet)" for chat in closed])
-    if template:
-        return (
-            "ok",
-            f"WhatsApp's 24-hour customer service window is closed for {named}: messages "
-            f"there go out as the template {template!r} ({settings.template_language}).",
-            details,
-        )
-    return (
-        "warning",
-        f"WhatsApp's 24-hour customer service window is closed for {named} and "
-        "channels.whatsapp.template is not set: messages to them fail until they write "
-        "again; set an approved template.",
-        details,
-    )
-
-
 # -- helpers -----------------------------------------------------------------------------------
 
 _CHOOSE = "Choose one:"
 
 
-class _WhatsAppMarkup(StarMarkup):
-    """WhatsApp's markup (``*bold*``, ``_italic_``, ``~strike~``, ```` `code` ````), on the
-    chat layout :class:`Renderer` shares."""
-
-    indent = "   "
-
-    def code(self, content: str) -> str:
-        return f"`{content}`" if content else ""
-
-    def code_block(self, content: str, language: str) -> str:
-        return f"```{content}```" if content else ""
-
-
-def _is_open(last: float | None, now: float) -> bool | None:
-    if last is None:
-        return None
-    return now - last < WINDOW - WINDOW_MARGIN
-
-
-def _wa_id(chat_id: str) -> str:
-    """A chat id as WhatsApp writes it: the number's digits (``+49 151…`` -> ``49151…``)."""
-    return re.sub(r"[\s()+-]", "", chat_id)
-
-
-def _is_wamid(value: str | None) -> bool:
-    return bool(value) and str(value).startswith("wamid.")
-
-
-def _values(payload: dict[str, Any]) -> list[dict[str, Any]]:
-    """The ``value`` of every ``messages`` change of every entry."""
-    return [
-        json_object(change.get("value"))
-        for entry in json_objects(payload.get("entry"))
-        for change in json_objects(entry.get("changes"))
-        if change.get("field") == "messages"
-    ]
-
-
-def _inbound(item: dict[str, Any], names: dict[str, str]) -> Inbound | None:
-    """One webhook message as an :class:`Inbound` (None for reactions and the like)."""
-    sender = str(item.get("from") or "")
-    message_id = str(item.get("id") or "")
-    kind = str(item.get("type") or "")
-    if not sender or not message_id or kind in ("reaction", "system", "ephemeral"):
-        return None
-    context = json_object(item.get("context"))
-    try:
-        sent_at = datetime.fromtimestamp(int(item.get("timestamp") or 0), UTC)
-    except (TypeError, ValueError, OverflowError):
-        sent_at = datetime.now(UTC)
-    action = None
-    attachments: tuple[Attachment, ...] = ()
-    if kind == "interactive":
-        chosen = json_object(item.get("interactive"))
-        reply = json_object(chosen.get("button_reply") or chosen.get("list_reply"))
-        action = str(reply.get("id") or "") or None
-        text = action or str(reply.get("title") or "")
-    else:
-        text, attachments = _content(kind, item, message_id)
-    return Inbound(
-        channel=WhatsAppAdapter.name,
-        message_id=message_id,
-        chat_id=sender,
-        sender_id=sender,
-        sender_name=names.get(sender, ""),
-        text=text,
-        sent_at=sent_at,
-        chat_type="private",
-        reply_to=str(context["id"]) if context.get("id") and action is None else None,
-        attachments=attachments,
-        forwarded=bool(context.get("forwarded") or context.get("frequently_forwarded")),
-        action=action,
-        action_id=message_id if action else None,
-        platform_message_id=message_id,
-    )
-
-
-def _content(
-    kind: str, item: dict[str, Any], message_id: str
-) -> tuple[str, tuple[Attachment, ...]]:
-    """``(text, attachments)`` of a message that is not a button tap."""
-    body = json_object(item.get(kind))
-    if kind == "text":
-        return str(body.get("body") or ""), ()
-    if kind in ("image", "video", "audio", "document") and body.get("id"):
-        voice = kind == "audio" and bool(body.get("voice"))
-        shown = {"image": "photo", "audio": "voice" if voice else "audio"}.get(kind, kind)
-        file = Attachment(
-            shown, str(body["id"]), body.get("filename") or None, body.get("mime_type") or None
-        )
-        return str(body.get("caption") or ""), (file,)
-    if kind == "sticker":
-        return "[sticker]", ()
-    if kind == "button":  # a quick-reply button of a template: what it says
-        return str(body.get("text") or body.get("payload") or ""), ()
-    if kind == "location":
-        place = ", ".join(str(p) for p in (body.get("name"), body.get("address")) if p)
-        where = f"{body.get('latitude')}, {body.get('longitude')}"
-        return (f"[location] {place} ({where})" if place else f"[location] {where}"), ()
-    if kind == "contacts":
-        cards = []
-        for card in json_objects(item.get("contacts")):
-            name = str(json_object(card.get("name")).get("formatted_name") or "")
-            phones = ", ".join(str(p.get("phone")) for p in json_objects(card.get("phones")))
-            cards.append(f"[contact: {name}{', ' + phones if phones else ''}]")
-        return " ".join(cards) or "[contact]", ()
-    log.info("whatsapp: a message of a kind memvault does not read", extra={"kind": kind})
-    return f"[{kind or 'unknown'} message]", ()
-
-
-def _failure(status: dict[str, Any]) -> _Failure | None:
-    """A ``failed`` status as a :class:`_Failure` (None for sent, delivered, read)."""
-    if status.get("status") != "failed":
-        return None
-    errors = json_objects(status.get("errors"))
-    first = errors[0] if errors else {}
-    try:
-        code = int(first.get("code") or 0)
-    except (TypeError, ValueError):
-        code = 0
-    said = str(first.get("title") or first.get("message") or "no reason given")
-    return _Failure(str(status.get("id") or ""), str(status.get("recipient_id") or ""), code, said)
-
-
-def _kind_of(mime: str, size: int) -> str:
-    """The message kind a file goes as: image, video or audio within their limits, else a
-    document."""
-    for kind, (types, limit) in _MEDIA.items():
-        if mime in types and size <= limit:
-            return kind
-    return "document"
-
-
-def _interactive(body: str, buttons: tuple[Button, ...]) -> dict[str, Any]:
-    """Up to three reply buttons; more become a list (up to ten rows)."""
-    if len(buttons) <= REPLY_BUTTONS:
-        return {
-            "type": "button",
-            "body": {"text": body},
-            "action": {
-                "buttons": [
-                    {
-                        "type": "reply",
-                        "reply": {"id": b.data[:BUTTON_ID], "title": b.label[:BUTTON_TITLE]},
-                    }
-                    for b in buttons
-                ]
-            },
-        }
-    rows = [{"id": b.data[:BUTTON_ID], "title": b.label[:ROW_TITLE]} for b in buttons[:LIST_ROWS]]
-    return {
-        "type": "list",
-        "body": {"text": body},
-        "action": {"button": "Choose", "sections": [{"title": "Options", "rows": rows}]},
-    }
-
-
-def _template_text(text: str, media: tuple[Path, ...]) -> str:
-    """The text as a template variable: one line (Meta refuses new lines, tabs and more
-    than four spaces in a row there), within its share of the body."""
-    if media:
-        names = ", ".join(path.name for path in media)
-        text = f"{text} (Files not sent: {names}.)" if text else f"(Files not sent: {names}.)"
-    flat = re.sub(r"\s*\n\s*", " · ", text.strip())
-    flat = re.sub(r"[\t ]+", " ", flat) or "…"
-    return flat if len(flat) <= TEMPLATE_TEXT_LIMIT else flat[: TEMPLATE_TEXT_LIMIT - 1] + "…"
-
-
-def _json_of(response: httpx.Response) -> dict[str, Any]:
-    try:
-        data = response.json()
-    except ValueError:
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _said(error: dict[str, Any], status: int) -> str:
-    """Meta's error as a phrase: its message without the ``(#code)`` prefix, and the
-    details it gives."""
-    message = re.sub(r"^\(#\d+\)\s*", "", str(error.get("message") or "")).strip()
-    details = str(json_object(error.get("error_data")).get("details") or "").strip()
-    said = message or f"HTTP {status}"
-    if details and details.rstrip(".") != said.rstrip("."):
-        said = f"{said.rstrip('.')}: {details}"
-    return said.rstrip(".")
-
-
 def _reason(exc: Exception) -> str:
     return str(exc).rstrip(".") or type(exc).__name__
-
-
-def _counted(chats: list[str]) -> str:
-    return "1 chat" if len(chats) == 1 else f"{len(chats)} chats"
-
-
-def _listed(chats: list[str], shown: int = 5) -> str:
-    if len(chats) <= shown:
-        return ", ".join(chats)
-    return f"{', '.join(chats[:shown])} and {len(chats) - shown} more"

@@ -486,7 +486,7 @@ def _whatsapp_window(runtime: Runtime) -> Check | None:
     settings = runtime.settings.channels.whatsapp
     if not settings.enabled:
         return None
-    from memvault.channels.whatsapp import WINDOWS_META, window_verdict
+    from memvault.channels.whatsapp_windows import WINDOWS_META, window_verdict
 
     saved = runtime.state.get_meta(WINDOWS_META)
     status, message, details = window_verdict(settings, saved, runtime.clock.now().timestamp())
