@@ -25,7 +25,8 @@ from memvault.channels.base import (
     NotSupportedError,
     Outbound,
 )
-from memvault.channels.openclaw_bridge import OpenClawBridge, read_messages
+from memvault.channels.openclaw_bridge import OpenClawBridge
+from memvault.channels.openclaw_messages import read_messages
 from memvault.channels.tools import full_registry
 from memvault.config import OpenClawBridgeSettings, Settings
 from memvault.runtime import Runtime
