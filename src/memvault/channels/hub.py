@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import re
 import threading
 import time
@@ -29,6 +28,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from memvault.channels.access import Access
+from memvault.channels.adapters import FACTORIES
 from memvault.channels.approvals import Approvals, Waiting
 from memvault.channels.base import (
     Adapter,
@@ -46,16 +46,8 @@ from memvault.channels.router import Hooks, Router, session_key
 from memvault.channels.store import INBOX_NEW, ChannelStore, Queued
 from memvault.config import (
     ChannelSettings,
-    DiscordSettings,
-    EmailSettings,
-    LineSettings,
-    OpenClawBridgeSettings,
-    SignalSettings,
-    SlackSettings,
-    TelegramSettings,
-    WhatsAppSettings,
 )
-from memvault.errors import ConfigError, InvalidInputError, MemvaultError, NotFoundError
+from memvault.errors import InvalidInputError, MemvaultError, NotFoundError
 from memvault.protocol_tokens import is_only_protocol, strip_protocol_tokens
 from memvault.runtime import Runtime
 from memvault.tools.policy import Answer, ApprovalRequest, Policy
@@ -98,125 +90,6 @@ class InvalidTextError(InvalidInputError):
 
 # A chat id as platforms write them: one word with a digit or an id's punctuation in it.
 _CHAT_ID = re.compile(r"(?=\S*[\d@+:_])\S{1,200}")
-
-
-class _Cursor:
-    """An adapter's position (Telegram's update offset) and other named values it keeps
-    across restarts (:class:`AdapterState`), in state.db's meta table."""
-
-    def __init__(self, runtime: Runtime, key: str) -> None:
-        self._state = runtime.state
-        self._key = key
-
-    def load(self) -> int | None:
-        value = self._state.get_meta(self._key)
-        return int(value) if value else None
-
-    def save(self, offset: int) -> None:
-        self._state.set_meta(self._key, str(offset))
-
-    def get(self, name: str) -> str | None:
-        return self._state.get_meta(f"{self._key}.{name}")
-
-    def put(self, name: str, value: str) -> None:
-        self._state.set_meta(f"{self._key}.{name}", value)
-
-
-def read_token(channel: str, token_env: str) -> str:
-    """A channel's secret from the environment variable its settings name; ConfigError
-    when it is not set (the secret is never stored in the vault)."""
-    token = os.environ.get(token_env, "").strip()
-    if not token:
-        raise ConfigError(
-            f"channels.{channel} is enabled but ${token_env} is not set; export the "
-            "token there (memvault never stores it)."
-        )
-    return token
-
-
-def _telegram(runtime: Runtime, settings: ChannelSettings) -> Adapter:
-    assert isinstance(settings, TelegramSettings)
-    token = read_token("telegram", settings.token_env)
-    from memvault.channels.telegram import TelegramAdapter
-
-    return TelegramAdapter(settings, token, cursor=_Cursor(runtime, "channels.telegram.offset"))
-
-
-def _email(runtime: Runtime, settings: ChannelSettings) -> Adapter:
-    assert isinstance(settings, EmailSettings)
-    password = read_token("email", settings.password_env)
-    from memvault.channels.email import EmailAdapter
-
-    return EmailAdapter(settings, password, state=_Cursor(runtime, "channels.email"))
-
-
-def _slack(runtime: Runtime, settings: ChannelSettings) -> Adapter:
-    assert isinstance(settings, SlackSettings)
-    bot_token = read_token("slack", settings.bot_token_env)
-    app_token = read_token("slack", settings.app_token_env)
-    from memvault.channels.slack import SlackAdapter
-
-    return SlackAdapter(settings, bot_token, app_token, state=_Cursor(runtime, "channels.slack"))
-
-
-def _discord(runtime: Runtime, settings: ChannelSettings) -> Adapter:
-    assert isinstance(settings, DiscordSettings)
-    token = read_token("discord", settings.token_env)
-    from memvault.channels.discord import DiscordAdapter
-
-    return DiscordAdapter(settings, token, state=_Cursor(runtime, "channels.discord"))
-
-
-def _signal(runtime: Runtime, settings: ChannelSettings) -> Adapter:
-    assert isinstance(settings, SignalSettings)
-    from memvault.channels.signal import SignalAdapter
-
-    return SignalAdapter(settings, state=_Cursor(runtime, "channels.signal"))
-
-
-def _line(runtime: Runtime, settings: ChannelSettings) -> Adapter:
-    assert isinstance(settings, LineSettings)
-    secret = read_token("line", settings.secret_env)
-    token = read_token("line", settings.token_env)
-    from memvault.channels.line import LineAdapter
-
-    return LineAdapter(settings, secret, token, state=_Cursor(runtime, "channels.line"))
-
-
-def _whatsapp(runtime: Runtime, settings: ChannelSettings) -> Adapter:
-    assert isinstance(settings, WhatsAppSettings)
-    token = read_token("whatsapp", settings.token_env)
-    secret = read_token("whatsapp", settings.secret_env)
-    verify_token = read_token("whatsapp", settings.verify_token_env)
-    from memvault.channels.whatsapp import WhatsAppAdapter
-
-    return WhatsAppAdapter(
-        settings,
-        token,
-        secret,
-        verify_token,
-        state=_Cursor(runtime, "channels.whatsapp"),
-        clock=runtime.clock,
-    )
-
-
-def _openclaw(runtime: Runtime, settings: ChannelSettings) -> Adapter:
-    assert isinstance(settings, OpenClawBridgeSettings)
-    from memvault.channels.openclaw_bridge import OpenClawBridge
-
-    return OpenClawBridge(settings, state=_Cursor(runtime, "channels.openclaw"))
-
-
-FACTORIES = {
-    "telegram": _telegram,
-    "email": _email,
-    "slack": _slack,
-    "discord": _discord,
-    "signal": _signal,
-    "line": _line,
-    "whatsapp": _whatsapp,
-    "openclaw": _openclaw,
-}
 
 
 class _ChannelApprover:

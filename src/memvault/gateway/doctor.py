@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from memvault import __version__
-from memvault.channels.hub import read_token
+from memvault.channels.adapters import read_token
 from memvault.errors import ConfigError, MemvaultError
 from memvault.gateway.security import is_loopback, loose_permissions
 from memvault.index.embedders import LocalEmbedder, english_only
