@@ -3,9 +3,11 @@ links, photographs."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,6 +115,24 @@ def watch(browser: Browser, url: str) -> Watched:
     watched.page.on("pageerror", lambda error: watched.problems.append(str(error)))
     watched.page.goto(url)
     return watched
+
+
+@contextlib.contextmanager
+def signed_in(browser: Browser, url: str, token: str | None = None) -> Iterator[Watched]:
+    """A watched browser context signed in to the console, closed at the end of the block,
+    which then fails on any CSP violation or script error it saw.
+
+    With ``token``, ``url`` is the daemon's address and the one-time link is asked for over
+    the API with that token; without one, ``url`` is the sign-in link itself (as ``memvault
+    ui`` printed it).
+    """
+    link = sign_in_link(url, token)["url"] if token is not None else url
+    watched = watch(browser, link)
+    try:
+        yield watched
+    finally:
+        watched.context.close()
+    assert watched.problems == [], watched.problems
 
 
 def shoot(page: Page, name: str) -> None:

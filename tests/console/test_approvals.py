@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, expect
 
-from console_support import Served, Watched, shoot, sign_in_link, watch
+from console_support import Served, Watched, shoot, signed_in
 from memvault.channels.approvals import APPROVE, Reply
 from memvault.tools.policy import ONCE, Answer, ApprovalRequest, Tier
 from memvault.vault.layout import init_vault
@@ -57,10 +57,8 @@ class Asked:
 
 @pytest.fixture
 def console(browser: Browser, served: Served) -> Iterator[Watched]:
-    watched = watch(browser, sign_in_link(served.url, served.token)["url"])
-    yield watched
-    watched.context.close()
-    assert watched.problems == []
+    with signed_in(browser, served.url, served.token) as watched:
+        yield watched
 
 
 def test_approve_once_from_the_console_lets_the_waiting_run_go_on(

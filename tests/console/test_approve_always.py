@@ -17,7 +17,7 @@ import pytest
 from playwright.sync_api import Browser, expect
 
 from channel_support import APPROVAL_TIMEOUT, OWNER, delivered, telegram_config
-from console_support import Served, Watched, shoot, sign_in_link, watch
+from console_support import Served, Watched, shoot, signed_in
 from llm_fakes import FakeOpenAI, llm_settings
 from memvault.channels.approvals import Waiting
 from memvault.vault.layout import init_vault
@@ -61,10 +61,8 @@ def served(
 
 @pytest.fixture
 def console(browser: Browser, served: Served) -> Iterator[Watched]:
-    watched = watch(browser, sign_in_link(served.url, served.daemon.token)["url"])
-    yield watched
-    watched.context.close()
-    assert watched.problems == []
+    with signed_in(browser, served.url, served.daemon.token) as watched:
+        yield watched
 
 
 def wants(llm: FakeOpenAI, tool: str, arguments: dict[str, Any]) -> None:

@@ -21,7 +21,7 @@ from playwright.sync_api import Browser, expect
 
 from channel_support import telegram_config
 from cli_support import EXIT_VAULT, invoke
-from console_support import PHONE, PNG, SHOTS, Watched, shoot, watch
+from console_support import PHONE, PNG, SHOTS, Watched, shoot, signed_in
 from console_support import sign_in_link as link_of
 from daemon_process import DaemonProcess, daemon_env
 from graph_support import KILN, write_people
@@ -85,10 +85,8 @@ def sign_in_link(daemon: DaemonProcess, token: str | None = None) -> dict[str, A
 @pytest.fixture
 def console(browser: Browser, daemon: DaemonProcess) -> Iterator[Watched]:
     """The owner's console, signed in on Today; no CSP violation or script error allowed."""
-    watched = watch(browser, sign_in_link(daemon)["url"])
-    yield watched
-    watched.context.close()
-    assert watched.problems == []
+    with signed_in(browser, daemon.url, daemon.token) as watched:
+        yield watched
 
 
 def memory_id(daemon: DaemonProcess, text: str) -> str:
@@ -104,22 +102,20 @@ def test_the_cli_link_signs_in_once_and_no_token_reaches_the_page(
     assert printed.exit_code == 0, printed.output
     link = json.loads(printed.output)
     assert link["scope"] == "admin" and link["url"].startswith(daemon.url + "/signin?code=")
-    watched = watch(browser, link["url"])
-    page = watched.page
-    expect(page.get_by_role("heading", name="Today")).to_be_visible()
-    assert page.url == daemon.url + "/"  # the code left the address bar
-    (cookie,) = watched.context.cookies()
-    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
-    assert daemon.token not in page.content()
+    with signed_in(browser, link["url"]) as watched:
+        page = watched.page
+        expect(page.get_by_role("heading", name="Today")).to_be_visible()
+        assert page.url == daemon.url + "/"  # the code left the address bar
+        (cookie,) = watched.context.cookies()
+        assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+        assert daemon.token not in page.content()
 
-    reused = page.goto(link["url"])
-    assert reused is not None and reused.status == 403
-    expect(page.get_by_role("alert")).to_contain_text("wrong, expired or already used")
-    wrong = page.goto(daemon.url + "/signin?code=" + link["url"].rsplit("=", 1)[1][:-2] + "xx")
-    assert wrong is not None and wrong.status == 403
-    expect(page.get_by_role("alert")).to_contain_text("run `memvault ui` for a new one")
-    watched.context.close()
-    assert watched.problems == []
+        reused = page.goto(link["url"])
+        assert reused is not None and reused.status == 403
+        expect(page.get_by_role("alert")).to_contain_text("wrong, expired or already used")
+        wrong = page.goto(daemon.url + "/signin?code=" + link["url"].rsplit("=", 1)[1][:-2] + "xx")
+        assert wrong is not None and wrong.status == 403
+        expect(page.get_by_role("alert")).to_contain_text("run `memvault ui` for a new one")
 
 
 def test_without_the_cookie_no_page_gives_data(console: Watched, daemon: DaemonProcess) -> None:
@@ -464,70 +460,68 @@ def test_a_read_token_opens_a_read_only_console(
     secret = json.loads(made.output)["token"]
     link = sign_in_link(daemon, secret)
     assert link["scope"] == "read"
-    watched = watch(browser, link["url"])
-    page = watched.page
-    expect(page.locator("#health")).to_contain_text("need the admin scope")
-    expect(page.get_by_role("link", name="Approvals")).to_have_count(0)
-    tea = memory_id(daemon, TEA)
-    page.goto(f"{daemon.url}/memories/{tea}")
-    expect(page.locator("h1.text")).to_have_text(TEA)
-    expect(page.get_by_role("link", name="Forget…")).to_have_count(0)
-    refused = watched.context.request.post(
-        f"{daemon.url}/memories/{tea}/forget",
-        form={"csrf": watched.csrf()},
-        headers={"Origin": daemon.url},
-    )
-    assert refused.status == 403 and "read scope" in refused.text()
-    assert page.goto(f"{daemon.url}/approvals").status == 403  # type: ignore[union-attr]
-
-    # Jobs and sessions: seen, not run or undone.
-    run_id = ran(daemon, "living_summary")
-    summary = (daemon.vault / "MEMORY.md").read_bytes()
-    page.goto(f"{daemon.url}/jobs")
-    expect(page.locator('[data-job="living_summary"]')).to_be_visible()
-    expect(page.get_by_role("button", name="Run now")).to_have_count(0)
-    page.goto(f"{daemon.url}/jobs/runs/{run_id}")
-    expect(page.locator('[data-file="MEMORY.md"]')).to_be_visible()
-    expect(page.locator("#undo")).to_have_count(0)
-    for change in ("/jobs/living_summary/run", f"/jobs/runs/{run_id}/undo"):
+    with signed_in(browser, link["url"]) as watched:
+        page = watched.page
+        expect(page.locator("#health")).to_contain_text("need the admin scope")
+        expect(page.get_by_role("link", name="Approvals")).to_have_count(0)
+        tea = memory_id(daemon, TEA)
+        page.goto(f"{daemon.url}/memories/{tea}")
+        expect(page.locator("h1.text")).to_have_text(TEA)
+        expect(page.get_by_role("link", name="Forget…")).to_have_count(0)
         refused = watched.context.request.post(
-            daemon.url + change, form={"csrf": watched.csrf()}, headers={"Origin": daemon.url}
-        )
-        assert refused.status == 403 and "read scope" in refused.text(), change
-    assert (daemon.vault / "MEMORY.md").read_bytes() == summary
-    with daemon.client() as api:
-        assert api.get("/v1/jobs/living_summary/runs").json()["result"][0]["id"] == run_id
-    assert page.goto(f"{daemon.url}/sessions").status == 200  # type: ignore[union-attr]
-
-    # Channels and people: who waits is seen, not let in or shut out; no pairing code shown.
-    stranger_writes(daemon, telegram, MALLORY, "Mallory")
-    page.goto(f"{daemon.url}/people")
-    mallory = page.locator(f'[data-sender="telegram:{MALLORY}"]')
-    expect(mallory).to_contain_text("Mallory")
-    expect(mallory).not_to_contain_text("code")
-    expect(page.get_by_role("button")).to_have_count(1)  # Sign out, nothing else
-    for action in ("approve", "block"):
-        refused = watched.context.request.post(
-            f"{daemon.url}/people/telegram/{action}",
-            form={"csrf": watched.csrf(), "sender": str(MALLORY)},
+            f"{daemon.url}/memories/{tea}/forget",
+            form={"csrf": watched.csrf()},
             headers={"Origin": daemon.url},
         )
-        assert refused.status == 403 and "read scope" in refused.text(), action
-    assert decision(daemon, MALLORY) == ("pending", None)
-    page.goto(f"{daemon.url}/knowledge/Melanie")
-    expect(page.locator(".entity-facts")).to_contain_text("Messi")
-    ended = invoke(daemon.vault, "ui", "--revoke", "--token", secret)
-    assert ended.exit_code == 2 and "admin scope" in ended.output  # the owner's to do
-    with daemon.client() as api:
-        assert api.get(f"/v1/memories/{tea}").status_code == 200
+        assert refused.status == 403 and "read scope" in refused.text()
+        assert page.goto(f"{daemon.url}/approvals").status == 403  # type: ignore[union-attr]
 
-    # A token revoked ends the consoles it opened.
-    assert invoke(daemon.vault, "tokens", "revoke", "viewer").exit_code == 0
-    gone = page.goto(daemon.url + "/")
-    assert gone is not None and gone.status == 401
-    expect(page.get_by_role("alert")).to_contain_text("was revoked")
-    watched.context.close()
-    assert watched.problems == []
+        # Jobs and sessions: seen, not run or undone.
+        run_id = ran(daemon, "living_summary")
+        summary = (daemon.vault / "MEMORY.md").read_bytes()
+        page.goto(f"{daemon.url}/jobs")
+        expect(page.locator('[data-job="living_summary"]')).to_be_visible()
+        expect(page.get_by_role("button", name="Run now")).to_have_count(0)
+        page.goto(f"{daemon.url}/jobs/runs/{run_id}")
+        expect(page.locator('[data-file="MEMORY.md"]')).to_be_visible()
+        expect(page.locator("#undo")).to_have_count(0)
+        for change in ("/jobs/living_summary/run", f"/jobs/runs/{run_id}/undo"):
+            refused = watched.context.request.post(
+                daemon.url + change, form={"csrf": watched.csrf()}, headers={"Origin": daemon.url}
+            )
+            assert refused.status == 403 and "read scope" in refused.text(), change
+        assert (daemon.vault / "MEMORY.md").read_bytes() == summary
+        with daemon.client() as api:
+            assert api.get("/v1/jobs/living_summary/runs").json()["result"][0]["id"] == run_id
+        assert page.goto(f"{daemon.url}/sessions").status == 200  # type: ignore[union-attr]
+
+        # Channels and people: who waits is seen, not let in or shut out; no pairing code shown.
+        stranger_writes(daemon, telegram, MALLORY, "Mallory")
+        page.goto(f"{daemon.url}/people")
+        mallory = page.locator(f'[data-sender="telegram:{MALLORY}"]')
+        expect(mallory).to_contain_text("Mallory")
+        expect(mallory).not_to_contain_text("code")
+        expect(page.get_by_role("button")).to_have_count(1)  # Sign out, nothing else
+        for action in ("approve", "block"):
+            refused = watched.context.request.post(
+                f"{daemon.url}/people/telegram/{action}",
+                form={"csrf": watched.csrf(), "sender": str(MALLORY)},
+                headers={"Origin": daemon.url},
+            )
+            assert refused.status == 403 and "read scope" in refused.text(), action
+        assert decision(daemon, MALLORY) == ("pending", None)
+        page.goto(f"{daemon.url}/knowledge/Melanie")
+        expect(page.locator(".entity-facts")).to_contain_text("Messi")
+        ended = invoke(daemon.vault, "ui", "--revoke", "--token", secret)
+        assert ended.exit_code == 2 and "admin scope" in ended.output  # the owner's to do
+        with daemon.client() as api:
+            assert api.get(f"/v1/memories/{tea}").status_code == 200
+
+        # A token revoked ends the consoles it opened.
+        assert invoke(daemon.vault, "tokens", "revoke", "viewer").exit_code == 0
+        gone = page.goto(daemon.url + "/")
+        assert gone is not None and gone.status == 401
+        expect(page.get_by_role("alert")).to_contain_text("was revoked")
 
 
 def test_revoke_signs_every_browser_out(console: Watched, daemon: DaemonProcess) -> None:

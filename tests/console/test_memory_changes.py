@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import timedelta
+from urllib.parse import urlencode
 
 import pytest
-from playwright.sync_api import Browser, expect
+from playwright.sync_api import Browser, Page, expect
 
 from console_support import Served as ServedConsole
-from console_support import Watched, shoot, sign_in_link, watch
+from console_support import Watched, shoot, signed_in
 from memvault.gateway.tokens import Scope
 from memvault.vault.layout import init_vault
 from memvault.vault.memories import Memory
@@ -42,10 +43,17 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 @pytest.fixture
 def console(browser: Browser, served: Served) -> Iterator[Watched]:
-    watched = watch(browser, sign_in_link(served.url, served.token)["url"])
-    yield watched
-    watched.context.close()
-    assert watched.problems == []
+    with signed_in(browser, served.url, served.token) as watched:
+        yield watched
+
+
+def choose(console: Watched, served: Served, query: str, *memories: Memory) -> Page:
+    """The page of the search for ``query``, with ``memories`` chosen in its results."""
+    page = console.page
+    page.goto(f"{served.url}/memories?{urlencode({'q': query})}")
+    for memory in memories:
+        page.locator(f'[data-memory="{memory.id}"] .pick').check()
+    return page
 
 
 def test_an_edit_made_in_obsidian_meanwhile_is_shown_beside_the_draft_and_kept(
@@ -170,10 +178,7 @@ def test_choose_results_then_forget_them_after_confirming_and_search_no_longer_f
     first = served.remember("The old router password was printed on a yellow sticker")
     second = served.remember("The yellow sticker also had the old wifi name")
     kept = served.remember("The new router sits on the yellow shelf")
-    page = console.page
-    page.goto(f"{served.url}/memories?q=yellow+sticker")
-    page.locator(f'[data-memory="{first.id}"] .pick').check()
-    page.locator(f'[data-memory="{second.id}"] .pick').check()
+    page = choose(console, served, "yellow sticker", first, second)
     page.locator("#bulk-forget").click()
     expect(page.get_by_role("heading", name="Forget these 2 memories?")).to_be_visible()
     expect(page.locator(".chosen li")).to_have_count(2)
@@ -198,10 +203,7 @@ def test_choose_results_then_move_them_to_a_category_and_tag_them(
 ) -> None:
     tea = served.remember("Oolong tea tastes best at eighty five degrees", category="fact")
     pot = served.remember("The clay teapot is only for oolong tea", category="fact")
-    page = console.page
-    page.goto(f"{served.url}/memories?q=oolong+tea")
-    for memory in (tea, pot):
-        page.locator(f'[data-memory="{memory.id}"] .pick').check()
+    page = choose(console, served, "oolong tea", tea, pot)
     page.get_by_label("Move to").select_option("preference")
     page.locator("#bulk-move").click()
     expect(page.get_by_role("status")).to_have_text("Moved 2 memories to preference.")
@@ -240,29 +242,108 @@ def test_choose_results_then_move_them_to_a_category_and_tag_them(
     assert served.daemon.runtime.memories.get(pot.id).category == "preference"
 
 
+def _drop_line(served: Served, memory: Memory) -> None:
+    """Delete the memory's line from its note by hand, as an edit in Obsidian would."""
+    note = served.root / memory.path
+    lines = note.read_text(encoding="utf-8").splitlines(keepends=True)
+    note.write_text("".join(x for x in lines if memory.id not in x), encoding="utf-8")
+
+
+def test_a_bulk_forget_does_every_other_memory_and_says_which_were_not_and_why(
+    console: Watched, served: Served
+) -> None:
+    gone = served.remember("The attic lamp needs a bulb of forty watts")
+    edited = served.remember("The attic ladder folds into the hatch")
+    left = served.remember("The attic window sticks in winter")
+    page = choose(console, served, "attic", gone, edited, left)
+    page.locator("#bulk-forget").click()
+    expect(page.locator(".chosen li")).to_have_count(3)
+
+    # Between the confirmation and the yes: one is forgotten elsewhere, another's line is
+    # deleted by hand in Obsidian.
+    served.daemon.runtime.forgetter.forget(gone.id)
+    _drop_line(served, edited)
+    with page.expect_response(f"{served.url}/memories/bulk") as answered:
+        page.locator("#confirm-forget").click()
+    assert answered.value.status == 200
+    expect(page.get_by_role("status")).to_have_text("Forgotten everywhere: 1 memory.")
+    not_done = page.locator(".not-done li")
+    expect(not_done).to_have_count(2)
+    for memory in (gone, edited):
+        expect(not_done.filter(has_text=memory.id)).to_have_text(
+            f"{memory.id} was not forgotten: it is no longer in the vault "
+            "(forgotten, or its line changed, meanwhile)."
+        )
+    texts = [m.text for m in served.daemon.runtime.memories.list()]
+    assert left.text not in texts
+    shoot(page, "memories-bulk-not-done")
+    page.locator("#back-to-search").click()
+    expect(page.locator("#q")).to_have_value("attic")
+    expect(page.locator(f'[data-memory="{left.id}"]')).to_have_count(0)
+
+
+def test_a_bulk_move_or_a_confirmation_skips_a_memory_gone_meanwhile(
+    console: Watched, served: Served
+) -> None:
+    kept = served.remember("The spare house key hangs behind the fuse box", category="fact")
+    gone = served.remember("The spare car key is in the blue bowl", category="fact")
+    page = choose(console, served, "spare key", kept, gone)
+    served.daemon.runtime.forgetter.forget(gone.id)
+    page.get_by_label("Move to").select_option("preference")
+    with page.expect_response(f"{served.url}/memories/bulk") as answered:
+        page.locator("#bulk-move").click()
+    assert answered.value.status == 200
+    expect(page.get_by_role("status")).to_have_text("Moved 1 memory to preference.")
+    expect(page.locator(".not-done li")).to_have_text(
+        f"{gone.id} was not moved: it is no longer in the vault "
+        "(forgotten, or its line changed, meanwhile)."
+    )
+    assert served.daemon.runtime.memories.get(kept.id).category == "preference"
+
+    # The confirmation of a forget lists those still there and says which are gone.
+    other = served.remember("The spare bike key is on the hook", category="fact")
+    choose(console, served, "spare key", kept, other)
+    _drop_line(served, other)
+    page.locator("#bulk-forget").click()
+    expect(page.get_by_role("heading", name="Forget this memory?")).to_be_visible()
+    expect(page.locator(".chosen li")).to_have_count(1)
+    expect(page.locator(".gone li")).to_contain_text(f"{other.id} was not forgotten")
+    page.locator("#confirm-forget").click()
+    expect(page.get_by_role("status")).to_have_text("Forgotten everywhere: 1 memory.")
+
+    # Nothing left to do: one sentence, nothing changed.
+    request = console.context.request
+    none = request.post(
+        f"{served.url}/memories/bulk",
+        form={"csrf": console.csrf(), "action": "tag", "tag": "keys", "id": gone.id},
+        headers={"Origin": served.url},
+    )
+    assert none.status == 409 and "No memory was tagged." in none.text()
+
+
 def test_a_read_only_console_can_neither_edit_nor_change_in_bulk(
     browser: Browser, served: Served
 ) -> None:
     _, secret = served.daemon.tokens.create("viewer", [Scope.READ])
     stamp = served.remember("The ladder is kept in the garden shed")
-    watched = watch(browser, sign_in_link(served.url, secret)["url"])
-    page = watched.page
-    page.goto(f"{served.url}/memories/{stamp.id}")
-    expect(page.locator("h1.text")).to_have_text(stamp.text)
-    expect(page.locator("#edit-text")).to_have_count(0)
-    page.goto(f"{served.url}/memories?q=ladder+shed")
-    expect(page.locator(f'[data-memory="{stamp.id}"]')).to_be_visible()
-    expect(page.locator(".pick")).to_have_count(0)
-    expect(page.locator("#bulk")).to_have_count(0)
-    request = watched.context.request
-    for path, form in (
-        (f"/memories/{stamp.id}/edit", {"text": "Changed", "hash": "0" * 64}),
-        ("/memories/bulk", {"action": "forget", "confirmed": "yes", "id": stamp.id}),
-    ):
-        refused = request.post(
-            served.url + path, form={"csrf": watched.csrf(), **form}, headers={"Origin": served.url}
-        )
-        assert refused.status == 403 and "read scope" in refused.text(), path
-    assert served.daemon.runtime.memories.get(stamp.id).text == stamp.text
-    watched.context.close()
-    assert watched.problems == []
+    with signed_in(browser, served.url, secret) as watched:
+        page = watched.page
+        page.goto(f"{served.url}/memories/{stamp.id}")
+        expect(page.locator("h1.text")).to_have_text(stamp.text)
+        expect(page.locator("#edit-text")).to_have_count(0)
+        page.goto(f"{served.url}/memories?q=ladder+shed")
+        expect(page.locator(f'[data-memory="{stamp.id}"]')).to_be_visible()
+        expect(page.locator(".pick")).to_have_count(0)
+        expect(page.locator("#bulk")).to_have_count(0)
+        request = watched.context.request
+        for path, form in (
+            (f"/memories/{stamp.id}/edit", {"text": "Changed", "hash": "0" * 64}),
+            ("/memories/bulk", {"action": "forget", "confirmed": "yes", "id": stamp.id}),
+        ):
+            refused = request.post(
+                served.url + path,
+                form={"csrf": watched.csrf(), **form},
+                headers={"Origin": served.url},
+            )
+            assert refused.status == 403 and "read scope" in refused.text(), path
+        assert served.daemon.runtime.memories.get(stamp.id).text == stamp.text

@@ -23,7 +23,7 @@ import tomli_w
 from playwright.sync_api import Browser, expect
 
 from channel_support import OWNER, telegram_config
-from console_support import Watched, shoot, sign_in_link, watch
+from console_support import Watched, shoot, signed_in
 from daemon_process import DaemonProcess, daemon_env
 from llm_fakes import FAKE_KEY, FAKE_KEY_ENV, FakeOpenAI, llm_settings
 from memvault.memory.state import StateDB
@@ -96,10 +96,8 @@ def daemon(
 
 @pytest.fixture
 def console(browser: Browser, daemon: DaemonProcess) -> Iterator[Watched]:
-    watched = watch(browser, sign_in_link(daemon.url, daemon.token)["url"])
-    yield watched
-    watched.context.close()
-    assert watched.problems == []
+    with signed_in(browser, daemon.url, daemon.token) as watched:
+        yield watched
 
 
 def memory_id(daemon: DaemonProcess, text: str) -> str:

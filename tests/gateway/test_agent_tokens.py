@@ -26,8 +26,8 @@ from waiting import WAIT
 
 pytestmark = pytest.mark.timeout(3 * WAIT)
 
-# What a token bound to an agent may use, written as the policy (its own memories and
-# sessions, the spec), in the spec's templates.
+# What a token bound to an agent may use, written as the policy (its own memories,
+# sessions and runs, the spec), in the spec's templates.
 AGENT_ROUTES = {
     ("GET", "/openapi.json"),
     ("GET", "/v1/memories"),
@@ -42,6 +42,8 @@ AGENT_ROUTES = {
     ("POST", "/v1/sessions/{key}/messages"),
     ("POST", "/v1/sessions/{key}/end"),
     ("GET", "/v1/sessions/{key}"),
+    ("GET", "/v1/runs"),
+    ("GET", "/v1/runs/{run_id}"),
 }
 PLAIN_ROUTES = [("GET", "/openapi.json"), ("GET", "/mcp"), ("POST", "/mcp"), ("DELETE", "/mcp")]
 # Twenty words and a number: one number apart, two such memories are nearly the same words.

@@ -157,6 +157,8 @@ def test_every_route_needs_the_scope_the_policy_gives_it(
 
 
 _SEGMENT = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_:", min_size=1, max_size=12)
+# The route whose memory_id is one segment: PATCH .../a/b is a 405 for every token, not it.
+_ONE_SEGMENT = {("PATCH", "/v1/memories/{memory_id}")}
 
 
 @pytest.fixture
@@ -179,7 +181,8 @@ def test_no_path_value_lets_a_token_past_its_scope(
     method, template, kinds = data.draw(st.sampled_from(every_operation))
     values = {}
     for name in re.findall(r"\{(\w+)\}", template):
-        if name in ("path", "key", "memory_id"):  # path parameters that take slashes
+        # Path parameters that take slashes.
+        if name in ("path", "key", "memory_id") and (method, template) not in _ONE_SEGMENT:
             values[name] = "/".join(data.draw(st.lists(_SEGMENT, min_size=1, max_size=3)))
         else:
             values[name] = data.draw(_SEGMENT)

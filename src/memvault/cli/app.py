@@ -44,6 +44,7 @@ class RootGroup(ErrorBoundaryGroup):
         "import": "memvault.cli.imports",
         "openclaw": "memvault.cli.openclaw",
         "jobs": "memvault.cli.jobs",
+        "runs": "memvault.cli.runs",
         "memory": "memvault.cli.memory",
         "graph": "memvault.cli.graph",
         "tokens": "memvault.cli.tokens",

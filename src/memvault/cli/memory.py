@@ -1,14 +1,18 @@
 """``memvault memory review [ID --apply|--dismiss] | review --trust low | trust ID |
-history ID``: consolidation on write, and what the owner decides of low-trust memories.
+history ID | edit ID --text TEXT [--expect HASH]``: consolidation on write, what the
+owner decides of low-trust memories, and the owner's own edit of a memory.
 
 They work on the vault and state.db directly, also while a daemon serves
 the vault (a review applied here edits the vault under its lock; the
-daemon's watcher re-indexes it).
+daemon's watcher re-indexes it). ``edit`` goes through the daemon when one
+serves the vault (``PATCH /v1/memories/{id}``, as the console's edit does),
+else in this process.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
+from urllib.parse import quote
 
 import typer
 
@@ -22,6 +26,7 @@ from memvault.cli.common import (
     say,
     stdout,
     table,
+    via_daemon,
 )
 from memvault.cli.reads import access
 from memvault.errors import InvalidInputError
@@ -31,7 +36,7 @@ from memvault.vocabulary import counted
 
 app = group(
     "Consolidation on write: decisions held for review, a memory's history; "
-    "low-trust memories to review and trust."
+    "low-trust memories to review and trust; your own edit of a memory."
 )
 
 
@@ -217,6 +222,51 @@ def history(
             rows,
         )
     )
+
+
+@app.command()
+def edit(
+    ctx: typer.Context,
+    memory_id: Annotated[str, typer.Argument(metavar="ID", help="Memory id, e.g. m-3f9a1c2b.")],
+    text: Annotated[str, typer.Option("--text", help="The memory's new text.", show_default=False)],
+    expect: Annotated[
+        str | None,
+        typer.Option(
+            "--expect",
+            metavar="HASH",
+            help="Only edit if the memory's note still has this hash (from `note read "
+            "--json`); default: the note as it is now.",
+            show_default=False,
+        ),
+    ] = None,
+    direct: DirectOption = False,
+    vault: VaultOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Change a memory's text (its id, date, source and fields kept), logged in its history.
+
+    With --expect, a note changed since it was read (in Obsidian, say) is left alone
+    (exit 4).
+    """
+    segment = f"/v1/memories/{quote(memory_id.strip(), safe='')}"
+    memory: dict[str, Any] | None = None
+    if expect is None:  # the note as it reads now: its hash, then the edit
+        found = via_daemon(ctx, vault, "GET", segment)
+        if found is not None:
+            note = via_daemon(ctx, vault, "GET", f"/v1/notes/{quote(found['path'])}")
+            expect = note["hash"] if note is not None else None
+    if expect is not None:
+        body = {"text": text, "expected_hash": expect}
+        memory = via_daemon(ctx, vault, "PATCH", segment, body=body)
+    if memory is None:
+        runtime = open_runtime(ctx, vault)
+        if expect is None:
+            expect = runtime.notes.read(runtime.memories.get(memory_id).path).hash
+        memory = runtime.consolidation.edit(memory_id, text, expected_hash=expect).to_dict()
+    if as_json:
+        emit_json(memory)
+    else:
+        say(f"Edited {memory['id']} in {memory['path']}: {memory['text']}")
 
 
 app.command()(access)  # memvault.cli.reads: who read a memory, when and how

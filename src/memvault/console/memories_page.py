@@ -11,13 +11,17 @@ hash: saving again is a decision made with both in view).
 The bulk changes take the services the single ones take: forgetting through
 the forgetter (every place, with its receipt; asked to confirm first, the list
 shown), moving and tagging through the consolidator, which logs each change in
-the memory's history. All need the write scope, the session's CSRF token and
-the console's origin; a read-only console shows none of it.
+the memory's history. A memory that cannot be changed (forgotten or edited
+meanwhile, its note no longer text) does not stop the others: every other one is
+changed, then a report says in one sentence each which were not, and why. All
+need the write scope, the session's CSRF token and the console's origin; a
+read-only console shows none of it.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, quote, urlencode
 
@@ -27,9 +31,11 @@ from starlette.routing import BaseRoute, Route
 
 from memvault.console import views
 from memvault.console.pages import Console, PageRefusedError, Visit
+from memvault.errors import MemvaultError, NotFoundError
 from memvault.gateway.daemon import Daemon
 from memvault.gateway.routes.memory import visible
 from memvault.gateway.tokens import Scope as TokenScope
+from memvault.vault.markdown import normalize_tag
 
 log = logging.getLogger(__name__)
 
@@ -45,27 +51,78 @@ def edit(daemon: Daemon, memory_id: str, text: str, expected_hash: str) -> str:
     return daemon.runtime.consolidation.edit(found.id, text, expected_hash=expected_hash).id
 
 
-def chosen(daemon: Daemon, ids: list[str]) -> list[dict[str, Any]]:
-    """The memories chosen, as the confirmation lists them (each one the caller may see)."""
-    return [visible(daemon, memory_id).to_dict() for memory_id in ids]
+@dataclass
+class Outcome:
+    """What a bulk change did: the sentence for the memories changed, and one sentence for
+    each chosen memory it could not change (forgotten or edited meanwhile, say)."""
+
+    said: str
+    done: int
+    not_done: list[str] = field(default_factory=list)
 
 
-def apply(daemon: Daemon, action: str, ids: list[str], value: str) -> str:
-    """Forget, move or tag each chosen memory; the sentence the page shows."""
-    memories = [visible(daemon, memory_id) for memory_id in ids]  # all checked before any change
+_VERBS = {"forget": "forgotten", "category": "moved", "tag": "tagged"}
+
+
+def chosen(daemon: Daemon, ids: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The memories chosen, as the confirmation lists them (each one the caller may see),
+    and a sentence for each that is gone already."""
+    listed: list[dict[str, Any]] = []
+    gone: list[str] = []
+    for memory_id in ids:
+        try:
+            listed.append(visible(daemon, memory_id).to_dict())
+        except MemvaultError as exc:
+            gone.append(_not_done(memory_id, "forget", exc))
+    return listed, gone
+
+
+def apply(daemon: Daemon, action: str, ids: list[str], value: str) -> Outcome:
+    """Forget, move or tag each chosen memory; one that fails (forgotten or edited
+    meanwhile) is left and said, and the others are still done."""
     consolidation = daemon.runtime.consolidation
-    if action == "forget":
-        for memory in memories:
-            daemon.runtime.forgetter.forget(memory.id)
-        return f"Forgotten everywhere: {_count(len(memories))}."
+    # What is wrong for every memory is refused before the first change.
     if action == "category":
-        category = daemon.runtime.memories.check_category(value)
-        for memory in memories:
-            consolidation.recategorize(memory.id, category)
-        return f"Moved {_count(len(memories))} to {category}."
-    for memory in memories:
-        consolidation.tag(memory.id, [value])
-    return f"Tagged {_count(len(memories))} #{value}."
+        value = daemon.runtime.memories.check_category(value)
+    elif action == "tag":
+        value = normalize_tag(value)
+    done = 0
+    not_done: list[str] = []
+    for memory_id in ids:
+        try:
+            memory = visible(daemon, memory_id)
+            if action == "forget":
+                daemon.runtime.forgetter.forget(memory.id)
+            elif action == "category":
+                consolidation.recategorize(memory.id, value)
+            else:
+                consolidation.tag(memory.id, [value])
+        except MemvaultError as exc:
+            log.info(
+                "a memory of a bulk change was not changed",
+                extra={"action": action, "memory_id": memory_id, "code": exc.code},
+            )
+            not_done.append(_not_done(memory_id, action, exc))
+            continue
+        done += 1
+    if not done:
+        said = f"No memory was {_VERBS[action]}."
+    elif action == "forget":
+        said = f"Forgotten everywhere: {_count(done)}."
+    elif action == "category":
+        said = f"Moved {_count(done)} to {value}."
+    else:
+        said = f"Tagged {_count(done)} #{value}."
+    return Outcome(said, done, not_done)
+
+
+def _not_done(memory_id: str, action: str, exc: MemvaultError) -> str:
+    """One sentence: which memory was not changed, and why."""
+    if isinstance(exc, NotFoundError):
+        why = "it is no longer in the vault (forgotten, or its line changed, meanwhile)"
+    else:
+        why = exc.message.rstrip(".")
+    return f"{memory_id} was not {_VERBS[action]}: {why}."
 
 
 def _count(n: int) -> str:
@@ -167,13 +224,29 @@ class MemoriesPage:
                 if not value or any(c.isspace() for c in value):
                     raise PageRefusedError(400, "Give one tag (no spaces) to add.")
             if action == "forget" and fields.get("confirmed") != "yes":
-                listed = await console.run(visit, chosen, self.daemon, ids)
+                listed, gone = await console.run(visit, chosen, self.daemon, ids)
+                if not listed:
+                    raise PageRefusedError(404, " ".join(gone))
                 return console.render(
-                    "bulk_forget.html", visit, page="memories", chosen=listed, back=back
+                    "bulk_forget.html", visit, page="memories", chosen=listed, gone=gone, back=back
                 )
-            said = await console.run(visit, apply, self.daemon, action, ids, value)
+            outcome = await console.run(visit, apply, self.daemon, action, ids, value)
         except PageRefusedError as refusal:
             return console.refused(refusal, visit)
-        log.info("memories changed from the console", extra={"action": action, "count": len(ids)})
+        log.info(
+            "memories changed from the console",
+            extra={"action": action, "count": outcome.done, "not_done": len(outcome.not_done)},
+        )
         where = f"{back}&" if back else ""
-        return RedirectResponse(f"/memories?{where}said={quote(said, safe='')}", status_code=303)
+        if outcome.not_done:
+            # A sentence for each memory left: the report itself, not squeezed into the address.
+            return console.render(
+                "bulk_done.html",
+                visit,
+                200 if outcome.done else 409,
+                page="memories",
+                outcome=outcome,
+                back=back,
+            )
+        said = quote(outcome.said, safe="")
+        return RedirectResponse(f"/memories?{where}said={said}", status_code=303)

@@ -15,12 +15,13 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from memvault.acting import sees
+from memvault.errors import MemvaultError, NotFoundError
 from memvault.gateway.daemon import Daemon
 from memvault.gateway.doctor import Report
 from memvault.gateway.events import Event
 from memvault.gateway.routes.memory import run_search, visible
 from memvault.index.filters import SearchFilters, parse_day
-from memvault.vault.memories import LOW_TRUST, Memory
+from memvault.vault.memories import LOW_TRUST, MEMORY_DIR, Memory, MemoryFile
 from memvault.vault.notes import content_hash
 from memvault.vault.store import decode_text
 from memvault.vault.summary import summarize
@@ -185,16 +186,22 @@ CATEGORY_CHOICES = tuple(CATEGORIES)
 TRUST_CHOICES = (LOW_TRUST, "normal")
 
 
-_SOURCES: dict[tuple[tuple[str, int, int], ...], list[str]] = {}
+_SOURCES: dict[tuple[tuple[str, int, int, int], ...], list[str]] = {}
 
 
 def sources(daemon: Daemon) -> list[str]:
     """The sources memories came from, for the form's choice (worked out again only when
-    a memory file changed: 10,000 memories take a while to go through)."""
-    files = daemon.runtime.memories.readable()
-    key = tuple((f.path, id(f), len(f.data)) for f in files)
+    a memory file's size or times changed: reading 10,000 memories takes a while, and
+    even checking every file's bytes costs more than the page's search)."""
+    runtime = daemon.runtime
+    try:
+        entries = runtime.vault.list(MEMORY_DIR)
+    except NotFoundError:  # no memory folder yet
+        entries = []
+    key = tuple((e.path, e.size, e.mtime_ns, e.ctime_ns) for e in entries)
     found = _SOURCES.get(key)
     if found is None:
+        files = runtime.memories.readable()
         every = {m.source for f in files for m in f.memories if m.source and not m.retired}
         found = sorted(every, key=str.casefold)[:50]
         _SOURCES.clear()
@@ -214,12 +221,11 @@ def search(daemon: Daemon, filters: Filters) -> tuple[list[dict[str, Any]], str 
     source and trust narrow it to the memories that pass them, and each memory hit gets
     its importance, a reason the ranking weighed."""
     since, until = _dates(daemon, filters)
-    files = daemon.runtime.memories.readable()
     only = None
     if filters.by_memory:  # only then is every memory gone through
         only = frozenset(
             m.id
-            for f in files
+            for f in daemon.runtime.memories.readable()
             for m in f.memories
             if not m.retired and sees(m.agent) and filters.admits(m)
         )
@@ -240,14 +246,28 @@ def search(daemon: Daemon, filters: Filters) -> tuple[list[dict[str, Any]], str 
         min_score=None,
     )
     hits = list(found["result"])
+    files = _files_of(daemon, hits)
     for hit in hits:
-        wanted = hit.get("id") or ""
-        held = next((m for f in files if (m := f.find(wanted)) is not None), None)
+        file = files.get(hit.get("path") or "")
+        held = file.find(hit["id"]) if file is not None and hit.get("id") else None
         hit["importance"] = held.importance if held is not None else None
         hit["trust"] = held.trust if held is not None else None
         # ``source`` is the index's (memory or sessions); this is the way the memory came in.
         hit["came_from"] = held.source if held is not None else None
     return hits, found["notice"]
+
+
+def _files_of(daemon: Daemon, hits: list[dict[str, Any]]) -> dict[str, MemoryFile]:
+    """The memory files the memory hits are in, by path: only those are read (reading every
+    memory file took longer than the search itself)."""
+    memories = daemon.runtime.memories
+    out: dict[str, MemoryFile] = {}
+    for path in dict.fromkeys(h["path"] for h in hits if h.get("kind") == "memory"):
+        try:
+            out[path] = memories.read(path)
+        except MemvaultError:  # gone or no longer text since the search: no extra reasons
+            continue
+    return out
 
 
 def recent(daemon: Daemon, filters: Filters) -> list[dict[str, Any]]:

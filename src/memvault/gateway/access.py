@@ -20,7 +20,7 @@ open to every scope, then each tool call is checked on its own, and each lists
 only the tools its caller may call.
 
 A token bound to an agent may use only :data:`AGENT_ROUTES`, the routes that
-show and change that agent's own memories and sessions (the routes narrow what
+show and change that agent's own memories and sessions (and its runs) (the routes narrow what
 they answer to it: :func:`memvault.acting.sees`); any other route (notes, tasks,
 context, events, channels, jobs, tools, MCP) answers 403 ``insufficient_scope``.
 """
@@ -84,6 +84,9 @@ ROUTE_SCOPES: dict[tuple[str, str], Scope] = {
     ("POST", "/v1/sessions/{key:path}/messages"): REMEMBER,
     ("POST", "/v1/sessions/{key:path}/end"): REMEMBER,
     ("GET", "/v1/sessions/{key:path}"): READ,
+    # the agent runs record (what each run was given, recalled and called)
+    ("GET", "/v1/runs"): READ,
+    ("GET", "/v1/runs/{run_id}"): READ,
     # the agent: its tools write, send and may run commands
     ("POST", "/v1/agent/run"): ADMIN,
     # channels: reading them is a read; sending, approving and the outbox are the owner's
@@ -134,6 +137,8 @@ AGENT_ROUTES = frozenset(
         ("POST", "/v1/sessions/{key:path}/messages"),
         ("POST", "/v1/sessions/{key:path}/end"),
         ("GET", "/v1/sessions/{key:path}"),
+        ("GET", "/v1/runs"),
+        ("GET", "/v1/runs/{run_id}"),
     }
 )
 

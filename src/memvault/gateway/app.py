@@ -36,6 +36,7 @@ from memvault.gateway.routes import (
     memory,
     notes,
     plain_text,
+    runs,
     sessions,
     system,
     tasks,
@@ -54,7 +55,7 @@ Send `Authorization: Bearer <token>` (the token is in `<vault>/.memvault/token`)
 route except `GET /v1/health`. A named token (`memvault tokens create NAME --scope ...`)
 may use the routes its scope covers (read, remember, write, admin); others answer
 403 `insufficient_scope`. A token bound to an agent (`--agent`) may use only that agent's
-memories and sessions. Answers are `{"ok": true, "result": ...}` or
+memories, sessions and runs. Answers are `{"ok": true, "result": ...}` or
 `{"ok": false, "error": {"code", "message", "retriable", "failed_step", "details"}}`.
 """
 
@@ -108,6 +109,7 @@ def create_app(daemon: Daemon, *, front: WebFront | None = None) -> FastAPI:
         tasks,
         tools,
         sessions,
+        runs,
         agent,
         channels,
         line,

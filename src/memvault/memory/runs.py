@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from memvault.acting import confined_agent, sees
 from memvault.errors import NotFoundError
 from memvault.memory.context import ContextResult
 from memvault.memory.state import StateStore
@@ -188,6 +189,14 @@ class RunRecord:
             "tool_calls": self.tool_calls,
         }
 
+    def to_listed_dict(self) -> dict[str, Any]:
+        """JSON-ready form of a listed run: without its context, recalled hits and tool
+        calls (a list never reads them)."""
+        out = self.to_dict()
+        for heavy in ("context", "recalled", "tool_calls"):
+            del out[heavy]
+        return out
+
 
 class RunRecords(WindowedLog):
     """Records agent runs and answers which runs there were and what each was given
@@ -274,9 +283,14 @@ class RunRecords(WindowedLog):
         limit: int = LISTED,
     ) -> builtins.list[RunRecord]:
         """The newest runs within the window (of one session, or one channel), newest
-        first, without their context and tool calls."""
+        first, without their context and tool calls; a request confined to an agent gets
+        that agent's runs only."""
         where = ["started_at >= ?"]
         params: builtins.list[Any] = [self.cutoff()]
+        agent = confined_agent()
+        if agent is not None:
+            where.append("agent = ?")
+            params.append(agent)
         if session_id is not None:
             where.append("session_id = ?")
             params.append(session_id)
@@ -300,13 +314,13 @@ class RunRecords(WindowedLog):
 
     def get(self, run_id: int) -> RunRecord:
         """One run with everything it was given; NotFoundError when there is none (or it
-        is past the window)."""
+        is past the window, or another agent's than the one a request is confined to)."""
         rows = self.state.query(
             f"SELECT {_LIGHT}, context, recalled, tool_calls FROM agent_runs "
             "WHERE id = ? AND started_at >= ?",
             (run_id, self.cutoff()),
         )
-        if not rows:
+        if not rows or not sees(rows[0]["agent"]):
             raise NotFoundError(f"There is no agent run {run_id} (or it is older than kept).")
         row = rows[0]
         record = _record(row)

@@ -7,7 +7,7 @@ against them on the way out, so the spec stays true. Result models allow
 extra fields: a client may rely on the fields listed, and memvault may add
 more.
 
-One module a route group (system, memory, notes, tools, sessions, events,
+One module a route group (system, memory, notes, tools, sessions, runs, events,
 channels, jobs, graph); ``base`` holds the envelope and the rules every body and
 result follows. Every model is importable from here.
 """
@@ -73,6 +73,14 @@ from memvault.gateway.schemas.notes import (
     TaskCreateBody,
     TaskOut,
     TaskUpdateBody,
+)
+from memvault.gateway.schemas.runs import (
+    RecalledHit,
+    RunContext,
+    RunDetail,
+    RunOut,
+    RunSection,
+    RunToolCall,
 )
 from memvault.gateway.schemas.sessions import (
     AgentRun,
@@ -144,9 +152,15 @@ __all__ = [
     "NoticedEnvelope",
     "OutboxMessage",
     "Poll",
+    "RecalledHit",
     "RememberBody",
     "Remembered",
     "Result",
+    "RunContext",
+    "RunDetail",
+    "RunOut",
+    "RunSection",
+    "RunToolCall",
     "Sample",
     "SendBody",
     "SendPayload",
