@@ -7,30 +7,28 @@ and ``LEARNINGS.md``. Each importer reads one kind and writes it the memvault
 way: MEMORY.md bullets become memories (the heading gives the category),
 a day's lines become that day's journal entries and one ended session, TODO
 items become tasks (a done one is completed), learnings become memories of
-category ``correction`` or ``pattern``.
+category ``correction`` or ``pattern``; OpenClaw's past conversations (its state
+folder) become sessions and conversation memories.
 
-The method: the files are parsed leniently into *entries* (a bullet with its
-nested bullets, or a paragraph); a line that cannot be read is a problem
-note, never a crash. Every entry has a hash of its kind and normalised text
-(and its date, for a daily log), kept in the ``imports`` table of state.db
-once the entry is written, so importing the same files again adds nothing.
-A write the vault refuses is a problem note too, and the rest goes on.
+The method: the files are parsed leniently into *entries*
+(:mod:`memvault.openclaw.entries`); a line that cannot be read is a problem note,
+never a crash. Every entry has a hash of its kind and normalised text (and its date,
+for a daily log), kept in the ``imports`` table of state.db once the entry is written
+(:mod:`memvault.openclaw.ledger`), so importing the same files again adds nothing.
+A write the vault refuses is a problem note too, and the rest goes on; the
+:class:`ImportReport` (:mod:`memvault.openclaw.report`) says what was done.
 Afterwards the keyword index is synced; embeddings are left to the daemon's
 backfill (or ``memvault index``), so an import never loads a model.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
-import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import date, datetime, time, tzinfo
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from memvault import sqlite as sql
 from memvault.clock import Clock
 from memvault.errors import (
     ConflictError,
@@ -39,17 +37,44 @@ from memvault.errors import (
     NotFoundError,
     SecretRefusedError,
 )
-from memvault.locations import STATE_DB
 from memvault.memory.sessions import MAX_TEXT as MAX_SAID
 from memvault.memory.sessions import Sessions
+from memvault.openclaw.entries import (
+    Entry,
+    category_for,
+    importance_marker,
+    is_correction,
+    parse_markdown,
+    slug_of,
+    task_status,
+)
+from memvault.openclaw.ledger import ImportLedger, item_hash
+from memvault.openclaw.report import ImportReport
 from memvault.openclaw.transcripts import Peer, Said, Transcript, peer_of, state_folder, transcripts
 from memvault.privacy.trust import as_kept
 from memvault.vault.memories import normalize_text
 from memvault.vault.paths import safe_filename
-from memvault.vocabulary import CATEGORIES, counted
 
 if TYPE_CHECKING:
     from memvault.runtime import Runtime
+
+# The names the CLI, the installer and the tests import from here.
+__all__ = [
+    "EMBEDDINGS_NOTE",
+    "JOURNAL_SECTION",
+    "WORKSPACE_FILES",
+    "ImportReport",
+    "Importer",
+    "Progress",
+    "count_daily_logs",
+    "holds_workspace",
+    "import_daily_logs",
+    "import_learnings",
+    "import_memory_md",
+    "import_sessions",
+    "import_todo",
+    "import_workspace",
+]
 
 SOURCE = "openclaw"
 JOURNAL_SECTION = "Imported from OpenClaw"
@@ -64,29 +89,6 @@ EMBEDDINGS_NOTE = (
 # Told (files done, files in all) while daily logs are imported.
 Progress = Callable[[int, int], None]
 
-# Heading words (slugged, singular) -> memvault category, beyond the categories' own names.
-_CATEGORY_ALIASES = {
-    "people": "person",
-    "contact": "person",
-    "relationship": "person",
-    "decisions-made": "decision",
-    "lesson": "pattern",
-    "lessons-learned": "pattern",
-    "learning": "pattern",
-    "known-issue": "issue",
-    "problem": "issue",
-    "background": "context",
-    "about": "context",
-    "like": "preference",
-    "dislike": "preference",
-}
-_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
-_BULLET = re.compile(r"^([ \t]*)(?:[-*+]|\d{1,3}[.)])[ \t]+(.*)$")
-_CHECKBOX = re.compile(r"^\[(.)\][ \t]+(.*)$")
-_RULE = re.compile(r"^[ \t]*([-*_])[ \t]*(?:\1[ \t]*){2,}$")
-_IMPORTANCE = re.compile(
-    r"[ \t]*[\[(][ \t]*importance[ \t]*(?:::?|=)[ \t]*([0-9]*\.?[0-9]+)[ \t]*[\])]", re.I
-)
 _DAY_NAME = re.compile(r"^(\d{4}-\d{2}-\d{2})(?:[-_ .].*)?\.md$", re.I)
 # "10:30 text", "**10:30** text", "[10:30] - text": a line's time of day.
 _TIME = re.compile(
@@ -96,320 +98,6 @@ _TIME = re.compile(
 _ROLE = re.compile(
     r"^(?:\*\*)?(assistant|agent|user|human|me)(?:\*\*)?[ \t]*:(?:\*\*)?[ \t]*(.+)$", re.I
 )
-_CORRECTION = re.compile(
-    r"\b(?:don'?t|do not|never|instead|wrong|correction|corrected)\b|\bnot\b.+\bbut\b", re.I
-)
-_DONE_HEADINGS = frozenset({"done", "completed", "complete", "finished", "archive", "archived"})
-
-
-@dataclass
-class ImportReport:
-    """What one import did (or, with ``dry_run``, would do).
-
-    ``items`` counts what was written by target (``memories``, ``tasks``,
-    ``journal entries``, ``sessions``); ``skipped`` counts entries already
-    imported or already in the vault; ``problems`` are one sentence each.
-    A workspace import holds one report per file kind in ``parts``.
-    """
-
-    kind: str
-    path: str
-    dry_run: bool = False
-    imported: int = 0
-    skipped: int = 0
-    items: dict[str, int] = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)
-    missing: list[str] = field(default_factory=list)
-    parts: list[ImportReport] = field(default_factory=list)
-    secrets_removed: list[str] = field(default_factory=list)  # kinds, each once
-
-    def add(self, target: str, number: int = 1) -> None:
-        """Count ``number`` items written to ``target``."""
-        self.items[target] = self.items.get(target, 0) + number
-
-    def secrets(self, kinds: list[str]) -> None:
-        """Note the kinds of secret replaced by a marker in what is imported."""
-        self.secrets_removed.extend(k for k in kinds if k not in self.secrets_removed)
-
-    def absorb(self, part: ImportReport) -> None:
-        """Take a file kind's report into this workspace report."""
-        self.parts.append(part)
-        self.imported += part.imported
-        self.skipped += part.skipped
-        for target, number in part.items.items():
-            self.add(target, number)
-        self.problems.extend(part.problems)
-        self.secrets(part.secrets_removed)
-
-    def counts(self) -> dict[str, int]:
-        """Counts as the summary names them (learnings apart from other memories)."""
-        if self.parts:
-            out: dict[str, int] = {}
-            for part in self.parts:
-                for name, number in part.counts().items():
-                    out[name] = out.get(name, 0) + number
-            return out
-        if self.kind == "learnings":
-            return {"learnings": self.items.get("memories", 0)}
-        return dict(self.items)
-
-    def summary(self) -> str:
-        """One sentence: what was (or would be) imported and what was skipped."""
-        counts = self.counts()
-        nouns = (
-            ("memories", "memory"),
-            ("journal entries", "journal entry"),
-            ("sessions", "session"),
-            ("conversation turns", "conversation turn"),
-            ("tasks", "task"),
-            ("learnings", "learning"),
-        )
-        said = [counted(counts[name], noun) for name, noun in nouns if counts.get(name)]
-        verb = "Would import" if self.dry_run else "Imported"
-        head = f"{verb} {', '.join(said)}" if said else f"{verb} nothing"
-        if self.skipped:
-            head += (
-                f"; {'would skip' if self.dry_run else 'skipped'} {self.skipped} already imported"
-            )
-        return head + "."
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        out: dict[str, Any] = {
-            "kind": self.kind,
-            "path": self.path,
-            "dry_run": self.dry_run,
-            "imported": self.imported,
-            "skipped": self.skipped,
-            "items": dict(self.items),
-            "problems": list(self.problems),
-            "summary": self.summary(),
-        }
-        if self.secrets_removed:  # kinds replaced by a marker in what was imported
-            out["secrets_removed"] = list(self.secrets_removed)
-        if self.kind == "openclaw":
-            out["missing"] = list(self.missing)
-            out["parts"] = [part.to_dict() for part in self.parts]
-        return out
-
-
-# -- parsing -------------------------------------------------------------------
-
-
-@dataclass
-class Entry:
-    """A bullet (with its nested bullets as ``children``) or a paragraph of a file."""
-
-    text: str
-    line: int
-    heading: str | None = None  # the nearest heading of level 2 or deeper
-    section: str | None = None  # the nearest level-2 heading
-    marker: str | None = None  # a checkbox's character: " ", "x", "/" ...
-    children: list[str] = field(default_factory=list)
-    bullet: bool = True
-
-    def joined(self) -> str:
-        """The entry as one sentence: nested bullets follow their parent after a colon."""
-        children = [_CHECKBOX.sub(r"\2", c).strip() for c in self.children if c.strip()]
-        if not children:
-            return self.text
-        return f"{self.text.rstrip(' :')}: {'; '.join(children)}"
-
-
-@dataclass
-class Parsed:
-    """A file's entries and the lines that could not be read."""
-
-    entries: list[Entry]
-    problems: list[str]
-
-
-def parse_markdown(text: str, name: str) -> Parsed:
-    """Read hand-written Markdown into entries, leniently.
-
-    Frontmatter, code blocks, HTML comments, rules and the ``#`` title are
-    left out; a table is reported as a problem (its rows are not entries).
-    """
-    entries: list[Entry] = []
-    problems: list[str] = []
-    lines = text.splitlines()
-    current: Entry | None = None  # the open bullet, which nested bullets join
-    indent = 0
-    paragraph: Entry | None = None
-    section: str | None = None
-    heading: str | None = None
-    fence: str | None = None
-    comment = False
-    table_at: int | None = None
-    start = 0
-    if lines and lines[0].strip() == "---":
-        closing = next((i for i in range(1, len(lines)) if lines[i].strip() in ("---", "...")), 0)
-        start = closing + 1 if closing else 0
-
-    def close_table(number: int) -> None:
-        nonlocal table_at
-        if table_at is not None:
-            where = (
-                f"line {table_at}" if number - 1 == table_at else f"lines {table_at}-{number - 1}"
-            )
-            problems.append(f"{name} {where}: a table is not imported; write its rows as bullets.")
-            table_at = None
-
-    for number, raw in enumerate(lines[start:], start=start + 1):
-        line = raw.expandtabs(4).rstrip()
-        stripped = line.strip()
-        if fence is not None:
-            if stripped.startswith(fence):
-                fence = None
-            continue
-        if stripped.startswith("|"):
-            table_at = number if table_at is None else table_at
-            current = paragraph = None
-            continue
-        close_table(number)
-        if comment:
-            comment = "-->" not in stripped
-            continue
-        if stripped.startswith(("```", "~~~")):
-            fence, current, paragraph = stripped[:3], None, None
-            continue
-        if stripped.startswith("<!--"):
-            comment = "-->" not in stripped
-            continue
-        if not stripped:
-            paragraph = None
-            continue
-        if _RULE.match(line):
-            current = paragraph = None
-            continue
-        found = _HEADING.match(stripped)
-        if found and not line.startswith(" "):
-            level, title = len(found.group(1)), found.group(2).strip()
-            if level == 2:
-                section = heading = title
-            elif level > 2:
-                heading = title
-            current = paragraph = None
-            continue
-        bullet = _BULLET.match(line)
-        if bullet:
-            depth, content = len(bullet.group(1)), bullet.group(2).strip()
-            paragraph = None
-            if current is not None and depth > indent:
-                current.children.append(content)
-                continue
-            checkbox = _CHECKBOX.match(content)
-            marker = checkbox.group(1).lower() if checkbox else None
-            body = checkbox.group(2).strip() if checkbox else content
-            current = Entry(body, number, heading, section, marker)
-            indent = depth
-            entries.append(current)
-            continue
-        text = stripped.lstrip(">").strip() if stripped.startswith(">") else stripped
-        if current is not None and line.startswith(" "):
-            if current.children:  # a wrapped nested bullet
-                current.children[-1] += " " + text
-            else:
-                current.text += " " + text
-            continue
-        current = None
-        if paragraph is not None:
-            paragraph.text += " " + text
-            continue
-        paragraph = Entry(text, number, heading, section, bullet=False)
-        entries.append(paragraph)
-    close_table(len(lines) + 1)
-    kept = [e for e in entries if e.text.strip() or e.children]
-    return Parsed(kept, problems)
-
-
-def category_for(heading: str | None) -> str | None:
-    """The memvault category a MEMORY.md heading names, or None if it names none."""
-    if not heading:
-        return None
-    slug = slug_of(heading)
-    for candidate in (slug, slug.removesuffix("s"), slug.removesuffix("es")):
-        if candidate in CATEGORIES:
-            return candidate
-        if candidate in _CATEGORY_ALIASES:
-            return _CATEGORY_ALIASES[candidate]
-    titles = {title.casefold(): name for name, title in CATEGORIES.items()}
-    return titles.get(heading.strip().casefold())
-
-
-def slug_of(text: str) -> str:
-    """``Things I Like!`` -> ``things-i-like``."""
-    return re.sub(r"[^a-z0-9]+", "-", text.casefold()).strip("-")
-
-
-def is_correction(text: str) -> bool:
-    """Whether a learning reads as a correction ("don't ...", "never ...", "not X but Y")."""
-    return _CORRECTION.search(text.replace("\u2019", "'")) is not None
-
-
-def item_hash(kind: str, text: str, day: date | None = None) -> str:
-    """The identity of an imported item: its kind, normalised text and (daily logs) date."""
-    key = f"{kind}\n{day.isoformat() if day else ''}\n{normalize_text(text)}"
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()
-
-
-def _importance(text: str) -> tuple[str, float | None]:
-    """The text without an ``[importance: 0.9]`` marker, and the marker's value (clamped)."""
-    found = _IMPORTANCE.search(text)
-    if found is None:
-        return text, None
-    clean = " ".join((text[: found.start()] + " " + text[found.end() :]).split())
-    return clean, min(1.0, max(0.0, float(found.group(1))))
-
-
-# -- what was imported before --------------------------------------------------
-
-
-class ImportLedger:
-    """The ``imports`` table of state.db: which items were imported, by hash.
-
-    A dry run only reads it (from a read-only connection when no write has
-    opened state.db yet), so it creates and changes nothing.
-    """
-
-    def __init__(self, runtime: Runtime, *, dry_run: bool) -> None:
-        self.runtime = runtime
-        self.dry_run = dry_run
-        self._known: dict[str, set[str]] = {}
-
-    def known(self, kind: str, digest: str) -> bool:
-        """Whether the item was imported before (or earlier in this run)."""
-        if kind not in self._known:
-            self._known[kind] = self._load(kind)
-        return digest in self._known[kind]
-
-    def record(self, kind: str, digest: str, target: str, source: str) -> None:
-        """Note an item as imported (a dry run only remembers it for this run)."""
-        self._known.setdefault(kind, self._load(kind)).add(digest)
-        if self.dry_run:
-            return
-        with self.runtime.state.transaction() as conn:
-            conn.execute(
-                "INSERT OR IGNORE INTO imports (kind, item_hash, target, source, imported_at) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (kind, digest, target, source, self.runtime.clock.now().isoformat()),
-            )
-
-    def _load(self, kind: str) -> set[str]:
-        statement = "SELECT item_hash FROM imports WHERE kind = ?"
-        if not self.dry_run or "state" in self.runtime.__dict__:
-            return {str(r[0]) for r in self.runtime.state.query(statement, (kind,))}
-        path = self.runtime.vault.state_dir / STATE_DB
-        if not path.exists():
-            return set()
-        try:
-            conn = sqlite3.connect(sql.read_only_uri(path), uri=True)
-            try:
-                return {str(r[0]) for r in conn.execute(statement, (kind,))}
-            finally:
-                conn.close()
-        except sqlite3.Error:  # no imports table yet (an older schema): nothing imported
-            return set()
 
 
 # -- the importers -------------------------------------------------------------
@@ -461,7 +149,7 @@ class Importer:
             if not entry.bullet:
                 report.problems.append(f"{where}: not a list item, so not a task.")
                 continue
-            status = _task_status(entry)
+            status = task_status(entry)
             self._task(report, path, entry, status)
         return report
 
@@ -631,7 +319,7 @@ class Importer:
         tags: list[str],
     ) -> None:
         where = f"{path.name} line {entry.line}"
-        text, importance = _importance(entry.joined())
+        text, importance = importance_marker(entry.joined())
         digest = item_hash(kind, text)
         if self.ledger.known(kind, digest):
             report.skipped += 1
@@ -675,7 +363,7 @@ class Importer:
         if not title or self.ledger.known("todo", digest):
             report.skipped += 1
             return
-        steps = [_CHECKBOX.sub(r"\2", c).strip() for c in entry.children if c.strip()]
+        steps = entry.nested()
         if self.dry_run:
             if not closed and self._open_task(title):
                 report.skipped += 1
@@ -876,15 +564,6 @@ def _text(path: Path, report: ImportReport) -> str | None:
     except UnicodeDecodeError:
         report.problems.append(f"{path.name}: not UTF-8 text, so it was not imported.")
         return None
-
-
-def _task_status(entry: Entry) -> str:
-    if entry.marker is None:
-        done = slug_of(entry.section or "").replace("-", " ") in _DONE_HEADINGS
-        return "done" if done else "todo"
-    return {"x": "done", "-": "cancelled", "~": "cancelled", "/": "in_progress"}.get(
-        entry.marker, "todo"
-    )
 
 
 def _at(day: date, clock_time: re.Match[str], tz: tzinfo) -> datetime:

@@ -1,4 +1,4 @@
-"""memvault as OpenClaw's memory: ``install``, ``uninstall`` and ``status``.
+"""memvault as OpenClaw's memory: ``install`` and ``status``.
 
 The install is a state machine whose progress is kept in
 ``<vault>/.memvault/openclaw/install.json``: a step that finished is not run
@@ -23,29 +23,41 @@ before memvault). The steps:
 7. ``verify``: OpenClaw's own ``plugins list``, ``plugins inspect
    --runtime`` and ``skills list`` agree that it is loaded and in the slot.
 
-Uninstall undoes it without losing anything a person did meanwhile: an
-openclaw.json nobody touched since is restored byte for byte; one changed
-since has only memvault's settings taken out. A workspace file edited since
-the install is kept. Memories stay in the vault.
+What an install is (its steps, its record, its target, the settings it patches in)
+is :mod:`memvault.openclaw.install_state`; the uninstall, which undoes it without
+losing anything a person did meanwhile, is :mod:`memvault.openclaw.uninstall`. This
+module runs the steps and says how an install stands (``status``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import shlex
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from string import Template
 from typing import TYPE_CHECKING, Any
 
 from memvault.errors import ConflictError, InvalidInputError, NotFoundError, VaultError
 from memvault.locations import TOKEN_FILE, state_dir
+from memvault.openclaw.install_state import (
+    CONFIG_BACKUP,
+    PLUGIN_DIR,
+    PLUGIN_ID,
+    STEP_NAMES,
+    STEPS,
+    WRITTEN_FILES,
+    InstallState,
+    Say,
+    Target,
+    backup_dir,
+    digest,
+    memvault_command,
+    settings_patch,
+)
+from memvault.openclaw.uninstall import Uninstalled, uninstall
 from memvault.openclaw_cli import OpenClaw, OpenClawError, find_command, shown
 from memvault.vault.store import replace_file
 
@@ -53,150 +65,26 @@ if TYPE_CHECKING:
     from memvault.gateway.client import DaemonInfo
     from memvault.runtime import Runtime
 
-PLUGIN_ID = "memvault"
-PLUGIN_DIR = Path(__file__).with_name("plugin")
+# The names the CLI, the bench and the tests import from here.
+__all__ = [
+    "PLUGIN_DIR",
+    "PLUGIN_ID",
+    "InstallState",
+    "Installer",
+    "Target",
+    "Uninstalled",
+    "check_installed",
+    "environment_note",
+    "find_target",
+    "is_ok",
+    "status",
+    "uninstall",
+]
+
 _TEMPLATES = Path(__file__).with_name("templates")
-STATE_VERSION = 1
-# The workspace files the install writes (relative to the workspace) and their templates.
-WRITTEN_FILES = {
-    "MEMVAULT.md": "MEMVAULT.md",
-    "skills/memvault/SKILL.md": "skill/SKILL.md",
-}
-CONFIG_BACKUP = "openclaw.json"
-TIMEOUT_MS = 1500
 # Seconds a daemon that took the connection has to answer its health check: a loaded or
 # cold machine's daemon may answer its first request late, and is running all the same.
 HEALTH_TIMEOUT = 30.0
-
-
-@dataclass(frozen=True)
-class Step:
-    name: str
-    title: str
-
-
-STEPS = (
-    Step("verify_prereqs", "check openclaw, its config and workspace, and the memvault daemon"),
-    Step("backup", "back up openclaw.json and the workspace files the install writes"),
-    Step("import_memories", "import MEMORY.md, daily logs, TODO.md and LEARNINGS.md"),
-    Step("link_plugin", "openclaw plugins install --link (memvault's plugin)"),
-    Step(
-        "configure",
-        "openclaw config patch: memory slot, plugin settings, hook access, "
-        "memory-core off, memory flush on",
-    ),
-    Step("workspace_files", "write MEMVAULT.md and the memvault skill into the workspace"),
-    Step("verify", "openclaw plugins list / plugins inspect --runtime / skills list"),
-)
-STEP_NAMES = tuple(step.name for step in STEPS)
-
-Say = Callable[[str], None]
-
-
-def state_path(vault: Path) -> Path:
-    """``<vault>/.memvault/openclaw/install.json``."""
-    return state_dir(vault) / "openclaw" / "install.json"
-
-
-def backup_dir(vault: Path) -> Path:
-    return state_dir(vault) / "openclaw" / "backup"
-
-
-def digest(path: Path) -> str | None:
-    """The file's sha256, or None when there is no such file."""
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except FileNotFoundError:
-        return None
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-@dataclass
-class InstallState:
-    """What ``install.json`` records: the target, the steps done, the hashes."""
-
-    started_at: str = field(default_factory=_now)
-    status: str = "in_progress"  # in_progress | complete
-    completed: list[str] = field(default_factory=list)
-    current: str | None = None
-    error: str | None = None
-    # Where: openclaw's command, version, config and workspace; the daemon and token.
-    target: dict[str, str] = field(default_factory=dict)
-    # Each backed-up file (relative name) and its hash before the install (None: absent).
-    backup: dict[str, str | None] = field(default_factory=dict)
-    # The hash of openclaw.json as memvault last left it, and of each file it wrote.
-    config_sha256: str | None = None
-    written: dict[str, str] = field(default_factory=dict)
-    created_dirs: list[str] = field(default_factory=list)
-    imported: dict[str, Any] = field(default_factory=dict)
-    verified: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def load(cls, vault: Path) -> InstallState | None:
-        path = state_path(vault)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError) as exc:
-            raise VaultError(f"{path} cannot be read ({exc}); remove it to start over.") from None
-        if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
-            raise VaultError(f"{path} is not an install state this memvault knows.")
-        known = {name for name in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in data.items() if k in known})
-
-    def save(self, vault: Path) -> None:
-        data = {"version": STATE_VERSION, **self.__dict__}
-        replace_file(state_path(vault), (json.dumps(data, indent=2) + "\n").encode("utf-8"))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"version": STATE_VERSION, **self.__dict__}
-
-
-@dataclass
-class Target:
-    """What an install works on, found by ``verify_prereqs``."""
-
-    openclaw: OpenClaw
-    version: str
-    config_path: Path
-    workspace: Path
-    daemon_url: str
-    token_file: Path
-    vault: Path
-
-    def to_dict(self) -> dict[str, str]:
-        return {
-            "command": str(self.openclaw.command),
-            "version": self.version,
-            "config_path": str(self.config_path),
-            "workspace": str(self.workspace),
-            "daemon_url": self.daemon_url,
-            "token_file": str(self.token_file),
-            "vault": str(self.vault),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, str]) -> Target:
-        return cls(
-            openclaw=OpenClaw(Path(data["command"])),
-            version=data["version"],
-            config_path=Path(data["config_path"]),
-            workspace=Path(data["workspace"]),
-            daemon_url=data["daemon_url"],
-            token_file=Path(data["token_file"]),
-            vault=Path(data["vault"]),
-        )
-
-
-def memvault_command(vault: Path) -> str:
-    """The shell words that run this memvault on this vault (from the agent's shell)."""
-    script = Path(sys.executable).with_name("memvault")
-    words = [str(script)] if script.is_file() else [sys.executable, "-m", "memvault"]
-    return shlex.join([*words, "--vault", str(vault)])
 
 
 def render(template: str, vault: Path) -> bytes:
@@ -261,30 +149,6 @@ def _workspace_of(config: Any, config_path: Path) -> Path:
     except (KeyError, TypeError):
         value = None
     return Path(value).expanduser() if isinstance(value, str) else config_path.parent / "workspace"
-
-
-def settings_patch(target: Target) -> dict[str, Any]:
-    """The ``openclaw config patch`` the ``configure`` step applies."""
-    return {
-        "plugins": {
-            "slots": {"memory": PLUGIN_ID},
-            "entries": {
-                PLUGIN_ID: {
-                    "enabled": True,
-                    "hooks": {"allowConversationAccess": True},
-                    "config": {
-                        "baseUrl": target.daemon_url,
-                        "tokenFile": str(target.token_file),
-                        "timeoutMs": TIMEOUT_MS,
-                        "rememberCommand": f"{memvault_command(target.vault)} remember "
-                        "--source openclaw",
-                    },
-                },
-                "memory-core": {"enabled": False},
-            },
-        },
-        "agents": {"defaults": {"compaction": {"memoryFlush": {"enabled": True}}}},
-    }
 
 
 # -- install --------------------------------------------------------------------
@@ -503,110 +367,6 @@ def check_installed(openclaw: OpenClaw) -> dict[str, Any]:
         "hooks": hooks,
         "skill": skill,
     }
-
-
-# -- uninstall ------------------------------------------------------------------
-
-
-@dataclass
-class Uninstalled:
-    """What an uninstall did and what it kept because a person changed it."""
-
-    config: str
-    removed: list[str] = field(default_factory=list)
-    restored: list[str] = field(default_factory=list)
-    kept: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-def uninstall(vault: Path, command: Path | str | None, say: Say) -> Uninstalled:
-    """Give OpenClaw its own memory back; every memory stays in the vault."""
-    state = InstallState.load(vault)
-    if state is None:
-        raise NotFoundError("memvault is not installed into OpenClaw (no install state).")
-    if not state.target:
-        state_path(vault).unlink()
-        return Uninstalled(config="untouched (the install had not started)")
-    target = Target.from_dict(state.target)
-    openclaw = OpenClaw(find_command(command)) if command else target.openclaw
-    folder = backup_dir(vault)
-    # Judged before OpenClaw's own uninstall rewrites it: did anyone else change it?
-    untouched = digest(target.config_path) == state.config_sha256
-    if "link_plugin" in state.completed or "configure" in state.completed:
-        with contextlib.suppress(OpenClawError):  # already gone: nothing to unlink
-            openclaw.run("plugins", "uninstall", PLUGIN_ID, "--force")
-    original = state.backup.get(CONFIG_BACKUP)
-    if untouched and original is not None:
-        replace_file(target.config_path, (folder / CONFIG_BACKUP).read_bytes())
-        done = Uninstalled(config="restored from the backup")
-    else:
-        reverse = _reverse_patch(folder / CONFIG_BACKUP, target.config_path, settings_patch(target))
-        openclaw.patch_config(reverse)
-        done = Uninstalled(
-            config=f"changed since the install: memvault's settings were taken out and the "
-            f"rest kept (the backup stays at {folder / CONFIG_BACKUP})"
-        )
-    say(f"  openclaw.json: {done.config}")
-    for rel, written in state.written.items():
-        path = target.workspace / rel
-        now = digest(path)
-        if now is not None and now != written:
-            done.kept.append(rel)
-            say(f"  kept   {rel}: changed since the install")
-            continue
-        before = state.backup.get(f"workspace/{rel}")
-        if before is None:
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-            done.removed.append(rel)
-        else:
-            replace_file(path, (folder / "workspace" / rel).read_bytes())
-            done.restored.append(rel)
-    for rel in sorted(state.created_dirs, key=lambda name: -len(Path(name).parts)):
-        with contextlib.suppress(OSError):  # not empty: a person put something there
-            (target.workspace / rel).rmdir()
-    state_path(vault).unlink()
-    if not done.kept and untouched:
-        for name in state.backup:
-            with contextlib.suppress(FileNotFoundError):
-                (folder / name).unlink()
-        for sub in sorted(folder.rglob("*"), key=lambda p: -len(p.parts)):
-            with contextlib.suppress(OSError):
-                sub.rmdir()
-        with contextlib.suppress(OSError):
-            folder.rmdir()
-    return done
-
-
-def _reverse_patch(backup: Path, current: Path, applied: dict[str, Any]) -> dict[str, Any]:
-    """A patch putting back, for every key ``applied`` set, its value in the backup; a
-    key the backup lacked is deleted (null), a whole new branch only when nothing but
-    memvault's keys grew on it since."""
-
-    def read(path: Path) -> Any:
-        try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-
-    def undo(patch: dict[str, Any], old: Any, now: Any) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, value in patch.items():
-            previous = old.get(key) if isinstance(old, dict) else None
-            present = now.get(key) if isinstance(now, dict) else None
-            if isinstance(value, dict) and isinstance(previous, dict):
-                out[key] = undo(value, previous, present)
-            elif (
-                isinstance(value, dict) and isinstance(present, dict) and set(present) - set(value)
-            ):
-                out[key] = undo(value, None, present)  # others' keys grew here: keep them
-            else:
-                out[key] = previous  # None deletes
-        return out
-
-    return undo(applied, read(backup), read(current))
 
 
 # -- status ---------------------------------------------------------------------

@@ -1,16 +1,17 @@
-"""Atomic memories: one Markdown bullet per memory in ``Memory/<Category>.md``.
+"""Atomic memories: :class:`Memories` stores and finds them in ``Memory/<Category>.md``.
 
-A memory line reads naturally in Obsidian and carries its metadata as
-Dataview-style inline fields, its tags as Obsidian tags, and a stable block
-id, so ``[[Memory/Preferences#^m-3f9a1c2b]]`` links to it::
+Each memory is one Markdown bullet: :mod:`memvault.vault.memory_format` is the line
+(the record, parsing and rendering it, ids), :mod:`memvault.vault.memory_files` the
+files (read through a cache checked against their bytes, appended to, one line changed
+in place). This module decides what happens to them, under one lock: a new memory
+checked and screened, remembered unless the files already hold it, a conversation's
+turns recorded, a memory found by id, listed by category and tag, forgotten,
+rewritten or moved to another category's file; observers hear what was stored and
+forgotten. The rest of memvault imports the memory names from here.
 
-    - Prefers dark mode in every app #ui [importance:: 0.8]
-      [created:: 2026-11-22 10:31:05] [source:: cli] ^m-3f9a1c2b
-
-(shown on two lines here; it is one line in the file). A memory stored
-through a named API token also carries ``[agent:: NAME]``, the token's name
-(:mod:`memvault.acting`): ``source`` says by which way it came (cli, api,
-mcp, a channel) and is the caller's to give; ``agent`` says who sent it, and
+A memory stored through a named API token also carries ``[agent:: NAME]``, the
+token's name (:mod:`memvault.acting`): ``source`` says by which way it came (cli,
+api, mcp, a channel) and is the caller's to give; ``agent`` says who sent it, and
 only the token decides that.
 
 A memory whose text counts from the day it is stored ("gestern habe ich
@@ -26,165 +27,73 @@ is derived from its text). Exact duplicates are not stored twice.
 from __future__ import annotations
 
 import builtins
-import hashlib
 import logging
-import re
-import secrets
-import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
-from datetime import date, datetime
-from typing import Any
+from dataclasses import dataclass, replace
+from datetime import datetime
 
 from memvault.acting import acting_agent, sees
 from memvault.clock import Clock
 from memvault.errors import (
     ConfigError,
-    ConflictError,
     InvalidInputError,
     NotFoundError,
     NotTextError,
 )
 from memvault.text import check_values
 from memvault.vault.markdown import normalize_tag
-from memvault.vault.notes import content_hash, parse_hash
-from memvault.vault.store import Change, Vault, decode_text
+from memvault.vault.memory_files import (
+    MEMORY_DIR,
+    TITLE_TO_CATEGORY,
+    MemoryFile,
+    MemoryFiles,
+    category_note,
+    category_path,
+)
+from memvault.vault.memory_format import (
+    DEFAULT_IMPORTANCE,
+    LOW_TRUST,
+    Memory,
+    clean_text,
+    clean_value,
+    derived_id,
+    fresh_id,
+    inline_tags,
+    normalize_text,
+    parse_line,
+    render_line,
+    set_fields,
+    unique_tags,
+)
+from memvault.vault.notes import parse_hash
+from memvault.vault.store import Vault
 from memvault.vocabulary import CATEGORIES, CATEGORY_ALIASES, CONVERSATION
+
+# The names the rest of memvault imports from here (the format's among them).
+__all__ = [
+    "CATEGORIES",
+    "DEFAULT_CATEGORY",
+    "LOW_TRUST",
+    "MAX_TEXT_CHARS",
+    "MEMORY_DIR",
+    "HeldBy",
+    "Memories",
+    "Memory",
+    "MemoryFile",
+    "MemoryObserver",
+    "Remembered",
+    "Screen",
+    "category_note",
+    "category_path",
+    "derived_id",
+    "normalize_text",
+]
 
 log = logging.getLogger(__name__)
 
-MEMORY_DIR = "Memory"
-_TITLE_TO_CATEGORY = {title.casefold(): cat for cat, title in CATEGORIES.items()}
-# ``[trust:: low]``: text from someone other than the owner that reads as an order to the
-# agent (:mod:`memvault.privacy.trust` marks it; the context builder keeps it in the data).
-LOW_TRUST = "low"
 DEFAULT_CATEGORY = "fact"
-DEFAULT_IMPORTANCE = 0.5
 MAX_TEXT_CHARS = 4000
 _LOCK = "memory-store"
-
-_BULLET = re.compile(r"^[ \t]*[-*+][ \t]+(?!\[[ xX/-]\][ \t])(.*?)[ \t]*$")
-_BLOCK_ID = re.compile(r"(?:^|[ \t])\^([A-Za-z0-9-]+)[ \t]*$")
-_FIELD = re.compile(r"[ \t]*\[([A-Za-z_][\w -]*?)::[ \t]*([^\]]*?)[ \t]*\]")
-_TRAILING_TAGS = re.compile(r"(?:[ \t]+#[^\s#\[\]]+)+[ \t]*$")
-_INLINE_TAG = re.compile(r"(?:(?<=\s)|^)#([^\s#\[\]()!,.;:?\"']+)")
-
-
-@dataclass
-class Memory:
-    """One remembered fact, preference, decision ... and where it lives."""
-
-    id: str
-    text: str
-    category: str
-    importance: float
-    tags: list[str]
-    created: datetime | None
-    source: str | None
-    path: str
-    line: int
-    fields: dict[str, str] = field(default_factory=dict)
-    explicit_id: bool = True
-
-    @property
-    def archived(self) -> bool:
-        """Whether the archival job has retired this memory."""
-        return "archived" in self.fields
-
-    @property
-    def superseded_by(self) -> str | None:
-        """The id of the memory that replaced this one (consolidation on write), if any."""
-        if "superseded" not in self.fields:
-            return None
-        return self.fields.get("superseded_by") or ""
-
-    @property
-    def when(self) -> date | None:
-        """The day the memory tells of when its text counted from the day it was stored
-        (``[when:: 2026-11-21]`` for "gestern ..." stored on the 22nd); else None."""
-        try:
-            return date.fromisoformat(self.fields.get("when", ""))
-        except ValueError:
-            return None
-
-    @property
-    def agent(self) -> str | None:
-        """The agent (named API token) that stored this memory; None for the owner."""
-        return self.fields.get("agent") or None
-
-    @property
-    def trust(self) -> str | None:
-        """``low`` for text from someone other than the owner that reads as an instruction
-        to the agent (:mod:`memvault.privacy.trust`); None when nothing marks it."""
-        return self.fields.get("trust") or None
-
-    @property
-    def trust_reason(self) -> str | None:
-        """Why the memory is marked ``low`` (where it came from, what it asks)."""
-        return self.fields.get("trust_reason") or None
-
-    @property
-    def said(self) -> bool:
-        """A turn of a conversation (kept by the capture), not something remembered on
-        purpose: listings, jobs and duplicate checks leave it out."""
-        return self.category == CONVERSATION
-
-    @property
-    def retired(self) -> bool:
-        """Archived or superseded: left out of default lists, search and context."""
-        return self.archived or "superseded" in self.fields
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
-            "id": self.id,
-            "text": self.text,
-            "category": self.category,
-            "importance": self.importance,
-            "tags": list(self.tags),
-            "created": self.created.isoformat(timespec="seconds") if self.created else None,
-            "source": self.source,
-            "path": self.path,
-            "line": self.line,
-            "archived": self.archived,
-            "superseded_by": self.superseded_by,
-            "agent": self.agent,
-            "trust": self.trust,
-            "trust_reason": self.trust_reason,
-        }
-
-
-class MemoryFile:
-    """One memory file as read: its bytes, its memories and the tables duplicates are checked in.
-
-    The bytes are kept so that the parse is validated by content, never by a
-    file's stat: an edit that keeps the size and puts the mtime back (rsync
-    -t, sync tools) is still seen. Lines appended after ``data`` are parsed
-    on their own (:meth:`Memories.read`), so a growing file is never re-read
-    from the top.
-    """
-
-    def __init__(self, path: str, data: bytes, category: str) -> None:
-        self.path = path
-        self.data = data
-        self.category = category
-        self.memories: list[Memory] = []
-        self.line_count = 0
-        self.in_frontmatter = data.startswith(b"---")
-        self.in_fence = False
-        self.by_norm: dict[str, Memory] = {}
-        self.by_id: dict[str, Memory] = {}  # a repeated id: its last line
-
-    def take(self, memories: Iterable[Memory]) -> None:
-        """Add parsed memories to the lists and lookup tables."""
-        for memory in memories:
-            self.memories.append(memory)
-            self.by_norm.setdefault(normalize_text(memory.text), memory)
-            self.by_id[memory.id] = memory
-
-    def find(self, memory_id: str) -> Memory | None:
-        """The memory with this id (the last line holding it, if several do)."""
-        return self.by_id.get(memory_id)
 
 
 @dataclass(frozen=True)
@@ -206,50 +115,6 @@ HeldBy = Callable[[Memory, Sequence[MemoryFile]], Memory | None]
 Screen = Callable[[str, str | None], tuple[str, dict[str, str]]]
 
 
-def normalize_text(text: str) -> str:
-    """The form two memories are compared in for exact duplicates."""
-    return " ".join(text.split()).casefold()
-
-
-def derived_id(text: str) -> str:
-    """The id of a bullet typed by hand without a block id."""
-    return "m-" + hashlib.sha1(normalize_text(text).encode("utf-8")).hexdigest()[:8]
-
-
-def category_path(category: str) -> str:
-    """``Memory/<Title>.md`` for a category."""
-    return f"{MEMORY_DIR}/{CATEGORIES.get(category, category.title())}.md"
-
-
-def category_note(category: str) -> str:
-    """The text of a new, empty category note."""
-    title = CATEGORIES.get(category, category.title())
-    return f"---\ncategory: {category}\ntags: [memory]\n---\n# {title}\n\n"
-
-
-def _format_created(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _format_importance(value: float) -> str:
-    return f"{value:.2f}".rstrip("0").rstrip(".") if value not in (0, 1) else f"{value:.1f}"
-
-
-def render_line(memory: Memory) -> str:
-    """The bullet for a memory, metadata in a fixed order."""
-    parts = [f"- {memory.text}"]
-    inline = {m.group(1).casefold() for m in _INLINE_TAG.finditer(memory.text)}
-    parts.extend(f"#{tag}" for tag in memory.tags if tag.casefold() not in inline)
-    parts.append(f"[importance:: {_format_importance(memory.importance)}]")
-    if memory.created is not None:
-        parts.append(f"[created:: {_format_created(memory.created)}]")
-    if memory.source:
-        parts.append(f"[source:: {memory.source}]")
-    parts.extend(f"[{key}:: {value}]" for key, value in memory.fields.items())
-    parts.append(f"^{memory.id}")
-    return " ".join(parts)
-
-
 class Memories:
     """Stores and reads memories in the vault's ``Memory/`` folder."""
 
@@ -268,9 +133,7 @@ class Memories:
         except InvalidInputError as exc:
             raise ConfigError(f"Setting memory.default_category: {exc.message}") from None
         self.default_importance = default_importance
-        self._cache: dict[str, MemoryFile] = {}
-        self._cache_guard = threading.Lock()
-        self._not_text: set[str] = set()  # files already logged as not text
+        self._files = MemoryFiles(vault, clock)
         self._observers: builtins.list[MemoryObserver] = []
         self._screens: builtins.list[Screen] = []
 
@@ -290,148 +153,24 @@ class Memories:
             except Exception:
                 log.exception("memory observer failed", extra={"memory": memory.id})
 
-    # -- parsing ---------------------------------------------------------------
-
-    def parse_line(self, line: str, *, category: str, path: str, number: int) -> Memory | None:
-        """Read one bullet as a memory, or None if the line is not a memory bullet."""
-        bullet = _BULLET.match(line)
-        if bullet is None:
-            return None
-        content = bullet.group(1)
-        explicit = True
-        block = _BLOCK_ID.search(content)
-        if block is not None:
-            memory_id = block.group(1)
-            content = content[: block.start()]
-        else:
-            memory_id = ""
-            explicit = False
-        fields: dict[str, str] = {}
-        for m in _FIELD.finditer(content):
-            fields[m.group(1).strip().lower()] = m.group(2).strip()
-        content = _FIELD.sub("", content)
-        tags: list[str] = []
-        trailing = _TRAILING_TAGS.search(content)
-        if trailing is not None:
-            tags.extend(t.lstrip("#") for t in trailing.group(0).split())
-            content = content[: trailing.start()]
-        text = content.strip()
-        if not text:
-            return None
-        tags = [m.group(1) for m in _INLINE_TAG.finditer(text)] + tags
-        raw_importance = fields.pop("importance", "")
-        try:
-            importance = min(1.0, max(0.0, float(raw_importance)))
-        except ValueError:
-            importance = DEFAULT_IMPORTANCE
-        created = self._parse_created(fields.pop("created", ""))
-        source = fields.pop("source", None) or None
-        return Memory(
-            id=memory_id or derived_id(text),
-            text=text,
-            category=category,
-            importance=importance,
-            tags=_unique(tags),
-            created=created,
-            source=source,
-            path=path,
-            line=number,
-            fields=fields,
-            explicit_id=explicit,
-        )
-
-    def _parse_created(self, raw: str) -> datetime | None:
-        if not raw:
-            return None
-        try:
-            return self.clock.localize(datetime.fromisoformat(raw.strip()))
-        except ValueError:
-            return None
-
-    def _category_of(self, path: str, text: str) -> str:
-        match = re.search(r"^category:[ \t]*['\"]?([\w-]+)", text[:400], re.MULTILINE)
-        if match and text.startswith("---"):
-            return match.group(1).lower()
-        stem = path.rsplit("/", 1)[-1][:-3]
-        return _TITLE_TO_CATEGORY.get(stem.casefold(), stem.casefold())
+    # -- reading -------------------------------------------------------------
 
     def read_file(self, path: str) -> list[Memory]:
         """Every memory in one file, as the file reads now."""
         return self.read(path).memories
 
     def read(self, path: str) -> MemoryFile:
-        """A file's memories and lookup tables, checked against the file's current bytes.
-
-        The cached parse is used when the bytes are the same; when the file
-        only grew (lines appended, by memvault or by hand), just the new lines
-        are parsed; anything else is parsed afresh.
-        """
-        try:
-            data = self.vault.read_bytes(path)
-        except NotFoundError:
-            data = b""
-        with self._cache_guard:
-            cached = self._cache.get(path)
-            if cached is not None and cached.data == data:
-                return cached
-            if cached is not None and self._extend(cached, data):
-                return cached
-        text = decode_text(data, path)
-        parsed = MemoryFile(path, data, self._category_of(path, text))
-        self._parse_into(parsed, text, first=1)
-        with self._cache_guard:
-            self._cache[path] = parsed
-        return parsed
-
-    def _extend(self, cached: MemoryFile, data: bytes) -> bool:
-        """Parse only what was appended to ``cached``; False when the file changed otherwise."""
-        old = cached.data
-        if not old.endswith(b"\n") or len(data) <= len(old) or not data.startswith(old):
-            return False
-        head = data[:400].decode("utf-8", errors="ignore")
-        if len(old) < 400 and self._category_of(cached.path, head) != cached.category:
-            return False  # the head the category is read from changed
-        tail = decode_text(data[len(old) :], cached.path)
-        cached.data = data
-        self._parse_into(cached, tail, first=cached.line_count + 1)
-        return True
+        """A file's memories and lookup tables, checked against the file's current bytes
+        (:meth:`MemoryFiles.read`)."""
+        return self._files.read(path)
 
     def parse_text(self, path: str, text: str) -> list[Memory]:
         """Every memory bullet of a memory file's text (frontmatter and code skipped)."""
-        parsed = MemoryFile(path, b"", self._category_of(path, text))
-        parsed.in_frontmatter = text.startswith("---")
-        self._parse_into(parsed, text, first=1)
-        return parsed.memories
-
-    def _parse_into(self, parsed: MemoryFile, text: str, *, first: int) -> None:
-        """Parse ``text``, the lines of ``parsed`` from line ``first`` on, into ``parsed``."""
-        found: list[Memory] = []
-        in_frontmatter, fence = parsed.in_frontmatter, parsed.in_fence
-        lines = text.splitlines()
-        for number, line in enumerate(lines, start=first):
-            stripped = line.strip()
-            if in_frontmatter:
-                if number > 1 and stripped in ("---", "..."):
-                    in_frontmatter = False
-                continue
-            if stripped.startswith(("```", "~~~")):
-                fence = not fence
-            if fence:
-                continue
-            memory = self.parse_line(
-                line, category=parsed.category, path=parsed.path, number=number
-            )
-            if memory is not None:
-                found.append(memory)
-        parsed.in_frontmatter, parsed.in_fence = in_frontmatter, fence
-        parsed.line_count = first - 1 + len(lines)
-        parsed.take(found)
+        return self._files.parse_text(path, text)
 
     def files(self) -> list[str]:
         """Paths of the memory files, category files first."""
-        if not self.vault.resolve(MEMORY_DIR).is_dir():
-            return []
-        return [entry.path for entry in self.vault.list(MEMORY_DIR)]
+        return self._files.paths()
 
     def all(self, *, include_archived: bool = True) -> list[Memory]:
         """Every memory in the vault, file by file, in file order (without
@@ -448,17 +187,7 @@ class Memories:
     def readable(self) -> builtins.list[MemoryFile]:
         """Every memory file that reads as text; one that does not is left out (logged),
         so one bad file breaks only itself."""
-        out: builtins.list[MemoryFile] = []
-        for path in self.files():
-            try:
-                out.append(self.read(path))
-            except NotTextError:
-                if path not in self._not_text:
-                    log.warning("skipping a memory file that is not text", extra={"path": path})
-                    self._not_text.add(path)
-                continue
-            self._not_text.discard(path)
-        return out
+        return self._files.readable()
 
     # -- queries ---------------------------------------------------------------
 
@@ -466,8 +195,8 @@ class Memories:
         """The memory with this id; NotFoundError if none (deleted by hand, perhaps)."""
         wanted = memory_id.strip().lstrip("^")
         files = self.files()
-        with self._cache_guard:  # where it was last read: that file alone, as it reads now
-            cached = [self._cache.get(path) for path in files]
+        # Where it was last read: that file alone, as it reads now.
+        cached = self._files.last_read(files)
         seen = next((read.path for read in cached if read and read.find(wanted)), None)
         if seen is not None:
             try:
@@ -519,7 +248,7 @@ class Memories:
         """A known category name (case-insensitive; a file's title, or an earlier
         design's name such as ``contact``), or a clear error listing them."""
         key = category.strip().lower()
-        key = CATEGORY_ALIASES.get(key, _TITLE_TO_CATEGORY.get(key, key))
+        key = CATEGORY_ALIASES.get(key, TITLE_TO_CATEGORY.get(key, key))
         if key not in CATEGORIES:
             raise InvalidInputError(
                 f"Unknown memory category {category!r}; use one of {', '.join(CATEGORIES)}."
@@ -550,22 +279,14 @@ class Memories:
         for screen in self._screens:
             text, added = screen(str(text), source)
             marks.update(added)
-        clean = " ".join(str(text).split())
-        clean = _BLOCK_ID.sub("", clean).strip()
-        while _FIELD.search(clean):  # "[a::: b]" made "[a:: b]" once: until none is left
-            clean = _FIELD.sub(lambda m: m.group(0).replace("::", ":"), clean)
-        all_tags = [normalize_tag(t) for t in tags]
-        trailing = _TRAILING_TAGS.search(clean)
-        if trailing is not None:
-            all_tags.extend(normalize_tag(t) for t in trailing.group(0).split())
-            clean = clean[: trailing.start()].strip()
+        clean, all_tags = clean_text(text, tags)
         if not clean:
             raise InvalidInputError("A memory needs some text.")
         # The last guard (the edges check first): a line no file or index can keep.
         for name, given in (("text", clean), ("source", source), ("tags", all_tags)):
             check_values(given, name)
         # Inline #tags stay in the text and count as tags, as they will when read back.
-        all_tags = [m.group(1) for m in _INLINE_TAG.finditer(clean)] + all_tags
+        all_tags = inline_tags(clean) + all_tags
         if len(clean) > MAX_TEXT_CHARS:
             raise InvalidInputError(
                 f"A memory is at most {MAX_TEXT_CHARS} characters; store longer text as a note."
@@ -581,20 +302,24 @@ class Memories:
             text=clean,
             category=cat,
             importance=round(float(value), 2),
-            tags=_unique(all_tags),
+            tags=unique_tags(all_tags),
             created=moment.replace(microsecond=0),  # the line keeps seconds
-            source=_clean_value(source, 200) if source else None,
+            source=clean_value(source, 200) if source else None,
             path=category_path(cat),
             line=0,
-            fields={"agent": _clean_value(agent, 100) or ""} if agent else {},
+            fields={"agent": clean_value(agent, 100) or ""} if agent else {},
         )
         named = self._named_day(clean, moment)
         if named is not None:
             memory.fields["when"] = named
-        _set_fields(memory, marks)
+        set_fields(memory, marks)
         # What is returned and cached must be what the line reads back as, field for field.
-        back = self.parse_line(
-            render_line(replace(memory, id="m-0")), category=cat, path=memory.path, number=0
+        back = parse_line(
+            render_line(replace(memory, id="m-0")),
+            self.clock,
+            category=cat,
+            path=memory.path,
+            number=0,
         )
         if back is None or back.text != memory.text:
             raise InvalidInputError(
@@ -681,7 +406,7 @@ class Memories:
                 if duplicate is not None:
                     chosen.append((duplicate, False))
                     continue
-                memory.id = _new_id(taken)
+                memory.id = fresh_id(taken)
                 added[norm] = memory
                 added_ids.add(memory.id)
                 pending.setdefault(memory.path, []).append(memory)
@@ -691,7 +416,7 @@ class Memories:
                 self.read(path)
             stored: dict[str, Memory] = {}
             for path, memories in pending.items():
-                stored.update(self._append(path, memories))
+                stored.update(self._files.append(path, memories))
         results = [Remembered(stored.get(m.id, m) if new else m, new) for m, new in chosen]
         for result in results:
             if result.created:
@@ -720,7 +445,7 @@ class Memories:
         for text, created, source, fields in items:
             prepared_one = self._prepare(text, category, importance, (), source, created)
             memory = replace(prepared_one, path=path)
-            _set_fields(memory, dict(fields))
+            set_fields(memory, dict(fields))
             prepared.append(memory)
         if not prepared:
             return []
@@ -728,67 +453,22 @@ class Memories:
             self.read(path)  # a file that is not text is refused before anything is added
             taken = {m.id for f in self.readable() for m in f.memories}
             for memory in prepared:
-                memory.id = _new_id(taken.__contains__)
+                memory.id = fresh_id(taken.__contains__)
                 taken.add(memory.id)
             if not self.vault.is_file(path):
                 self.vault.create_text(path, header)
-            stored = self._append(path, prepared)
+            stored = self._files.append(path, prepared)
         out = [stored.get(m.id, m) for m in prepared]
         for memory in out:
             self._announce("stored", memory)
         return out
-
-    def _append(self, path: str, memories: builtins.list[Memory]) -> dict[str, Memory]:
-        """Append bullets to a memory file; returns each memory as its line reads back."""
-        if not self.vault.is_file(path):
-            self.vault.create_text(path, category_note(memories[0].category))
-        self.vault.append_text(path, "\n".join(render_line(m) for m in memories), notify=False)
-        # Read back by content: a line typed by hand meanwhile (before or after ours) is
-        # parsed too, and our lines get their real numbers. Only the new bytes are parsed.
-        parsed = self.read(path)
-        stored = {m.id: found for m in memories if (found := parsed.find(m.id)) is not None}
-        # Announced only now, so observers (the index) read the current parse.
-        self.vault.notify(Change(path, "append"))
-        return stored
-
-    def _locate(self, memory: Memory, text: str, lines: builtins.list[str]) -> int | None:
-        """The index in ``lines`` of the line that holds ``memory`` now, found by its id.
-
-        The line it was read from is tried first; if the file changed (a line
-        typed or removed above it), the whole text is searched.
-        """
-        index = memory.line - 1
-        if 0 <= index < len(lines):
-            there = self.parse_line(
-                lines[index], category=memory.category, path=memory.path, number=memory.line
-            )
-            if there is not None and there.id == memory.id:
-                return index
-        for current in self.parse_text(memory.path, text):
-            if current.id == memory.id:
-                return current.line - 1
-        return None
-
-    def _remove_line(self, memory: Memory) -> None:
-        """Delete ``memory``'s bullet from its file (the caller holds the lock);
-        NotFoundError when it was removed meanwhile."""
-
-        def drop(text: str | None) -> str | None:
-            lines = (text or "").splitlines(keepends=True)
-            index = self._locate(memory, text or "", lines)
-            if index is None:
-                raise NotFoundError(f"No memory with id {memory.id!r}: it was removed meanwhile.")
-            del lines[index]
-            return "".join(lines)
-
-        self.vault.edit_text(memory.path, drop)
 
     def forget(self, memory_id: str) -> Memory:
         """Remove a memory's bullet from its file; returns what was removed."""
         with self.vault.lock(_LOCK):
             memory = self.get(memory_id)
 
-            self._remove_line(memory)
+            self._files.remove_line(memory)
         self._announce("forgotten", memory)
         return memory
 
@@ -796,7 +476,7 @@ class Memories:
         """Set (or, with None, remove) extra inline fields such as ``archived``."""
 
         def change(memory: Memory) -> Memory:
-            _set_fields(memory, fields)
+            set_fields(memory, fields)
             return memory
 
         return self._rewrite(memory_id, change, keep_derived_id=False)
@@ -825,10 +505,10 @@ class Memories:
             # ``when`` the old text named (and the new one does not) goes.
             named = self._named_day(clean.text, memory.created)
             if named is not None or self._named_day(memory.text, memory.created) is not None:
-                _set_fields(memory, {"when": named})
+                set_fields(memory, {"when": named})
             memory.text = clean.text
-            memory.tags = _unique([*clean.tags, *memory.tags])
-            _set_fields(memory, fields)
+            memory.tags = unique_tags([*clean.tags, *memory.tags])
+            set_fields(memory, fields)
             return memory
 
         return self._rewrite(memory_id, change, keep_derived_id=True, expected_hash=expected_hash)
@@ -841,7 +521,7 @@ class Memories:
             raise InvalidInputError("Name a tag to add.")
 
         def change(memory: Memory) -> Memory:
-            memory.tags = _unique([*memory.tags, *added])
+            memory.tags = unique_tags([*memory.tags, *added])
             return memory
 
         return self._rewrite(memory_id, change, keep_derived_id=True)
@@ -868,8 +548,8 @@ class Memories:
             )
             self.read(moved.path)  # a file that is not text is refused before anything moves
 
-            self._remove_line(found)
-            stored = self._append(moved.path, [moved])
+            self._files.remove_line(found)
+            stored = self._files.append(moved.path, [moved])
         return stored.get(moved.id, moved)
 
     def _rewrite(
@@ -894,77 +574,7 @@ class Memories:
                 new_id = (
                     found.id
                     if keep_derived_id
-                    else _new_id({m.id for m in self.all()}.__contains__)
+                    else fresh_id({m.id for m in self.all()}.__contains__)
                 )
-            updated: list[Memory] = []
-
             expected = parse_hash(expected_hash) if expected_hash is not None else None
-
-            def rewrite(text: str | None) -> str | None:
-                if expected is not None and content_hash(text or "") != expected:
-                    now = content_hash(text or "")
-                    raise ConflictError(
-                        f"{found.path} changed since it was read; nothing was written.",
-                        hint="Read the memory again and reapply your change.",
-                        current_hash=now,
-                    )
-                lines = (text or "").splitlines(keepends=True)
-                index = self._locate(found, text or "", lines)
-                current = (
-                    None
-                    if index is None
-                    else self.parse_line(
-                        lines[index], category=found.category, path=found.path, number=index + 1
-                    )
-                )
-                if index is None or current is None:
-                    raise NotFoundError(
-                        f"No memory with id {found.id!r}: it was removed meanwhile."
-                    )
-                memory = change(
-                    replace(current, fields=dict(current.fields), tags=list(current.tags))
-                )
-                if new_id is not None:
-                    memory.id, memory.explicit_id = new_id, True
-                ending = "\r\n" if lines[index].endswith("\r\n") else "\n"
-                indent = re.match(r"^[ \t]*", lines[index])
-                lines[index] = (indent.group(0) if indent else "") + render_line(memory) + ending
-                updated[:] = [memory]
-                return "".join(lines)
-
-            self.vault.edit_text(found.path, rewrite)
-        return updated[0]
-
-
-def _clean_value(value: str, limit: int) -> str | None:
-    """An inline field's value: one line, no ']' or '::' that would end or forge a field."""
-    clean = " ".join(value.split()).replace("]", ")")
-    while "::" in clean:
-        clean = clean.replace("::", ":")
-    return clean[:limit].strip() or None
-
-
-def _new_id(taken: Callable[[str], bool]) -> str:
-    while True:
-        candidate = "m-" + secrets.token_hex(4)
-        if not taken(candidate):
-            return candidate
-
-
-def _unique(tags: Iterable[str]) -> list[str]:
-    seen: set[str] = set()
-    out: list[str] = []
-    for tag in tags:
-        if tag and tag.casefold() not in seen:
-            seen.add(tag.casefold())
-            out.append(tag)
-    return out
-
-
-def _set_fields(memory: Memory, fields: dict[str, str | None]) -> None:
-    """Set a memory's extra inline fields; None removes one."""
-    for key, value in fields.items():
-        if value is None:
-            memory.fields.pop(key, None)
-        else:
-            memory.fields[key] = _clean_value(value, 200) or ""
+            return self._files.rewrite_line(found, change, new_id=new_id, expected=expected)

@@ -1,10 +1,17 @@
-"""File I/O on the vault: safe paths, atomic writes, appends, locks.
+"""File I/O on the vault: the :class:`Vault`, its paths and its file operations.
 
 Everything that touches a file in the vault goes through :class:`Vault`.
 It guarantees three things a person editing the same vault in Obsidian can
 rely on: a path never leaves the vault; a write is all-or-nothing (temporary
 file, fsync, rename); and a read-modify-write holds a cross-process lock on
 the note, so two memvault processes editing one note never lose an update.
+
+This module is the vault's API: paths resolved and checked, reads, listings,
+writes, appends, edits, deletes and moves, and the hooks told before and after a
+change. What it stands on is apart: where a path really leads
+(:mod:`memvault.vault.bounds`), the bytes on disk and the note an edit saw
+(:mod:`memvault.vault.disk`), the named locks (:mod:`memvault.vault.locks`) and
+what an OSError means to the user (:mod:`memvault.vault.os_errors`).
 """
 
 from __future__ import annotations
@@ -12,46 +19,61 @@ from __future__ import annotations
 import builtins
 import contextlib
 import errno
-import fcntl
-import hashlib
 import logging
 import os
 import stat as stat_mode
-import tempfile
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-
-from filelock import FileLock, Timeout
 
 from memvault.errors import (
     ConflictError,
     InvalidInputError,
     MemvaultError,
     NotFoundError,
-    NotTextError,
     UnsafePathError,
     VaultError,
 )
 from memvault.locations import (
-    PRIVATE_DIR,
-    PRIVATE_FILE,
     STATE_DIR,
     is_vault,
-    private_state_dir,
 )
 from memvault.text import unencodable
+from memvault.vault.bounds import VaultBounds
+from memvault.vault.disk import (
+    UMASK,
+    Seen,
+    decode_text,
+    detect_newline,
+    fsync_dir,
+    read_fd,
+    removed_on_failure,
+    replace_file,
+    synced_temp,
+    write_all,
+)
+from memvault.vault.locks import NamedLocks
+from memvault.vault.os_errors import explain, not_regular, require_regular
 from memvault.vault.paths import normalize_relpath
+
+# The names the rest of memvault imports from here (the disk's among them).
+__all__ = [
+    "Change",
+    "FileEntry",
+    "Intent",
+    "Observer",
+    "Vault",
+    "decode_text",
+    "detect_newline",
+    "replace_file",
+]
 
 log = logging.getLogger(__name__)
 
-
-# Read once at import, while the process is single-threaded: os.umask has no getter.
-_UMASK = os.umask(0)
-os.umask(_UMASK)
+# How often an edit is made again on a note that kept changing under it.
+_EDIT_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
@@ -94,34 +116,17 @@ class FileEntry:
         }
 
 
-def decode_text(data: bytes, relpath: str) -> str:
-    """A file's bytes as UTF-8 text; NotTextError (naming ``relpath``) when they are not."""
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise NotTextError(f"{relpath} is not UTF-8 text and cannot be read as a note.") from exc
-
-
-def detect_newline(text: str) -> str:
-    """The line ending a text uses: ``\\r\\n`` if its first line break is CRLF."""
-    index = text.find("\n")
-    return "\r\n" if index > 0 and text[index - 1] == "\r" else "\n"
-
-
 class Vault:
     """A folder of Markdown notes, addressed by vault-relative paths."""
 
     def __init__(self, root: Path, *, lock_timeout: float = 10.0) -> None:
         self.root = root.expanduser().absolute()
         self.lock_timeout = lock_timeout
-        # Per lock name: the file lock other processes share, and the in-process queue
-        # this process's threads wait in before it (see lock()).
-        self._locks: dict[str, tuple[FileLock, threading.RLock]] = {}
-        self._locks_guard = threading.Lock()
+        self._locks = NamedLocks(self.state_dir, lock_timeout)
+        self._intents_guard = threading.Lock()
         self._observers: list[Observer] = []
         self._intents: tuple[Intent, ...] = ()
-        self._path_max_bytes: int | None = None
-        self._real_root: str | None = None
+        self._bounds = VaultBounds(self.root)
 
     # -- change notification ---------------------------------------------------
 
@@ -142,11 +147,11 @@ class Vault:
         visible, ``data`` being what ``path`` will then hold (None: nothing). A hook that
         raises stops the change, so it can record the change first (a job run's write-ahead
         record, for undo after a crash). Returns what removes the hook."""
-        with self._locks_guard:
+        with self._intents_guard:
             self._intents = (*self._intents, hook)
 
         def remove() -> None:
-            with self._locks_guard:
+            with self._intents_guard:
                 self._intents = tuple(h for h in self._intents if h is not hook)
 
         return remove
@@ -195,58 +200,10 @@ class Vault:
         return target
 
     def check_target(self, path: Path, shown: str) -> None:
-        """Refuse a path whose real location is outside the vault, hidden or a symlink loop.
-
-        ``shown`` names the path in the sentence a refusal gives.
+        """Refuse a path whose real location is outside the vault, hidden or a symlink loop
+        (:meth:`VaultBounds.check`); ``shown`` names the path in the sentence a refusal gives.
         """
-        if len(os.fsencode(path)) >= self._path_max():
-            raise UnsafePathError(f"Path {shown[:60]!r}... is too long for the vault's filesystem.")
-        try:
-            real = os.path.realpath(path, strict=True)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise UnsafePathError(
-                    f"Path {shown!r} is a symlink loop; fix or remove the link."
-                ) from None
-            real = os.path.realpath(path)  # not there yet: check where it would be
-        real_root = self._resolved_root()
-        if not _within(real, real_root):
-            raise UnsafePathError(f"Path {shown!r} leads outside the vault through a symlink.")
-        real_state = os.path.join(real_root, STATE_DIR)
-        if os.path.islink(real_state):
-            real_state = os.path.realpath(real_state)
-        inside = real[len(real_root) :].strip(os.sep).split(os.sep) if real != real_root else []
-        if _within(real, real_state) or (inside and inside[0] == STATE_DIR):
-            raise UnsafePathError(
-                f"Path {shown!r} leads into {STATE_DIR}, memvault's own folder "
-                "(tokens, config, index), which no note may reach."
-            )
-        hidden = next((part for part in inside if part.startswith(".")), None)
-        if hidden is not None:
-            raise UnsafePathError(
-                f"Path {shown!r} leads through a symlink to the hidden name {hidden!r}, "
-                "and hidden files and folders are not notes."
-            )
-
-    def _resolved_root(self) -> str:
-        """The vault folder's real location, found once it exists: a path is checked
-        against where the vault was, so a root moved under a running process refuses
-        paths rather than following it."""
-        if self._real_root is not None:
-            return self._real_root
-        real = os.path.realpath(self.root)
-        if os.path.isdir(real):
-            self._real_root = real
-        return real
-
-    def _path_max(self) -> int:
-        """The longest path the vault's filesystem takes, in bytes (4096 on Linux)."""
-        if self._path_max_bytes is None:
-            try:
-                self._path_max_bytes = os.pathconf(self.root, "PC_PATH_MAX")
-            except (OSError, ValueError):
-                return 4096  # the vault is not there yet: ask again later
-        return self._path_max_bytes
+        self._bounds.check(path, shown)
 
     def relative(self, path: Path) -> str:
         """Vault-relative POSIX path of an absolute path inside the vault."""
@@ -276,7 +233,7 @@ class Vault:
         except OSError:
             return
         if not (stat_mode.S_ISREG(mode) or stat_mode.S_ISDIR(mode)):
-            raise _not_regular(normalize_relpath(relpath), mode)
+            raise not_regular(normalize_relpath(relpath), mode)
 
     # -- what an OSError means to the user ---------------------------------------
 
@@ -290,52 +247,7 @@ class Vault:
 
     def explain(self, exc: OSError, relpath: str, doing: str) -> MemvaultError:
         """The MemvaultError an OSError on ``relpath`` stands for (``doing``: 'read', ...)."""
-        clean = normalize_relpath(relpath, allow_root=True) or "the vault root"
-        code = exc.errno
-        if code in (errno.ENOTDIR, errno.EEXIST):
-            blocker = self._file_in_the_way(clean)
-            if blocker is not None:
-                kind = "a note" if blocker.lower().endswith(".md") else "a file"
-                return InvalidInputError(
-                    f"{blocker} is {kind}, not a folder, so {clean} cannot be inside it."
-                )
-        if code in (errno.ENOENT, errno.ENOTDIR):  # no file in the way: nothing is there
-            return NotFoundError(f"No note at {clean}.")
-        if code == errno.EEXIST:
-            return ConflictError(f"{clean} already exists; choose another name.")
-        if code == errno.ELOOP:
-            return UnsafePathError(f"Path {clean!r} is a symlink loop; fix or remove the link.")
-        if code == errno.EISDIR:
-            return InvalidInputError(f"{clean} is a folder, not a note.")
-        if code == errno.ENOTEMPTY:
-            return InvalidInputError(f"Folder {clean} is not empty.")
-        if code == errno.ENAMETOOLONG:
-            return UnsafePathError(f"Path {clean!r} is too long for the vault's filesystem.")
-        if code == errno.ENXIO:  # opening a socket
-            return InvalidInputError(f"{clean} is not a regular file, so memvault cannot use it.")
-        if code in (errno.EACCES, errno.EPERM):
-            return VaultError(
-                f"Permission denied: memvault cannot {doing} {clean}; "
-                "check the permissions of the vault's files and folders."
-            )
-        if code == errno.EROFS:
-            return VaultError(f"The vault is on a read-only filesystem; cannot {doing} {clean}.")
-        if code in (errno.ENOSPC, errno.EDQUOT):
-            return VaultError(f"No space left for the vault; cannot {doing} {clean}.")
-        return VaultError(f"Cannot {doing} {clean}: {exc.strerror or exc}.")
-
-    def _file_in_the_way(self, clean: str) -> str | None:
-        """The first folder of ``clean``'s parents that exists as a file, if any."""
-        parts = clean.split("/")[:-1]
-        for depth in range(1, len(parts) + 1):
-            prefix = "/".join(parts[:depth])
-            try:
-                mode = os.stat(self.root / prefix).st_mode
-            except OSError:
-                return None
-            if not stat_mode.S_ISDIR(mode):
-                return prefix
-        return None
+        return explain(exc, self.root, relpath, doing)
 
     # -- reading -------------------------------------------------------------
 
@@ -347,10 +259,10 @@ class Vault:
         path = self.resolve(relpath)
         clean = normalize_relpath(relpath)
         with self._explained(clean, "read"):
-            _require_regular(os.stat(path).st_mode, clean)
+            require_regular(os.stat(path).st_mode, clean)
             fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
             with os.fdopen(fd, "rb") as handle:
-                _require_regular(os.fstat(fd).st_mode, clean)  # swapped since the stat
+                require_regular(os.fstat(fd).st_mode, clean)  # swapped since the stat
                 return handle.read()
 
     def read_text(self, relpath: str) -> str:
@@ -455,50 +367,10 @@ class Vault:
 
     # -- locking -------------------------------------------------------------
 
-    def _lock_for(self, key: str) -> tuple[FileLock, threading.RLock]:
-        digest = hashlib.sha1(key.casefold().encode("utf-8")).hexdigest()[:16]
-        with self._locks_guard:
-            pair = self._locks.get(digest)
-            if pair is None:
-                lock_dir = self.state_dir / "locks"
-                try:
-                    private_state_dir(self.state_dir)
-                    lock_dir.mkdir(mode=PRIVATE_DIR, exist_ok=True)
-                except OSError as exc:
-                    raise VaultError(
-                        f"Cannot create the lock folder {lock_dir}: {exc.strerror}."
-                    ) from exc
-                lock = FileLock(
-                    str(lock_dir / f"{digest}.lock"), timeout=self.lock_timeout, mode=PRIVATE_FILE
-                )
-                pair = self._locks[digest] = (lock, threading.RLock())
-            return pair
-
-    @contextlib.contextmanager
-    def lock(self, key: str) -> Iterator[None]:
-        """Hold a cross-process lock named ``key`` (a note path or a namespace).
-
-        Re-entrant within one process, so an operation holding a lock may call
-        another that takes the same one. Threads of this process wait in a
-        queue that wakes the next one at once; only the file lock, which other
-        processes share, is polled.
-        """
-        lock, queue = self._lock_for(key)
-        if not queue.acquire(timeout=self.lock_timeout):
-            raise VaultError(f"{key} is busy in this process; try again in a moment.")
-        try:
-            try:
-                lock.acquire()
-            except Timeout:
-                raise VaultError(
-                    f"{key} is locked by another memvault process; try again in a moment."
-                ) from None
-            try:
-                yield
-            finally:
-                lock.release()
-        finally:
-            queue.release()
+    def lock(self, key: str) -> contextlib.AbstractContextManager[None]:
+        """Hold a cross-process lock named ``key`` (a note path or a namespace);
+        re-entrant within one process (:class:`NamedLocks`)."""
+        return self._locks.lock(key)
 
     # -- writing -------------------------------------------------------------
 
@@ -516,12 +388,12 @@ class Vault:
             try:
                 existing = real.stat().st_mode
             except FileNotFoundError:
-                mode = 0o666 & ~_UMASK
+                mode = 0o666 & ~UMASK
             else:
-                _require_regular(existing, clean)
+                require_regular(existing, clean)
                 mode = existing & 0o7777
-            tmp = _synced_temp(real.parent, data, mode)
-            try:
+            tmp = synced_temp(real.parent, data, mode)
+            with removed_on_failure(tmp):
                 self._announce(clean, data)
                 if exclusive:
                     try:
@@ -534,11 +406,7 @@ class Vault:
                     os.unlink(tmp)
                 else:
                     os.replace(tmp, real)
-            except BaseException:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(tmp)
-                raise
-        _fsync_dir(real.parent)
+        fsync_dir(real.parent)
 
     def write_text(self, relpath: str, text: str, *, overwrite: bool = True) -> str:
         """Write a whole note atomically; returns the clean relative path.
@@ -584,11 +452,11 @@ class Vault:
             real = os.path.realpath(target)
             Path(real).parent.mkdir(parents=True, exist_ok=True)
             with contextlib.suppress(FileNotFoundError):
-                _require_regular(os.stat(real).st_mode, clean)  # a pipe is never opened
+                require_regular(os.stat(real).st_mode, clean)  # a pipe is never opened
             fd = os.open(real, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o666)
             try:
                 st = os.fstat(fd)
-                _require_regular(st.st_mode, clean)  # swapped since the stat
+                require_regular(st.st_mode, clean)  # swapped since the stat
                 size = st.st_size
                 newline = "\n"
                 prefix = ""
@@ -602,8 +470,8 @@ class Vault:
                     body += "\n"
                 payload = (prefix + body.replace("\n", newline)).encode("utf-8")
                 if self._intents:
-                    self._announce(clean, _read_fd(fd) + payload)
-                _write_all(fd, payload)
+                    self._announce(clean, read_fd(fd) + payload)
+                write_all(fd, payload)
                 os.fsync(fd)
             finally:
                 os.close(fd)
@@ -632,7 +500,7 @@ class Vault:
         with self._explained(clean, "edit"), self.lock(clean):
             real = Path(os.path.realpath(target))
             for _ in range(_EDIT_ATTEMPTS):
-                with _Seen.read(real, clean) as seen:
+                with Seen.read(real, clean) as seen:
                     if seen.data is None and must_exist:
                         raise NotFoundError(f"No note at {clean}.")
                     current = None if seen.data is None else decode_text(seen.data, clean)
@@ -641,7 +509,7 @@ class Vault:
                         return current if updated is None else updated
                     data = updated.encode("utf-8")
                     self._announce(clean, data)
-                    if self._replace_if_unchanged(real, seen, data):
+                    if seen.replace_if_unchanged(real, data):
                         break
             else:
                 raise ConflictError(
@@ -649,61 +517,6 @@ class Vault:
                 )
         self.notify(Change(clean, "write"))
         return updated
-
-    def _replace_if_unchanged(self, real: Path, seen: _Seen, data: bytes) -> bool:
-        """Put ``data`` at ``real`` if the note still holds what was ``seen``; False if not.
-
-        Checked just before the atomic rename; what a writer that opened the
-        old file before the rename appends to it is then carried over.
-        """
-        if seen.fd is None:
-            real.parent.mkdir(parents=True, exist_ok=True)
-        mode = (os.fstat(seen.fd).st_mode & 0o7777) if seen.fd is not None else 0o666 & ~_UMASK
-        tmp = _synced_temp(real.parent, data, mode)
-        try:
-            if not seen.still_at(real):
-                return False
-            if seen.fd is None:
-                try:
-                    os.link(tmp, real)  # created meanwhile: never clobbered
-                except FileExistsError:
-                    return False
-            else:
-                os.replace(tmp, real)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-        _fsync_dir(real.parent)
-        if seen.fd is None:
-            return True
-        late = seen.settle(_WRITER_PATIENCE)
-        if late is None:
-            # Rewritten in place between the check and the rename: put that text back
-            # (with whatever was appended to ours meanwhile) and edit it afresh.
-            self._restore(real, seen, data)
-            return False
-        if late:
-            if not data.endswith(b"\n") and seen.data and seen.data.endswith(b"\n"):
-                head = seen.data[:4096].decode("utf-8", errors="ignore")
-                late = detect_newline(head).encode() + late
-            _append_bytes(real, late)
-        return True
-
-    def _restore(self, real: Path, seen: _Seen, ours: bytes) -> None:
-        """Put back the text a person wrote into the old file, plus lines appended to ours."""
-        assert seen.fd is not None
-        theirs = _read_fd(seen.fd)
-        with open(real, "rb") as handle:
-            now = handle.read()
-        extra = now[len(ours) :] if now.startswith(ours) else b""
-        tmp = _synced_temp(real.parent, theirs + extra, os.fstat(seen.fd).st_mode & 0o7777)
-        try:
-            os.replace(tmp, real)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
-        _fsync_dir(real.parent)
 
     def delete(self, relpath: str) -> str:
         """Delete one note (or an empty folder); NotFoundError if it is missing."""
@@ -722,7 +535,7 @@ class Vault:
             else:
                 self._announce(clean, None)
                 target.unlink()
-            _fsync_dir(target.parent)
+            fsync_dir(target.parent)
         self.notify(Change(clean, "delete"))
         return clean
 
@@ -748,209 +561,8 @@ class Vault:
             with self._explained(dst, "move a note to"):
                 dst_path.parent.mkdir(parents=True, exist_ok=True)
                 os.replace(src_path, dst_path)
-            _fsync_dir(dst_path.parent)
+            fsync_dir(dst_path.parent)
             if src_path.parent != dst_path.parent:
-                _fsync_dir(src_path.parent)
+                fsync_dir(src_path.parent)
         self.notify(Change(src, "move", dst))
         return dst
-
-
-def _within(path: str, folder: str) -> bool:
-    """Whether the real path ``path`` is ``folder`` or inside it."""
-    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
-
-
-def _not_regular(clean: str, mode: int) -> InvalidInputError:
-    if stat_mode.S_ISFIFO(mode):
-        kind = "a named pipe"
-    elif stat_mode.S_ISSOCK(mode):
-        kind = "a socket"
-    elif stat_mode.S_ISCHR(mode) or stat_mode.S_ISBLK(mode):
-        kind = "a device"
-    else:
-        kind = "a special file"
-    return InvalidInputError(
-        f"{clean} is not a regular file but {kind}; memvault only reads and writes regular files."
-    )
-
-
-def _require_regular(mode: int, clean: str) -> None:
-    """Refuse a folder, a named pipe, a socket or a device where a note should be."""
-    if stat_mode.S_ISDIR(mode):
-        raise InvalidInputError(f"{clean} is a folder, not a note.")
-    if not stat_mode.S_ISREG(mode):
-        raise _not_regular(clean, mode)
-
-
-_EDIT_ATTEMPTS = 5
-# How long a rewrite waits for a writer that still has the replaced file open.
-_WRITER_PATIENCE = 1.0
-_SETLEASE: int | None = getattr(fcntl, "F_SETLEASE", None)  # Linux only
-
-
-class _Seen:
-    """A note as :meth:`Vault.edit_text` read it, its file kept open.
-
-    The open descriptor still reaches the old file after a rename replaced
-    it, so bytes a writer appended to it late can be found and carried over.
-    """
-
-    def __init__(self, fd: int | None, data: bytes | None) -> None:
-        self.fd = fd
-        self.data = data
-        self._carried = len(data) if data is not None else 0
-
-    @classmethod
-    @contextlib.contextmanager
-    def read(cls, real: Path, clean: str) -> Iterator[_Seen]:
-        """Open and read the note (``data`` None when there is none); closed afterwards."""
-        try:
-            fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-        except FileNotFoundError:
-            yield cls(None, None)
-            return
-        try:
-            _require_regular(os.fstat(fd).st_mode, clean)  # a pipe is never read
-            yield cls(fd, _read_fd(fd))
-        finally:
-            os.close(fd)
-
-    def still_at(self, real: Path) -> bool:
-        """Whether ``real`` is still this file, starting with the bytes read (or still absent).
-
-        Bytes appended since are fine: they are carried over after the rename.
-        """
-        try:
-            now = os.stat(real)
-        except FileNotFoundError:
-            return self.fd is None
-        if self.fd is None or self.data is None:
-            return False
-        old = os.fstat(self.fd)
-        if (now.st_dev, now.st_ino) != (old.st_dev, old.st_ino) or old.st_size < len(self.data):
-            return False
-        return os.pread(self.fd, len(self.data), 0) == self.data
-
-    def settle(self, patience: float) -> bytes | None:
-        """All that writers appended to the old file, once none has it open for writing.
-
-        None if it was rewritten instead. The file was renamed away, so no
-        one can open it anew; a read lease is granted only when no process has
-        it open for writing, so once it is granted no more bytes can come.
-        Where leases are not available (another owner's file, some network
-        filesystems), one last look a moment later has to do.
-        """
-        assert self.fd is not None
-        late = b""
-        deadline = time.monotonic() + patience
-        while True:
-            more = self.appended_since()
-            if more is None:
-                return None
-            late += more
-            if _SETLEASE is None:
-                break
-            try:
-                fcntl.fcntl(self.fd, _SETLEASE, fcntl.F_RDLCK)
-            except BlockingIOError:  # a writer still has it open
-                if time.monotonic() < deadline:
-                    time.sleep(0.001)
-                    continue
-                log.warning("a writer kept a replaced note open", extra={"fd": self.fd})
-                return late
-            except OSError:
-                break
-            try:
-                more = self.appended_since()
-            finally:
-                fcntl.fcntl(self.fd, _SETLEASE, fcntl.F_UNLCK)
-            return None if more is None else late + more
-        time.sleep(0.005)
-        more = self.appended_since()
-        return None if more is None else late + more
-
-    def appended_since(self) -> bytes | None:
-        """Bytes added to the old file since the last look; None if it was rewritten."""
-        assert self.fd is not None and self.data is not None
-        size = os.fstat(self.fd).st_size
-        if size < self._carried or os.pread(self.fd, len(self.data), 0) != self.data:
-            return None
-        late = (
-            os.pread(self.fd, size - self._carried, self._carried) if size > self._carried else b""
-        )
-        self._carried += len(late)
-        return late
-
-
-def _read_fd(fd: int) -> bytes:
-    """Everything in an open file, from its start."""
-    chunks = []
-    offset = 0
-    while chunk := os.pread(fd, 1 << 20, offset):
-        chunks.append(chunk)
-        offset += len(chunk)
-    return b"".join(chunks)
-
-
-def _synced_temp(folder: Path, data: bytes, mode: int) -> str:
-    """A hidden temporary file in ``folder`` holding ``data``, synced; its path."""
-    fd, tmp = tempfile.mkstemp(prefix=".mv-", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    return tmp
-
-
-def _append_bytes(real: Path, data: bytes) -> None:
-    fd = os.open(real, os.O_WRONLY | os.O_APPEND)
-    try:
-        _write_all(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_all(fd: int, payload: bytes) -> None:
-    view = memoryview(payload)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Make a rename or unlink durable; some filesystems refuse, which is harmless."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def replace_file(path: Path, data: bytes) -> None:
-    """Replace (or create) a file outside the vault atomically, keeping its mode: a
-    reader sees the old bytes or the new ones, never a mix, and a crash loses neither."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        mode = path.stat().st_mode & 0o7777
-    except FileNotFoundError:
-        mode = 0o666 & ~_UMASK
-    tmp = _synced_temp(path.parent, data, mode)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
