@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from memvault.errors import InvalidInputError, NotFoundError
+from memvault.index.connection import locked
 from memvault.index.filters import like_prefix
-from memvault.index.index import MemoryIndex, locked
+from memvault.index.index import MemoryIndex
 from memvault.vault.entities import entity_type
 from memvault.vault.paths import normalize_relpath
 
