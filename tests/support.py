@@ -7,7 +7,7 @@ import hashlib
 import re
 import socket
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memvault.clock import Clock
+from memvault.config import Settings
 from memvault.index.embedders import BaseEmbedder
 from memvault.tools.policy import ApprovalRequest
 from waiting import WAIT
@@ -190,3 +191,20 @@ def schema_problems(schema: dict[str, Any], where: str = "") -> list[str]:
             if isinstance(nested, dict) and "properties" in nested:
                 problems += schema_problems(nested, place)
     return problems
+
+
+@contextlib.contextmanager
+def reopened(root: Any, clock: Clock, storage: Any) -> Iterator[Any]:
+    """The vault at ``root`` opened anew, as a daemon starting would (its index migrated
+    to the schema of this memvault; ``storage`` the test's settings), closed after."""
+    from memvault.runtime import Runtime
+
+    runtime = Runtime.open(
+        Settings(vault=root, timezone="Europe/Berlin", storage=storage),
+        clock=clock,
+        embedder=HashEmbedder(),
+    )
+    try:
+        yield runtime
+    finally:
+        runtime.close()

@@ -19,6 +19,7 @@ import sqlite_vec
 
 from memvault import sqlite as sql
 from memvault.errors import VaultError
+from memvault.index.stemming import KeywordRow
 from memvault.locations import private_file, private_state_dir
 
 # The oldest SQLite the index runs on: FTS5's contentless_delete (3.43; ``chunks_exact``).
@@ -189,6 +190,27 @@ _MIGRATIONS: dict[int, str] = {
     + "); DELETE FROM chunks_fts WHERE rowid IN (SELECT rowid FROM chunks_fts f WHERE "
     + _NOT_ASCII
     + ")",
+    # Stemming by language (memvault.index.stemming): the languages the index holds; each
+    # keyword row holding another language is written anew: an ASCII row's stems in place
+    # (its words as written are the row's own: the exact view keeps them), a row beyond
+    # ASCII (written as NFKC and bigrams) by reading its note again at the next sync.
+    7: "CREATE TABLE IF NOT EXISTS keyword_languages (language TEXT PRIMARY KEY) WITHOUT ROWID"
+    "; CREATE TEMP TABLE restem AS SELECT rowid AS id, NOT (" + _NOT_ASCII + ") AS plain,"
+    " memvault_languages(f.text, f.context, f.title, f.tags) AS languages FROM chunks_fts f"
+    " WHERE languages <> ''"
+    "; UPDATE notes SET hash = '', mtime_ns = 0 WHERE id IN (SELECT note_id FROM chunks"
+    " WHERE id IN (SELECT id FROM temp.restem WHERE NOT plain))"
+    "; DELETE FROM chunks_exact WHERE rowid IN (SELECT id FROM temp.restem WHERE NOT plain)"
+    "; DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM temp.restem WHERE NOT plain)"
+    "; UPDATE chunks_fts SET"
+    + ",".join(
+        f" {column} = memvault_stemmed(text, context, title, tags, {i})"
+        for i, column in enumerate(("text", "context", "title", "tags"))
+    )
+    + " WHERE rowid IN (SELECT id FROM temp.restem WHERE plain)"
+    "; INSERT OR IGNORE INTO keyword_languages SELECT j.value FROM temp.restem r,"
+    " json_each('[\"' || replace(r.languages, ' ', '\",\"') || '\"]') j WHERE r.plain"
+    "; DROP TABLE temp.restem",
 }
 SCHEMA_VERSION = max(_MIGRATIONS)
 
@@ -246,9 +268,22 @@ def _copy_in_memory(path: Path) -> Connection:
 
 def migrate(conn: Connection) -> None:
     """Bring the index's schema up to date."""
+    # What migration 7 asks of a keyword row as written before stemming by language.
+    conn.create_function("memvault_languages", 4, _languages, deterministic=True)
+    conn.create_function("memvault_stemmed", 5, _stemmed, deterministic=True)
     sql.migrate(
         conn,
         _MIGRATIONS,
         newer="The index was written by a newer memvault (schema {version}); "
         "upgrade memvault or rebuild it with `memvault index --rebuild`.",
     )
+
+
+def _languages(text: str, context: str, title: str, tags: str) -> str:
+    """The languages other than English a keyword row holds, by code ('' for none)."""
+    return " ".join(sorted(KeywordRow.of(text, context, title, tags).languages))
+
+
+def _stemmed(text: str, context: str, title: str, tags: str, column: int) -> str:
+    """A keyword row's ``column`` in the stemmed view (the row's own words as written)."""
+    return KeywordRow.of(text, context, title, tags).stemmed[column]

@@ -27,8 +27,9 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from memvault.index.db import EXACT_TOKENIZER, TOKENIZER, Connection
+from memvault.index.db import EXACT_TOKENIZER, TOKENIZER, Connection, DatabaseError
 from memvault.index.query import ParsedQuery
+from memvault.index.stemming import KeywordRow, lookups
 
 # A keyword match: (chunk id, BM25 of its own words, BM25 of its context), on the stems.
 Scored = tuple[int, float, float]
@@ -66,6 +67,30 @@ def keyword_tables(dialect: str) -> tuple[str, ...]:
     """The tables a chunk's words are written to and deleted from (PostgreSQL derives the
     exact view in the same row)."""
     return ("chunks_fts", "chunks_exact") if dialect == "sqlite" else ("chunks_fts",)
+
+
+def write_keywords(conn: Connection, dialect: str, chunk_id: int, row: KeywordRow) -> None:
+    """Write a chunk's keyword row: its stems to ``chunks_fts``, its words as written to the
+    exact view (SQLite's ``chunks_exact``; PostgreSQL's ``written`` column where they
+    differ), and its language to ``keyword_languages`` (see memvault.index.stemming)."""
+    columns = "rowid, text, context, title, tags"
+    if dialect == "sqlite":
+        conn.execute(
+            f"INSERT INTO chunks_fts({columns}) VALUES (?,?,?,?,?)", (chunk_id, *row.stemmed)
+        )
+        conn.execute(
+            f"INSERT INTO chunks_exact({columns}) VALUES (?,?,?,?,?)", (chunk_id, *row.written)
+        )
+        for language in row.languages:
+            conn.execute("INSERT OR IGNORE INTO keyword_languages VALUES (?)", (language,))
+        return
+    written = list(row.written) if row.written != row.stemmed else None
+    conn.execute(
+        f"INSERT INTO chunks_fts({columns}, written) VALUES (?,?,?,?,?,?)",
+        (chunk_id, *row.stemmed, written),
+    )
+    for language in row.languages:
+        conn.execute("INSERT INTO keyword_languages VALUES (?) ON CONFLICT DO NOTHING", (language,))
 
 
 @dataclass(frozen=True)
@@ -143,6 +168,10 @@ class Keywords(Protocol):
         """A block (one search) that may take the index's state as read once."""
         ...
 
+    def languages(self) -> frozenset[str]:
+        """The languages other than English whose stems the index holds (kept as above)."""
+        ...
+
 
 def fts_phrase(words: Sequence[str]) -> str:
     """An FTS5 phrase for ``words`` (safe for any input: quotes are doubled)."""
@@ -173,16 +202,38 @@ class Fts5Keywords:
         self._df_version: tuple[int, int] | None = None
         self._scratch = 0  # changes made tokenising queries (not the index's)
         self._tokens: dict[tuple[str, bool], list[str]] = {}
+        self._languages: frozenset[str] | None = None
+
+    def _match(self, query: ParsedQuery) -> str | None:
+        """The query's FTS5 MATCH: each word as English and as its stems in the languages
+        looked up (see memvault.index.stemming.lookups); English only: ``query.fts``."""
+        held = self.languages()
+        if query.fts is None or not held:
+            return query.fts
+        asked = (k for term in query.terms for k in lookups(term, query.language, held))
+        return " OR ".join(fts_phrase([key]) for key in dict.fromkeys(asked))
+
+    def languages(self) -> frozenset[str]:
+        self._check_version()
+        if self._languages is None:
+            try:
+                rows = self.conn.execute("SELECT language FROM keyword_languages").fetchall()
+            except DatabaseError:  # keyword tables made by hand (bench/tests): English only
+                rows = []
+            self._languages = frozenset(str(r[0]) for r in rows)
+        self._df_version = self._version()
+        return self._languages
 
     # -- matches -------------------------------------------------------------------
 
     def ranked(self, query: ParsedQuery, limit: int) -> list[Scored]:
-        if query.fts is None:
+        match = self._match(query)
+        if match is None:
             return []
         rows = self.conn.execute(
             f"SELECT rowid, {_OWN_BM25} AS own, {_CONTEXT_BM25} AS ctx"
             " FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY own + ctx LIMIT ?",
-            (query.fts, limit),
+            (match, limit),
         ).fetchall()
         stemmed = [(int(r[0]), -float(r[1]), -float(r[2])) for r in rows]
         if query.prefix_fts is None:
@@ -197,7 +248,8 @@ class Fts5Keywords:
     def ranked_where(
         self, query: ParsedQuery, where: str, params: Sequence[Any], limit: int
     ) -> list[Scored]:
-        if query.fts is None:
+        match = self._match(query)
+        if match is None:
             return []
         # Materialised first: joined directly, SQLite would run the MATCH once per chunk row.
         rows = self.conn.execute(
@@ -206,7 +258,7 @@ class Fts5Keywords:
             " FROM chunks_fts WHERE chunks_fts MATCH ?)"
             " SELECT m.id, m.own, m.ctx FROM m JOIN chunks c ON c.id = m.id"
             f" JOIN notes n ON n.id = c.note_id WHERE {where} ORDER BY m.own + m.ctx LIMIT ?",
-            [query.fts, *params, limit],
+            [match, *params, limit],
         ).fetchall()
         stemmed = [(int(r[0]), -float(r[1]), -float(r[2])) for r in rows]
         if query.prefix_fts is None:
@@ -230,13 +282,14 @@ class Fts5Keywords:
         return [int(r[0]) for r in rows]
 
     def scores(self, query: ParsedQuery, ids: Sequence[int]) -> dict[int, tuple[float, float]]:
-        if query.fts is None or not ids:
+        match = self._match(query) if ids else None
+        if match is None:
             return {}
         marks = ",".join("?" * len(ids))
         rows = self.conn.execute(
             f"SELECT rowid, {_OWN_BM25}, {_CONTEXT_BM25}"
             f" FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN ({marks})",
-            [query.fts, *ids],
+            [match, *ids],
         ).fetchall()
         return {int(r[0]): (-float(r[1]), -float(r[2])) for r in rows}
 
@@ -342,6 +395,7 @@ class Fts5Keywords:
             self._df.clear()
             self._form_df.clear()
             self._documents = None
+            self._languages = None
 
     def _version(self) -> tuple[int, int]:
         """Changes made on this connection (but tokenising), and SQLite's count of other

@@ -47,6 +47,7 @@ from typing import Any
 from memvault.index.keywords import COUNTS_KEPT, TOKENS_KEPT, Form, Scored, merged
 from memvault.index.query import ParsedQuery
 from memvault.index.ranking import bm25_idf
+from memvault.index.stemming import lookups
 from memvault.storage.dialect import PgConnection
 from memvault.storage.pg_schema import TS_CONFIG
 
@@ -164,13 +165,16 @@ class PgKeywords:
         self._version: str | None = None
         self._pins = 0  # searches holding ``pinned``
         self._checked = False  # the version was read in the pinned block
+        self._languages: frozenset[str] | None = None
 
     # -- matches -------------------------------------------------------------------
 
     def _query(self, query: ParsedQuery) -> _Query | None:
         """The query's lexemes and their idf, or None when no word of it has a lexeme."""
         times: Counter[str] = Counter()
-        for stems in self.tokens_each(query.terms):
+        held = self.languages()
+        asked = [k for term in query.terms for k in lookups(term, query.language, held)]
+        for stems in self.tokens_each(asked):
             times.update(stems)
         if not times:
             return None
@@ -317,7 +321,15 @@ class PgKeywords:
             self._df.clear()
             self._form_df.clear()
             self._corpus = None
+            self._languages = None
             self._version = version
+
+    def languages(self) -> frozenset[str]:
+        self._check_version()
+        if self._languages is None:
+            rows = self.conn.execute("SELECT language FROM keyword_languages").fetchall()
+            self._languages = frozenset(str(r[0]) for r in rows)
+        return self._languages
 
     def documents(self) -> int:
         return self._counted()[0]

@@ -3,7 +3,10 @@
 - Keywords: words are extracted with a Unicode-aware pattern and each is
   quoted, so no input can inject FTS5 syntax; common function words are
   dropped (unless nothing else is left) and the rest are OR-ed, because a
-  question rarely repeats the exact wording of the answer. Chinese, Japanese
+  question rarely repeats the exact wording of the answer. The query's
+  language, where its function words tell, decides which stems its words are
+  looked up as (:mod:`memvault.index.stemming`), and its function words are
+  dropped too. Chinese, Japanese
   and Korean have no spaces (or attach particles): a run of them is searched
   as its character bigrams, as the index holds it (:mod:`memvault.index.scripts`).
 - Phrases: text in double quotes (straight or curly) is a phrase: its words
@@ -29,20 +32,15 @@ from datetime import date, datetime, timedelta, tzinfo
 
 from memvault.dates import find_date, languages_for
 from memvault.index.scripts import searched, words_of
+from memvault.languages import ENGLISH_STOP_WORDS, QUERY_CLUES, language_of, stop_words
 
 _LAST_WORD = re.compile(r"[^\W_]+$", re.UNICODE)
 # The shortest word being typed that is also matched as a prefix.
 PREFIX_MIN = 3
 _QUOTED = re.compile(r'["\u201c\u201d\u201e]([^"\u201c\u201d\u201e]+)["\u201c\u201d\u201e]')
-STOPWORDS = frozenset(
-    """a an the is are was were be been being am do does did doing of to in on at for with by
-    from and or but not no nor what when where who whom whose which why how has have had having
-    i you he she it we they me him her them my your his its our their mine yours hers ours
-    theirs this that these those as if than then so such there here about into over under
-    after before up down out off again further once can will would should could may might must
-    shall just also very too any some own same other each few more most both all only until
-    while during through between against above below s t don""".split()
-)
+# English function words, dropped from a query's search words (a query in another
+# language drops its own too: memvault.index.stemming).
+STOPWORDS = ENGLISH_STOP_WORDS
 
 _MONTHS = {
     name: number
@@ -109,6 +107,9 @@ class ParsedQuery:
     words: tuple[str, ...] = ()  # every word, in order (stopwords too): the whole-query phrase
     phrases: tuple[tuple[str, ...], ...] = ()  # quoted phrases (a quoted word is one too)
     prefix: str | None = None  # the word being typed, also matched as a prefix (one of terms)
+    # Its language where its function words tell (``en`` or a code of
+    # memvault.index.stemming.LANGUAGES), else None: which stems its words are looked up as.
+    language: str | None = None
 
     @property
     def fts(self) -> str | None:
@@ -123,11 +124,13 @@ class ParsedQuery:
         return None if self.prefix is None else f'"{self.prefix}" *'
 
 
-def terms_of(text: str) -> tuple[str, ...]:
-    """Search words of ``text``: lower-cased, de-duplicated, function words dropped (a run of
-    Chinese, Japanese or Korean is its character bigrams: :mod:`memvault.index.scripts`)."""
+def terms_of(text: str, language: str | None = None) -> tuple[str, ...]:
+    """Search words of ``text``: lower-cased, de-duplicated, function words dropped (English
+    ones, and those of its ``language``; a run of Chinese, Japanese or Korean is its
+    character bigrams: :mod:`memvault.index.scripts`)."""
     words = [w.lower() for w in words_of(text)]
-    kept = [w for w in words if w not in STOPWORDS]
+    dropped = STOPWORDS | stop_words(language) if language else STOPWORDS
+    kept = [w for w in words if w not in dropped]
     chosen = kept or words
     seen: set[str] = set()
     out = []
@@ -250,7 +253,8 @@ def prefix_of(text: str, terms: tuple[str, ...]) -> str | None:
 def parse_query(text: str, now: datetime, locale: str | None = None) -> ParsedQuery:
     """Keywords, phrases, time range (dates in the owner's ``locale`` too) and the word
     being typed of a query."""
-    terms = terms_of(text)
+    language = language_of(text, QUERY_CLUES)
+    terms = terms_of(text, language)
     return ParsedQuery(
         text=text,
         terms=terms,
@@ -258,4 +262,5 @@ def parse_query(text: str, now: datetime, locale: str | None = None) -> ParsedQu
         words=tuple(words_of(text))[:64],
         phrases=phrases_of(text),
         prefix=prefix_of(text, terms),
+        language=language,
     )

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 
 from memvault.config import SearchSettings
 from memvault.index.keywords import Form, Keywords
+from memvault.index.stemming import lookups
 
 # Which chunks hold a word is listed for words in at most this share of the chunks (or
 # this many): commoner words carry little information and their lists are long.
@@ -70,6 +71,14 @@ class QueryTerm:
     hits: int  # chunks holding its stem (none: its start): whether its holders are listed
     start: Form | None = None  # the word being typed: held by the words that start so
     start_idf: float = 0.0  # what holding only a word that starts so is worth
+    # What the index is asked for the word (memvault.index.stemming.lookups): () is the
+    # word itself; else its stems by language (``stem`` is the first's).
+    looked_up: tuple[str, ...] = ()
+
+    @property
+    def asked(self) -> tuple[str, ...]:
+        """What the index is asked for to find the chunks holding the word."""
+        return self.looked_up or (self.word,)
 
 
 @dataclass(frozen=True)
@@ -101,17 +110,36 @@ class Vocabulary:
     def __init__(self, keywords: Keywords) -> None:
         self.keywords = keywords
 
-    def terms(self, words: Iterable[str], prefix: str | None = None) -> QueryTerms:
+    def terms(
+        self, words: Iterable[str], prefix: str | None = None, language: str | None = None
+    ) -> QueryTerms:
         """Each query word with its stem and its idf, as FTS5's BM25 computes it; and for
-        ``prefix`` (the word being typed) its start and what holding it is worth."""
+        ``prefix`` (the word being typed) its start and what holding it is worth.
+
+        A word is looked up as the query's ``language`` says (see
+        :func:`memvault.index.stemming.lookups`): in several languages, it is held by
+        the chunks holding any of its stems (each chunk holds one: its own language's).
+        """
         keywords = self.keywords
         total = keywords.documents()
+        held = keywords.languages()
         first: dict[str, str] = {}  # stem -> the first word that has it
+        others: dict[str, tuple[str, ...]] = {}  # stem -> its word's stems in other languages
+        asked: dict[str, tuple[str, ...]] = {}  # stem -> what its word is looked up as
         listed = list(words)
-        for word, stems in zip(listed, keywords.tokens_each(listed), strict=True):
-            if len(stems) == 1:
-                first.setdefault(stems[0], word)
-        counts = keywords.document_frequencies(first)
+        keys = [lookups(word, language, held) for word in listed]
+        flat = list(dict.fromkeys(k for each in keys for k in each))
+        tokens = dict(zip(flat, keywords.tokens_each(flat), strict=True))
+        for word, each in zip(listed, keys, strict=True):
+            stems = tokens[each[0]]
+            if len(stems) == 1 and stems[0] not in first:
+                first[stems[0]] = word
+                if len(each) > 1 or each[0] != word:
+                    asked[stems[0]] = each
+                    others[stems[0]] = tuple(
+                        t[0] for k in each[1:] if len(t := tokens[k]) == 1 and t[0] != stems[0]
+                    )
+        counts = keywords.document_frequencies([*first, *(s for o in others.values() for s in o)])
         typed = [s for s, w in first.items() if w == prefix]
         start, started = None, 0
         if typed:
@@ -126,15 +154,16 @@ class Vocabulary:
         found: list[QueryTerm] = []
         absent = 0
         for stem, word in first.items():
-            hits = counts[stem]
+            hits = counts[stem] + sum(counts[other] for other in others.get(stem, ()))
+            also = asked.get(stem, ())
             if stem in typed and started:
                 # Held whole, the word is worth its stem's idf; by a longer word, the idf of
                 # the stem's and the start's holders counted apart: always less.
                 idf = bm25_idf(total, hits or started)
                 later = bm25_idf(total, min(total, hits + started))
-                found.append(QueryTerm(word, stem, idf, hits or started, start, later))
+                found.append(QueryTerm(word, stem, idf, hits or started, start, later, also))
             elif hits:
-                found.append(QueryTerm(word, stem, bm25_idf(total, hits), hits))
+                found.append(QueryTerm(word, stem, bm25_idf(total, hits), hits, looked_up=also))
             else:
                 absent += 1
         return QueryTerms(tuple(found), total, absent)
@@ -159,9 +188,10 @@ class Vocabulary:
         for term, holders in zip(starting, started, strict=True):
             for chunk_id in holders:
                 worth[chunk_id][term.stem] = term.start_idf
-        whole = self.keywords.holders([t.word for t in listed], wanted)
-        for term, holders in zip(listed, whole, strict=True):
-            for chunk_id in holders:
+        asked = list(dict.fromkeys(k for t in listed for k in t.asked))
+        holding = dict(zip(asked, self.keywords.holders(asked, wanted), strict=True))
+        for term in listed:
+            for chunk_id in set().union(*(holding[k] for k in term.asked)):
                 worth[chunk_id][term.stem] = term.idf
         return {chunk_id: sum(w.values()) / scale for chunk_id, w in worth.items()}
 

@@ -25,8 +25,8 @@ from memvault.index.chunking import (
     note_created,
 )
 from memvault.index.connection import IndexConnection
-from memvault.index.keywords import keyword_tables
-from memvault.index.scripts import indexed
+from memvault.index.keywords import keyword_tables, write_keywords
+from memvault.index.stemming import KeywordRow
 from memvault.sqlite import get_meta, set_meta, transaction
 from memvault.vault.entities import relation_lines, relation_name
 from memvault.vault.links import LinkResolver, link_key
@@ -150,8 +150,9 @@ class NoteRows(IndexConnection):
                     (*_chunk_meta(draft), chunk_id),
                 )
                 written = (reuse["ftitle"], reuse["ftags"])
+                words = KeywordRow.of(draft.text, draft.context, chunk_title, tags_text)
                 stale_fts = (reuse["frowid"] is None) == keyworded or (
-                    keyworded and written != (indexed(chunk_title), indexed(tags_text))
+                    keyworded and written != words.stemmed[2:]
                 )
                 if stale_fts:
                     self._delete_fts([chunk_id])
@@ -183,13 +184,9 @@ class NoteRows(IndexConnection):
         return chunk_id
 
     def _insert_fts(self, chunk_id: int, draft: ChunkDraft, title: str, tags_text: str) -> None:
-        # Words in every script: CJK runs as bigrams (memvault.index.scripts).
-        values = (chunk_id, *map(indexed, (draft.text, draft.context, title, tags_text)))
-        for table in keyword_tables(self.dialect):
-            self.conn.execute(
-                f"INSERT INTO {table}(rowid, text, context, title, tags) VALUES (?,?,?,?,?)",
-                values,
-            )
+        # Words in every script, stems by language (memvault.index.stemming).
+        words = KeywordRow.of(draft.text, draft.context, title, tags_text)
+        write_keywords(self.conn, self.dialect, chunk_id, words)
 
     def _delete_fts(self, ids: Sequence[int]) -> None:
         for table in keyword_tables(self.dialect):

@@ -46,6 +46,9 @@ _CJK_CLASS = (
 )
 _CJK_RUN = re.compile(f"[{_CJK_CLASS}]+")
 _WORD = re.compile(r"[^\W_]+")
+# The letter closing a stem of another language than English in the stemmed view
+# (memvault.index.stemming): a separator in any text given, so no word can end so.
+RESERVED = "\u02ad"
 # Unicode categories that separate words for FTS5's unicode61 (it keeps letters, numbers
 # and private-use characters): punctuation, symbols, separators, controls and formats.
 _SEPARATING = ("P", "S", "Z", "Cc", "Cf", "Cs", "Cn")
@@ -65,7 +68,7 @@ def _normal(text: str) -> str:
         text = unicodedata.normalize("NFKC", text)
     text = text.lower()  # PostgreSQL under the C locale lower-cases ASCII only
     for char in set(text):
-        if char > "\x7f" and _separating(char):
+        if char > "\x7f" and (_separating(char) or char == RESERVED):
             text = text.replace(char, " ")
     return text
 

@@ -129,7 +129,11 @@ class Searcher(DigestSearch):
         where, params = checked.sql()
         n = self.settings.candidates
         use_keywords = mode != "vector"
-        terms = self.vocabulary.terms(parsed.terms, parsed.prefix) if use_keywords else None
+        terms = (
+            self.vocabulary.terms(parsed.terms, parsed.prefix, parsed.language)
+            if use_keywords
+            else None
+        )
         if terms is not None and parsed.prefix is not None and not terms.started:
             parsed = replace(parsed, prefix=None)  # no longer word starts so: whole words
         # A longer keyword list than the candidates, to score the others' keywords too.

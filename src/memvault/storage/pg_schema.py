@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import unicodedata
 
+from memvault.languages import RESTEMMED_WORDS
+
 INDEX_SCHEMA = "memvault_index"
 STATE_SCHEMA = "memvault_state"
 # The text search configuration of the keyword index: the original Porter stemmer (from
@@ -520,9 +522,57 @@ UPDATE {INDEX_SCHEMA}.notes SET hash = '', mtime_ns = 0 WHERE id IN (
 DELETE FROM {INDEX_SCHEMA}.chunks_fts f WHERE {_NOT_ASCII}
 """
 
+
+# Stemming by language (memvault.index.stemming): the languages the index holds; the
+# stemmed view in ``text``, ``context``, ``title`` and ``tags`` and, where a chunk's
+# language stems its words, the four as written in ``written`` (the exact view reads
+# them); and the rows that may be in another language than English (a word beyond
+# ASCII, or two function words of the languages stemmed by their own rules: a row is
+# one of them from two on) leave the index, their notes read again at the next sync.
+# (SQLite's index migration 7 asks memvault.index.stemming of each row instead.)
+def _restem_sql() -> str:
+    words = ", ".join(f"'{w}'" for w in RESTEMMED_WORDS)
+    index = INDEX_SCHEMA
+    return f"""
+CREATE TABLE IF NOT EXISTS {index}.keyword_languages (language text PRIMARY KEY);
+CREATE TEMP TABLE restem ON COMMIT DROP AS
+    SELECT rowid FROM {index}.chunk_forms WHERE lexeme = ANY(ARRAY[{words}])
+    GROUP BY rowid HAVING sum(own + ctx) >= 2
+    UNION SELECT f.rowid FROM {index}.chunks_fts f WHERE {_NOT_ASCII};
+UPDATE {index}.notes SET hash = '', mtime_ns = 0 WHERE id IN (
+    SELECT c.note_id FROM {index}.chunks c JOIN restem r ON r.rowid = c.id);
+DELETE FROM {index}.chunks_fts WHERE rowid IN (SELECT rowid FROM restem);
+ALTER TABLE {index}.chunks_fts DROP COLUMN IF EXISTS own_exact,
+    DROP COLUMN IF EXISTS ctx_exact, ADD COLUMN IF NOT EXISTS written text[];
+ALTER TABLE {index}.chunks_fts
+    ADD COLUMN own_exact tsvector GENERATED ALWAYS AS (
+        to_tsvector('pg_catalog.simple'::regconfig, {index}.words(CASE WHEN written IS NULL
+            THEN text || ' ' || title || ' ' || title || ' ' || tags
+            ELSE written[1] || ' ' || written[3] || ' ' || written[3] || ' ' || written[4] END))
+    ) STORED,
+    ADD COLUMN ctx_exact tsvector GENERATED ALWAYS AS (
+        to_tsvector('pg_catalog.simple'::regconfig,
+            {index}.words(coalesce(written[2], context)))
+    ) STORED;
+CREATE INDEX chunks_fts_own_exact ON {index}.chunks_fts USING gin(own_exact);
+CREATE INDEX chunks_fts_ctx_exact ON {index}.chunks_fts USING gin(ctx_exact)
+"""
+
+
+STEMMING_SQL = _restem_sql()
+
 # The tables of each schema, in an order that copying them one by one respects their
 # foreign keys (``memvault storage migrate``).
-INDEX_TABLES = ("meta", "notes", "chunks", "chunk_tags", "links", "memories", "chunks_fts")
+INDEX_TABLES = (
+    "meta",
+    "notes",
+    "chunks",
+    "chunk_tags",
+    "links",
+    "memories",
+    "chunks_fts",
+    "keyword_languages",
+)
 STATE_TABLES = (
     "meta",
     "sessions",

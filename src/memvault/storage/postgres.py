@@ -52,6 +52,7 @@ from memvault.storage.pg_schema import (
     SCRIPTS_SQL,
     STATE_SCHEMA,
     STATE_SQL,
+    STEMMING_SQL,
     TOKEN_AGENTS_SQL,
 )
 
@@ -91,6 +92,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(9, "keyword postings", POSTINGS_SQL),
     Migration(10, "agent runs", RUNS_SQL),
     Migration(11, "words in every script", SCRIPTS_SQL),
+    Migration(12, "stemming by language", STEMMING_SQL),
 )
 
 
