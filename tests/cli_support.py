@@ -5,16 +5,22 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import traceback
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.main import get_command
 from typer.testing import CliRunner, Result
 
 from memvault.cli.app import app
 from memvault.locations import MODEL_CACHE_ENV
+
+# The click command tree, built once: typer's ``CliRunner.invoke(app)`` builds it anew on
+# every call (half the time of a small command). Its lazy groups stay built once used.
+COMMAND = get_command(app)
 
 # Exit codes of memvault.errors: a stable contract for scripts.
 EXIT_INVALID = 2  # InvalidInputError and UnsafePathError
@@ -56,15 +62,41 @@ def invoke(
     The embedder is ``none`` unless a test asks for one: no model loads by accident;
     nor does a daemon start in the background (``cli.autostart`` is off).
     """
-    result = CliRunner().invoke(
-        app, [str(arg) for arg in args], input=stdin, env=clean_env(vault, embedder, env)
-    )
+    result = run_command([str(arg) for arg in args], stdin, clean_env(vault, embedder, env))
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         assert result.exc_info is not None
         pytest.fail("memvault crashed:\n" + "".join(traceback.format_exception(*result.exc_info)))
     assert "Traceback" not in result.output
     assert "Internal error" not in result.stderr
     return result
+
+
+def run_command(args: list[str], stdin: str | None, env: Mapping[str, str | None]) -> Result:
+    """``memvault ARGS`` through ``COMMAND``, isolated as typer's ``CliRunner.invoke`` does
+    (its streams, stdin and environment) and with the same ``Result``."""
+    runner = CliRunner()
+    exception: BaseException | None = None
+    exc_info: Any = None
+    exit_code = 0
+    with runner.isolation(input=stdin, env=env) as (stdout, stderr, output):
+        try:
+            COMMAND.main(args=args, prog_name=COMMAND.name)
+        except SystemExit as exc:
+            code: Any = 0 if exc.code is None else exc.code
+            exc_info = sys.exc_info()
+            if code != 0:
+                exception = exc
+            if not isinstance(code, int):
+                sys.stdout.write(f"{code}\n")
+                code = 1
+            exit_code = code
+        except Exception as exc:
+            exception, exc_info, exit_code = exc, sys.exc_info(), 1
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            streams = stdout.getvalue(), stderr.getvalue(), output.getvalue()
+    return Result(runner, *streams, None, exit_code, exception, exc_info)
 
 
 def ok(vault: Path | None, *args: object, **kwargs: Any) -> Result:

@@ -295,9 +295,12 @@ class Home:
     def openclaw_json(self, *args: str) -> Any:
         return run_json(self.command, self.root, *args)
 
+    def plugins(self) -> dict[str, dict[str, Any]]:
+        """Every plugin ``openclaw plugins list`` shows, by id (one Node start for all)."""
+        return {p["id"]: p for p in self.openclaw_json("plugins", "list")["plugins"]}
+
     def plugin(self, plugin_id: str) -> dict[str, Any]:
-        listed = self.openclaw_json("plugins", "list")
-        return next(p for p in listed["plugins"] if p["id"] == plugin_id)
+        return self.plugins()[plugin_id]
 
 
 def _memvault_env() -> dict[str, str]:

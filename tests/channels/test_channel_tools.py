@@ -436,3 +436,15 @@ def test_channel_status_reports_uptime_since_the_adapter_started(
     finally:
         hub.stop(WAIT)
     assert status()["connected"] is False
+
+
+def test_a_stop_as_the_outbox_wakes_ends_the_hub(runtime: Runtime, tg: FakeTelegram) -> None:
+    """A message queued and the hub stopped at once: its loop ends. (The dispatcher's
+    wait was ``asyncio.wait_for``, which on Python 3.11 swallows a cancellation that
+    comes as the wait ends: the dispatcher outlived the stop, and the stop waited.)"""
+    for attempt in range(10):
+        hub = Hub(runtime)
+        hub.start()
+        hub.queue("telegram", str(OWNER), [f"Ping {attempt}"], kind="send")
+        hub.stop(WAIT)
+        assert not hub.running, f"the hub still runs after its stop (attempt {attempt})"

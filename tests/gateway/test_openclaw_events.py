@@ -52,6 +52,7 @@ class Host:
     home: Path
     telegram: OpenClawTelegram
     gateway: Gateway
+    polls_before: int = 0  # Telegram's getUpdates calls before this gateway started
 
     @property
     def url(self) -> str:
@@ -64,9 +65,11 @@ class Host:
         self.gateway.stop()
 
     def start(self) -> None:
-        """The gateway (again, on the same port and token), once it answers and polls
-        Telegram."""
+        """The gateway (again, on the same port and token), once it answers and has polled
+        Telegram. (Not a poll after this call: one running already may be in the middle of
+        a long poll of 30 s, and waiting for its next one only waits out the clock.)"""
         if not self.running():
+            self.polls_before = self.telegram.requests.count("getUpdates")
             self.gateway = Gateway(
                 write_command(self.root / "bin"),
                 self.home,
@@ -74,8 +77,10 @@ class Host:
                 token=self.gateway.token,
             )
         self.gateway.wait_ready()
-        polls = self.telegram.requests.count("getUpdates")
-        wait_for(lambda: self.telegram.requests.count("getUpdates") > polls, "Telegram polled")
+        wait_for(
+            lambda: self.telegram.requests.count("getUpdates") > self.polls_before,
+            "Telegram polled",
+        )
 
 
 @pytest.fixture(scope="module")

@@ -52,10 +52,11 @@ def test_install_runs_every_step_and_openclaw_confirms_it(installed: dict[str, A
     for step in ("verify_prereqs", "backup", "import_memories", "link_plugin", "configure"):
         assert f"ok     {step}" in out, out
     assert "Imported 3 memories" in out and "2 tasks" in out and "2 learnings" in out, out
-    ours = home.plugin("memvault")
+    listed = home.plugins()
+    ours = listed["memvault"]
     assert ours["status"] == "loaded" and ours["enabled"] is True and ours["kind"] == "memory"
     assert set(ours["toolNames"]) == {"memory_search", "memory_get"}
-    assert home.plugin("memory-core")["status"] == "disabled"
+    assert listed["memory-core"]["status"] == "disabled"
     inspected = home.openclaw_json("plugins", "inspect", "memvault", "--runtime")
     assert inspected["plugin"]["memorySlotSelected"] is True
     hooks = json.dumps(inspected["typedHooks"])
@@ -122,11 +123,12 @@ def test_uninstall_restores_openclaw_and_keeps_the_memories(installed: dict[str,
     assert "restored from the backup" in done.stdout, done.stdout
     assert home.config.read_bytes() == installed["config_before"]
     assert snapshot(home.workspace) == installed["workspace_before"]
-    core = home.plugin("memory-core")
+    listed = home.plugins()
+    core = listed["memory-core"]
     assert core["status"] == "loaded" and core["enabled"] is True
+    assert "memvault" not in listed
     back = home.openclaw_json("plugins", "inspect", "memory-core", "--runtime")
     assert back["plugin"]["memorySlotSelected"] is True, back["plugin"]
-    assert not any(p["id"] == "memvault" for p in home.openclaw_json("plugins", "list")["plugins"])
     assert not (home.vault / ".memvault" / "openclaw" / "install.json").exists()
     daemon: DaemonProcess = installed["daemon"]
     with daemon.client() as client:

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner, Result
+from typer.testing import Result
 
-from memvault.cli.app import app
+from cli_support import run_command
 from support import LAYOUT_FOLDERS, LAYOUT_NOTES
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "public_vault"
@@ -113,7 +113,7 @@ def invoke(root: Path, *args: object) -> Result:
     """Run ``memvault --vault ROOT ARGS`` in-process (timezone fixed, env cleaned)."""
     env: dict[str, str | None] = {key: None for key in os.environ if key.startswith("MEMVAULT_")}
     env.update({"MEMVAULT_TIMEZONE": "UTC", "COLUMNS": "200"})
-    result = CliRunner().invoke(app, ["--vault", str(root), *(str(a) for a in args)], env=env)
+    result = run_command(["--vault", str(root), *(str(a) for a in args)], None, env)
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         assert result.exc_info is not None
         pytest.fail("memvault crashed:\n" + "".join(traceback.format_exception(*result.exc_info)))
@@ -273,7 +273,7 @@ def test_an_uninitialised_vault_is_refused_and_nothing_is_written(docs_vault: Pa
         ("note", "list", "--all-files"),
         ("remember", "x"),
     ):
-        result = CliRunner().invoke(app, ["--vault", str(docs_vault), *args], env=env)
+        result = run_command(["--vault", str(docs_vault), *args], None, env)
         assert result.exit_code == 5, result.output
         assert result.stderr.startswith(f"Error: {docs_vault} is not a memvault vault; run ")
         assert "`memvault init" in result.stderr

@@ -326,7 +326,8 @@ class Hub:
         """One conversation's messages, in order."""
         while True:
             try:
-                inbox_id, status, message = await asyncio.wait_for(queue.get(), _IDLE_WORKER)
+                async with asyncio.timeout(_IDLE_WORKER):  # not wait_for: see _dispatch
+                    inbox_id, status, message = await queue.get()
             except TimeoutError:
                 if queue.empty():
                     self._chats.pop(key, None)
@@ -396,8 +397,12 @@ class Hub:
         limit inside its library) holds up no other channel."""
         wake = self._wakes[channel]
         while True:
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a cancellation
+            # that comes as the wait ends (a wake and a stop at once), and this loop then
+            # outlived the hub's stop.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), 1.0)
+                async with asyncio.timeout(1.0):
+                    await wake.wait()
             wake.clear()
             try:
                 await self._deliver(await asyncio.to_thread(self.store.pending, channel))

@@ -185,7 +185,9 @@ class SlackAdapter(Adapter):
             down_since: float | None = None
             while True:
                 try:
-                    request = await asyncio.wait_for(envelopes.get(), _WATCH_EVERY)
+                    # Not wait_for: on Python 3.11 it can swallow the hub's cancellation.
+                    async with asyncio.timeout(_WATCH_EVERY):
+                        request = await envelopes.get()
                 except TimeoutError:
                     down_since = await self._watch(client, down_since)
                     continue
