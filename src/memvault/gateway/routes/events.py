@@ -107,8 +107,9 @@ async def events(
             for event in backlog:
                 yield _frame(event)
             while True:
-                try:
-                    latest = await asyncio.wait_for(subscription.queue.get(), heartbeat)
+                try:  # not wait_for: on Python 3.11 it can swallow a disconnect's cancel
+                    async with asyncio.timeout(heartbeat):
+                        latest = await subscription.queue.get()
                 except TimeoutError:
                     yield _heartbeat(sent)
                     continue
