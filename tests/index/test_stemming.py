@@ -91,13 +91,14 @@ def test_each_line_of_a_note_in_two_languages_is_stemmed_by_its_own() -> None:
     assert row.written[0] == indexed(text)  # the exact view: as written
 
 
-def test_a_query_word_is_looked_up_by_the_query_language() -> None:
+def test_a_query_word_is_looked_up_in_its_language_first_then_every_language_held() -> None:
     held = frozenset({"de", "fr"})
+    de, fr = stem("ende", "de"), stem("ende", "fr")
     assert lookups("ende", None, frozenset()) == ("ende",)  # English only: as before
-    assert lookups("ende", "de", held) == (stem("ende", "de"),)
-    assert lookups("end", "en", held) == ("end",)
-    assert lookups("ende", "es", held) == ("ende",)  # a language not held: English
-    assert lookups("ende", None, held) == ("ende", stem("ende", "de"), stem("ende", "fr"))
+    assert lookups("ende", "de", held) == (de, "ende", fr)
+    assert lookups("end", "en", held) == ("end", stem("end", "de"), stem("end", "fr"))
+    assert lookups("ende", "es", held) == ("ende", de, fr)  # a language not held: English
+    assert lookups("ende", None, held) == ("ende", de, fr)
     assert lookups("2024", None, held) == ("2024",)  # numbers have no language
 
 

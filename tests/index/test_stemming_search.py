@@ -75,12 +75,27 @@ def test_another_inflection_finds_its_note(written: Runtime) -> None:
     assert not misses
 
 
-def test_german_ende_and_english_end_do_not_find_each_other(written: Runtime) -> None:
-    assert found(written, "Wann ist das Ende der Ferien?") == ["Notes/Holidays.md"]
-    assert found(written, "the end of the road") == ["Notes/Road.md"]
-    # (A query ending in a word is also a word being typed: "end" starts "Ende".)
-    assert found(written, "where does it end?") == ["Notes/Road.md"]
-    assert found(written, "Wann enden die Ferien?") == ["Notes/Holidays.md"]
+def test_german_ende_and_english_end_each_find_their_own_language_first(
+    written: Runtime,
+) -> None:
+    for query, own in (
+        ("Wann ist das Ende der Ferien?", "Notes/Holidays.md"),
+        ("the end of the road", "Notes/Road.md"),
+        ("Wann enden die Ferien?", "Notes/Holidays.md"),
+    ):
+        assert found(written, query)[:1] == [own], query
+    # One word left, and it is being typed ("end" also starts "Ende"): both notes hold it.
+    assert sorted(found(written, "where does it end?")) == ["Notes/Holidays.md", "Notes/Road.md"]
+    # German "Ende" is no longer stored as English "end": the English note alone holds
+    # "end" as English stems it (the German note is found through German's own stem).
+    assert "Notes/Road.md" not in found(written, "Ferienende")
+
+
+def test_a_name_in_a_note_of_another_language_is_found_by_a_query_in_english(
+    written: Runtime,
+) -> None:
+    """The query's language never narrows where its words are found: names have none."""
+    assert found(written, "What do you know about the Ferien?")[:1] == ["Notes/Holidays.md"]
 
 
 def test_a_bare_word_is_looked_up_in_every_language_held(written: Runtime) -> None:

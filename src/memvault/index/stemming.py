@@ -17,12 +17,12 @@ either backend sees a chunk:
   never equal an English stem (:func:`memvault.index.scripts.indexed` takes the
   mark out of any text it is given) nor another language's. The exact view
   (words as written) stays as written; English chunks are written exactly as before.
-- A query word is looked up by its stems (:func:`lookups`): in the query's language
-  when its function words say which (``das Ende`` is German: only German notes'
-  ``Ende``); else as English and in every language the index holds (a bare
-  ``Schwestern`` finds the German note, ``tomatoes`` the English ones). The
-  languages held are a table of a few rows (``keyword_languages``), written with
-  the chunks.
+- A query word is looked up by its stems (:func:`lookups`): as the query's language
+  stems it when its function words say which, and also as English and in every other
+  language the index holds, so a name or a borrowed word is found in a note of any
+  language (a bare ``Schwestern`` finds the German note, ``tomatoes`` the English
+  ones, an English question about "Umber" the German note naming it). The languages
+  held are a table of a few rows (``keyword_languages``), written with the chunks.
 
 A query in a language drops that language's function words as an English one
 drops English ones (:func:`memvault.languages.stop_words`).
@@ -77,16 +77,18 @@ def stemmed(text: str, language: str | None) -> str:
 
 def lookups(word: str, language: str | None, held: frozenset[str]) -> tuple[str, ...]:
     """What a query word is looked up as in the stemmed view (each then goes through the
-    index's own tokenizer): in the query's ``language`` when the index holds it, as
-    English for an English query (or one in a language the index does not hold), and
-    with no language known, as English and in every language held."""
+    index's own tokenizer): first as the query's ``language`` stems it (as English when
+    the index does not hold that language, or no language is known), then as English
+    and in every other language the index holds. A query's language never narrows where
+    its words are found: a name or a borrowed word stands in notes of any language (an
+    English question about "Umber" finds the German note naming it); the chunks holding
+    any of these forms hold the word."""
     if not held or not _stemmable(word):
         return (word,)
-    if language in held:
-        return (stem(word.lower(), language),)
-    if language is not None:
-        return (word,)
-    return (word, *(stem(word.lower(), code) for code in sorted(held)))
+    lowered = word.lower()
+    first = stem(lowered, language) if language in held else word
+    every = (word, *(stem(lowered, code) for code in sorted(held)))
+    return (first, *dict.fromkeys(k for k in every if k != first))
 
 
 def _own(found: str | None) -> str | None:
