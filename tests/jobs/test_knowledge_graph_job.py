@@ -13,7 +13,7 @@ from typing import Any
 from job_support import job_engine, run_job
 from llm_fakes import FakeOpenAI
 from memvault.index.graph import knowledge_graph as graph_of
-from memvault.jobs import JobRun, knowledge_graph
+from memvault.jobs import JobRun, mentions
 from memvault.llm.untrusted import DATA_TAG
 from memvault.runtime import Runtime
 from memvault.vault.entities import parse_entity
@@ -69,7 +69,7 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 def mentioned(vault: Vault, path: str) -> list[str]:
     """The memory ids listed in the note's Mentions block, in order."""
-    block = knowledge_graph.MARKERS.inner((vault.root / path).read_text("utf-8"), path) or ""
+    block = mentions.MARKERS.inner((vault.root / path).read_text("utf-8"), path) or ""
     return re.findall(r"!\[\[Memory/Facts#\^(m-[0-9a-f]+)\]\]", block)
 
 

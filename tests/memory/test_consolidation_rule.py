@@ -11,7 +11,8 @@ import threading
 from typing import Any
 
 from gateway_support import StartDaemon, ok
-from memvault.memory.consolidation import NEAR_IDENTICAL, jaccard, rule_decision, tokens
+from memvault.memory.near_identical import NEAR_IDENTICAL, jaccard, tokens
+from memvault.memory.nomination import rule_decision
 from memvault.runtime import Runtime
 from memvault.vault.memories import Memory, normalize_text
 from waiting import WAIT, wait_for

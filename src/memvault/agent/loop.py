@@ -36,9 +36,10 @@ from typing import Any
 
 from memvault.acting import acting_as, current_actor
 from memvault.agent.prompt import PromptFacts, build_system_prompt
+from memvault.agent.results import RunCancelledError, RunResult, Step, StepSink
 from memvault.agent.sessions import SessionCloser
+from memvault.agent.window import DEFENSIVE_PROMPT, request_tokens, trim_to_window
 from memvault.errors import InvalidInputError, MemvaultError
-from memvault.index.chunking import CHARS_PER_TOKEN
 from memvault.llm.base import (
     ChatMessage,
     Completion,
@@ -49,7 +50,8 @@ from memvault.llm.base import (
     ToolSpec,
     Usage,
 )
-from memvault.memory.context import ContextResult, Underway, checked_budget
+from memvault.memory.context import Underway
+from memvault.memory.context_budget import ContextResult, checked_budget
 from memvault.memory.outcomes import RunOutcome, one_line
 from memvault.memory.runs import RunRecord, context_record, tool_call_record
 from memvault.memory.sessions import Message, Session, check_key
@@ -65,78 +67,24 @@ from memvault.tools.audience_tools import audience_registry
 from memvault.tools.policy import Approver, DenyAll, Policy
 from memvault.tools.registry import Tool, ToolContext, ToolResult
 
+# The names the rest of memvault imports from here (a run's shapes among them).
+__all__ = [
+    "DEFENSIVE_PROMPT",
+    "MAX_LOGGED_TOOL_CHARS",
+    "MAX_TOOL_RESULT_CHARS",
+    "Agent",
+    "RunCancelledError",
+    "RunResult",
+    "Step",
+    "StepSink",
+]
+
 log = logging.getLogger(__name__)
 
 MAX_TOOL_RESULT_CHARS = 16_000
 MAX_LOGGED_TOOL_CHARS = 4_000
-DEFENSIVE_PROMPT = (
-    "[memvault] This conversation is close to the model's context limit; older turns "
-    "will be dropped next. Before going on with the request, call `remember` for every "
-    "durable fact, decision, preference or correction from this conversation that is not "
-    "stored yet (one self-contained sentence each). Then continue."
-)
-TRIMMED_NOTE = (
-    "[memvault] {count} earlier message(s) were dropped to stay within the context window; "
-    "use recall or memory_search if you need them."
-)
 
 LogMessage = Callable[..., tuple[Session, Message]]
-
-
-class RunCancelledError(Exception):
-    """The run was cancelled."""
-
-
-@dataclass(frozen=True)
-class Step:
-    """Something that happened during a run, for progress displays and event streams."""
-
-    # run_started, model_call, tool_call, tool_result, defensive_memory, trimmed,
-    # session_ended, tasks_updated, run_finished
-    kind: str
-    data: dict[str, Any]
-
-
-StepSink = Callable[[Step], None]
-
-
-@dataclass
-class RunResult:
-    """How a run went."""
-
-    status: str  # done | failed | cancelled
-    answer: str
-    summary: str
-    iterations: int
-    session: str
-    model: str | None = None
-    usage: Usage = field(default_factory=Usage)
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
-    error: str | None = None
-    # The model answered only a protocol token (HEARTBEAT_OK, NO_REPLY): nothing to send.
-    silent: bool = False
-
-    @property
-    def ok(self) -> bool:
-        """True when the run finished with an answer."""
-        return self.status == "done"
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
-            "status": self.status,
-            "answer": self.answer,
-            "summary": self.summary,
-            "iterations": self.iterations,
-            "session": self.session,
-            "model": self.model,
-            "usage": {
-                "input_tokens": self.usage.input_tokens,
-                "output_tokens": self.usage.output_tokens,
-            },
-            "tool_calls": self.tool_calls,
-            "error": self.error,
-        }
 
 
 @dataclass
@@ -499,14 +447,14 @@ class Agent:
         """Ask once for memories near the context limit; afterwards drop the oldest turns."""
         window = self.provider.context_window
         threshold = self.settings.defensive_ratio * window
-        used = max(_estimate(messages, tool_chars), run.last_prompt_tokens)
+        used = max(request_tokens(messages, tool_chars), run.last_prompt_tokens)
         if used < threshold:
             return messages
         if not run.warned:
             run.warned = True
             run.emit(Step("defensive_memory", {"tokens": used, "window": window}))
             return [*messages, ChatMessage("user", DEFENSIVE_PROMPT)]
-        trimmed, dropped = _trim(messages, tool_chars, int(threshold * 0.6))
+        trimmed, dropped = trim_to_window(messages, tool_chars, int(threshold * 0.6))
         if dropped:
             run.last_prompt_tokens = 0
             run.emit(Step("trimmed", {"dropped": dropped, "window": window}))
@@ -643,70 +591,3 @@ def _first_sentence(text: str) -> str:
         if 0 < cut < 200:
             return flat[: cut + 1]
     return one_line(flat, 200)
-
-
-def _size(message: ChatMessage) -> int:
-    size = len(message.content) + 16
-    for call in message.tool_calls:
-        size += len(call.name) + len(json.dumps(call.arguments)) + 16
-    return size
-
-
-def _estimate(messages: list[ChatMessage], tool_chars: int) -> int:
-    """Tokens of the request, estimated as everywhere in memvault (4 characters each)."""
-    return (sum(_size(m) for m in messages) + tool_chars) // CHARS_PER_TOKEN
-
-
-def _trim(
-    messages: list[ChatMessage], tool_chars: int, target: int
-) -> tuple[list[ChatMessage], int]:
-    """Drop the oldest turns until the request fits ``target`` tokens.
-
-    The system prompt and the latest user command stay; an assistant turn is
-    dropped together with its tool results, so no result is orphaned.
-    """
-    system, rest = messages[0], messages[1:]
-    command_at = max(
-        (
-            n
-            for n, m in enumerate(rest)
-            if m.role == "user" and not m.content.startswith("[memvault]")
-        ),
-        default=0,
-    )
-    blocks: list[list[ChatMessage]] = []
-    for message in rest:
-        if message.role == "tool" and blocks:
-            blocks[-1].append(message)
-        else:
-            blocks.append([message])
-    # Index of the block holding the latest user command.
-    position = 0
-    keep_block = 0
-    for n, block in enumerate(blocks):
-        if position <= command_at < position + len(block):
-            keep_block = n
-        position += len(block)
-    dropped = 0
-    removable = [n for n in range(len(blocks) - 1) if n != keep_block]
-    alive = [True] * len(blocks)
-    for n in removable:
-        current = _flatten(blocks, alive)
-        if _estimate([system, *current], tool_chars) <= target:
-            break
-        alive[n] = False
-        dropped += len(blocks[n])
-    kept = _flatten(blocks, alive)
-    if dropped:
-        note = ChatMessage("user", TRIMMED_NOTE.format(count=dropped))
-        first_user = next((n for n, m in enumerate(kept) if m.role == "user"), 0)
-        kept.insert(first_user + 1, note)
-    return [system, *kept], dropped
-
-
-def _flatten(blocks: list[list[ChatMessage]], alive: list[bool]) -> list[ChatMessage]:
-    out: list[ChatMessage] = []
-    for block, keep in zip(blocks, alive, strict=True):
-        if keep:
-            out.extend(block)
-    return out

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from memvault.config import ArchivalJob
 from memvault.errors import InvalidInputError, MemvaultError, NotFoundError
 from memvault.index.graph import backlinks
-from memvault.jobs.knowledge_graph import MARKERS as MENTIONS
+from memvault.jobs.mentions import MARKERS as MENTIONS
 from memvault.vault.collection import Collection, stem
 from memvault.vault.entities import ENTITY_FOLDERS
 from memvault.vault.memories import Memory

@@ -40,7 +40,7 @@ from memvault.config import HeartbeatJob
 from memvault.errors import ConfigError, MemvaultError
 from memvault.jobs.engine import JobContext, SkipRun
 from memvault.llm.base import ChatMessage, Completion
-from memvault.memory.context import MIN_BUDGET, ContextResult
+from memvault.memory.context_budget import MIN_BUDGET, ContextResult
 from memvault.memory.outcomes import one_line
 from memvault.memory.runs import RunRecord, context_record
 from memvault.protocol_tokens import is_only_protocol, strip_protocol_tokens

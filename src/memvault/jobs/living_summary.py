@@ -32,7 +32,7 @@ from memvault.jobs import daily_note
 from memvault.jobs.engine import JobContext
 from memvault.jobs.marked_section import Markers
 from memvault.jobs.model_draft import draft
-from memvault.memory.context import pinned_memories, rank_memories
+from memvault.memory.attention import pinned_memories, rank_memories
 from memvault.vault.layout import MEMORY
 from memvault.vault.memories import LOW_TRUST
 from memvault.vault.note import Note

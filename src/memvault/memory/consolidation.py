@@ -38,74 +38,51 @@ the day's journal (a "Memory" section) and to ``memory_changes``, which
 ``memvault memory history ID`` reads. A plain add by the rule writes neither:
 it costs a lookup of a few words on top of the store. Bulk imports store through
 :meth:`Memories.remember_many` directly and are not consolidated.
+
+The nomination (the rule, the model's answer and its checks) lives in
+:mod:`memvault.memory.nomination`, the near-identical lookup in
+:mod:`memvault.memory.near_identical`; this module applies, holds and records.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 import sqlite3
-import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from memvault.acting import confined_agent, sees
+from memvault.acting import confined_agent
 from memvault.clock import Clock
 from memvault.config import MemorySettings
 from memvault.errors import InvalidInputError, MemvaultError, NotFoundError, NotTextError
 from memvault.index.filters import SearchFilters
 from memvault.index.index import MemoryIndex
 from memvault.index.search import Searcher
-from memvault.llm.base import ChatMessage, Provider
-from memvault.llm.untrusted import UNTRUSTED, unfence, wrap_material
+from memvault.llm.base import Provider
+from memvault.memory.near_identical import NEAR_IDENTICAL, NearIdentical, jaccard, tokens
+from memvault.memory.nomination import ADD_BY_RULE, Decision, Held, ask_model, rule_decision
 from memvault.memory.revisions import Change, Review, RevisionLog
 from memvault.vault.journal import Journal
 from memvault.vault.memories import HeldBy, Memories, Memory, MemoryFile, normalize_text
 
+# The names the rest of memvault imports from here (the rule's among them).
+__all__ = [
+    "NEAR_IDENTICAL",
+    "Consolidated",
+    "Consolidator",
+    "Decision",
+    "Held",
+    "NearIdentical",
+    "jaccard",
+    "rule_decision",
+    "tokens",
+]
+
 log = logging.getLogger(__name__)
 
-ACTIONS = ("add", "update", "supersede", "noop")
 JOURNAL_SECTION = "Memory"
 CANDIDATES = 5
-NEAR_IDENTICAL = 0.9  # token-set Jaccard at which the rule calls two memories the same
-ANSWER_TOKENS = 400
-_CHARS_PER_TOKEN = 4
-_WORD = re.compile(r"\w+")
-
-INSTRUCTIONS = """\
-You keep the owner's memory tidy. A new memory is about to be stored; the \
-existing memories nearest to it are listed with their ids. Choose one action:
-- add: it is new information (choose this when unsure);
-- update: it adds detail to one existing memory about the same thing and both \
-fit in one sentence: give that memory's id as target and the merged sentence as text;
-- supersede: it corrects or replaces one existing memory (a fact or preference \
-that changed): give the old memory's id as target;
-- noop: one existing memory already says the same: give its id as target.
-Answer with one JSON object and nothing else: {"action": "add" | "update" | \
-"supersede" | "noop", "target": an id from the list or null, "text": the merged \
-sentence for update or null, "reason": one short sentence, "confidence": 0 to 1}."""
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What should happen to a new memory, and why."""
-
-    action: str
-    target: str | None = None
-    text: str | None = None  # the merged text of an update
-    reason: str = ""
-    confidence: float | None = None
-    by: str = "rule"  # rule, model or owner
-
-
-@dataclass(frozen=True)
-class Held:
-    """A model answer that may not be applied: what it nominated (if anything) and why not."""
-
-    problem: str
-    decision: Decision | None = None
 
 
 @dataclass(frozen=True)
@@ -156,115 +133,6 @@ class Consolidated:
             "created_new": self.created,
             "consolidation": self.to_dict(),
         }
-
-
-@dataclass
-class _Candidate:
-    memory: Memory
-    tokens: frozenset[str] = field(default_factory=frozenset)
-
-
-def tokens(text: str) -> frozenset[str]:
-    """The words of a text, case-folded, as a set."""
-    return frozenset(_WORD.findall(text.casefold()))
-
-
-def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    """Token-set overlap, 0 (nothing shared) to 1 (the same words)."""
-    return len(a & b) / len(a | b) if a or b else 1.0
-
-
-ADD_BY_RULE = Decision("add", reason="nothing close enough is remembered")
-
-
-def rule_decision(new: Memory, candidates: Sequence[Memory]) -> Decision:
-    """The conservative rule: near-identical text is a no-op, anything else is added."""
-    norm, words = normalize_text(new.text), tokens(new.text)
-    for candidate in candidates:
-        if normalize_text(candidate.text) == norm:
-            return Decision("noop", candidate.id, reason="the same text is already remembered")
-        overlap = jaccard(words, tokens(candidate.text))
-        if overlap >= NEAR_IDENTICAL and candidate.category == new.category:
-            return Decision(
-                "noop", candidate.id, reason=f"nearly the same words ({overlap:.2f} overlap)"
-            )
-    return ADD_BY_RULE
-
-
-@dataclass
-class _FileWords:
-    """Which memories of one parsed memory file hold each word (the first ``count``)."""
-
-    file: MemoryFile
-    count: int = 0
-    holders: dict[str, list[int]] = field(default_factory=dict)
-
-    def catch_up(self) -> None:
-        """List the words of the memories appended to the file since the last call."""
-        memories = self.file.memories
-        for number in range(self.count, len(memories)):
-            for word in tokens(memories[number].text):
-                self.holders.setdefault(word, []).append(number)
-        self.count = len(memories)
-
-
-class NearIdentical:
-    """The memories the rule could call the same as a new one, read from the memory files.
-
-    A memory nearly the same shares :data:`NEAR_IDENTICAL` of the words of
-    the two texts, so it lacks at most a few of the new text's words: it
-    holds at least one of the new text's rarest words, one more than it may
-    lack. Only the holders of those words are compared, whatever the vault's
-    size, and no search runs. Each file's words are listed once and extended
-    as lines are appended (a file parsed afresh is listed afresh).
-    """
-
-    def __init__(self) -> None:
-        self._files: dict[str, _FileWords] = {}
-        self._guard = threading.Lock()  # concurrent writers share the lists
-
-    def find(self, new: Memory, files: Sequence[MemoryFile]) -> list[Memory]:
-        """The memories of ``files`` whose text is the same as ``new``'s once normalised or
-        shares :data:`NEAR_IDENTICAL` of its words, the same first, then the nearest; for a
-        token bound to an agent, of that agent's own. Archived and superseded ones are
-        left out."""
-        words = tokens(new.text)
-        if not words:
-            return []  # nothing to compare by
-        with self._guard:
-            listed = [self._listed(file) for file in files]
-            self._files = {entry.file.path: entry for entry in listed}
-            by_rarity = sorted(
-                words, key=lambda word: sum(len(e.holders.get(word, ())) for e in listed)
-            )
-            # The most words a near-identical memory may lack (Jaccard <= shared / ours).
-            size = len(words)
-            lacking = max(m for m in range(size) if (size - m) / size >= NEAR_IDENTICAL)
-            held = [
-                entry.file.memories[number]
-                for entry in listed
-                for word in by_rarity[: lacking + 1]
-                for number in entry.holders.get(word, ())
-            ]
-        norm = normalize_text(new.text)
-        seen: set[str] = set()
-        found: list[tuple[bool, float, int, Memory]] = []
-        for memory in held:
-            if memory.id in seen or memory.retired or not sees(memory.agent):
-                continue
-            seen.add(memory.id)
-            overlap = jaccard(words, tokens(memory.text))
-            if overlap >= NEAR_IDENTICAL:
-                same = normalize_text(memory.text) == norm
-                found.append((not same, -overlap, len(found), memory))
-        return [memory for *_, memory in sorted(found)]
-
-    def _listed(self, file: MemoryFile) -> _FileWords:
-        entry = self._files.get(file.path)
-        if entry is None or entry.file is not file:  # new, or parsed afresh
-            entry = _FileWords(file)
-        entry.catch_up()
-        return entry
 
 
 class Consolidator:
@@ -322,7 +190,7 @@ class Consolidator:
         rule = rule_decision(new, candidates)
         decision: Decision | Held = rule
         if candidates and rule.action != "noop":
-            decision = self._ask(provider, new, candidates) or rule
+            decision = ask_model(provider, new, candidates, self.settings, self.memories) or rule
         if isinstance(decision, Held):
             return self._hold(text, category, importance, tags, source, decision, candidates)
         return self._apply(decision, text, category, importance, tags, source, new)
@@ -390,75 +258,6 @@ class Consolidator:
                 seen.add(memory.id)
                 found.append(memory)
         return found
-
-    def _ask(
-        self, provider: Provider, new: Memory, candidates: list[Memory]
-    ) -> Decision | Held | None:
-        """The model's nomination, a :class:`Held` answer, or None when it could not answer."""
-        system = f"{INSTRUCTIONS}\n\n{UNTRUSTED}"
-        room = (self.settings.consolidation_max_tokens - ANSWER_TOKENS) * _CHARS_PER_TOKEN
-        shown = list(candidates)
-        while True:
-            material = _material(new, shown)
-            if len(system) + len(material) <= room or not shown:
-                break
-            shown.pop()  # the least relevant candidate goes first
-        if not shown or len(system) + len(material) > room:
-            log.info("consolidation prompt over its token budget; the rule decides")
-            return None
-        messages = [ChatMessage("system", system), ChatMessage("user", wrap_material(material))]
-        try:
-            completion = provider.complete(messages, max_tokens=ANSWER_TOKENS)
-        except MemvaultError as exc:
-            log.warning("consolidation model failed; the rule decides: %s", exc.message)
-            return None
-        if completion.stop_reason == "length":
-            return Held("the model's answer was cut off at its token limit")
-        return self._check(completion.text, new, [m.id for m in shown])
-
-    def _check(self, answer: str, new: Memory, ids: list[str]) -> Decision | Held:
-        """The model's answer as a decision that may be applied, or why it may not."""
-        text = unfence(answer)
-        if not text:
-            return Held("the model's answer was empty")
-        try:
-            parsed = json.loads(text[text.find("{") : text.rfind("}") + 1] or text)
-        except ValueError:
-            parsed = None
-        if not isinstance(parsed, dict):
-            return Held("the model's answer was not a JSON object")
-        action = str(parsed.get("action", "")).strip().lower()
-        target = parsed.get("target")
-        target = str(target).strip().lstrip("^") if target not in (None, "", "null") else None
-        merged = parsed.get("text")
-        merged = " ".join(str(merged).split()) if isinstance(merged, str) else None
-        reason = " ".join(str(parsed.get("reason") or "").split())[:300]
-        try:
-            confidence = float(parsed.get("confidence"))  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            confidence = None
-        if action not in ACTIONS:
-            return Held(f"the model answered an unknown action {action[:40]!r}")
-        if action == "add":  # what happens anyway: no need to be sure of it
-            return Decision("add", None, None, reason, confidence, by="model")
-        decision = Decision(action, target, merged or None, reason, confidence, by="model")
-        if target not in ids:
-            named = f"named {target[:40]!r}" if target else "named no memory"
-            nominated = Decision(action, None, merged or None, reason, confidence, by="model")
-            return Held(f"the model {named}, which was not among the candidates", nominated)
-        if action == "update":
-            if not merged:
-                return Held("the model's update had no merged text", decision)
-            try:
-                self.memories.prepare(merged, new.category)
-            except InvalidInputError as exc:
-                return Held(f"the model's merged text is not a memory: {exc.message}", decision)
-        if confidence is None or not 0.0 <= confidence <= 1.0:
-            return Held("the model gave no confidence between 0 and 1", decision)
-        if confidence < self.settings.consolidation_min_confidence:
-            limit = self.settings.consolidation_min_confidence
-            return Held(f"the model was not sure enough ({confidence:.2f} < {limit:.2f})", decision)
-        return decision
 
     # -- applying ----------------------------------------------------------------
 
@@ -709,11 +508,3 @@ def _link(memory: Memory) -> str:
 
 def _short(text: str, width: int = 120) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _material(new: Memory, candidates: Sequence[Memory]) -> str:
-    lines = ["Existing memories:"]
-    for memory in candidates:
-        lines.append(f"- id {memory.id} ({memory.category}): {memory.text}")
-    lines += ["", f"New memory ({new.category}): {new.text}"]
-    return "\n".join(lines)

@@ -24,24 +24,36 @@ It fills a token budget in priority order:
 Tokens are estimated as four characters each (the same estimate everywhere
 in memvault). Lines are never cut: an item that does not fit is left out,
 and each section says how many were left out.
+
+Fitting the sections to the budget lives in :mod:`memvault.memory.context_budget`,
+ranking memories and judging hits in :mod:`memvault.memory.attention`; this module
+gathers each section's lines.
 """
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
 from memvault.clock import Clock
 from memvault.config import ContextSettings
-from memvault.errors import InvalidInputError, NotFoundError, NotTextError
-from memvault.index.chunking import CHARS_PER_TOKEN, estimate_tokens
+from memvault.errors import NotFoundError, NotTextError
 from memvault.index.filters import SearchFilters
 from memvault.index.index import MemoryIndex
 from memvault.index.search import Hit, Searcher
 from memvault.llm.untrusted import wrap_material
+from memvault.memory.attention import pinned_memories, rank_memories, worth_attention
+from memvault.memory.context_budget import (
+    MAX_BUDGET,
+    MIN_BUDGET,
+    ContextResult,
+    Recalled,
+    Section,
+    checked_budget,
+    fit_sections,
+)
 from memvault.memory.sessions import Message, Session
 from memvault.text import check_text
 from memvault.vault.journal import Journal
@@ -53,15 +65,27 @@ from memvault.vault.skills import SKILLS_DIR, Skill
 from memvault.vault.tasks import Task, Tasks
 from memvault.vocabulary import CONVERSATION, counted
 
+# The names the rest of memvault imports from here (the budget's and ranking's among them).
+__all__ = [
+    "MAX_BUDGET",
+    "MIN_BUDGET",
+    "ContextBuilder",
+    "ContextResult",
+    "Recalled",
+    "Section",
+    "Underway",
+    "checked_budget",
+    "fit_sections",
+    "pinned_memories",
+    "rank_memories",
+    "worth_attention",
+]
+
 _HEADING = re.compile(r"^#{1,6}\s")
 # A template field nobody filled in, e.g. "- **Last command:**" or "- Email:".
 _EMPTY_FIELD = re.compile(r"^\s*[-*+]\s*(\*\*[^*]+:?\*\*:?|[^:]+:)\s*$")
-_RECENCY_HALF_LIFE_DAYS = 30.0
-_TAIL_CHARS = 120  # kept back for the closing "left out" line
 _MAX_RELEVANT = 10
 _SEARCH_LIMIT = 200
-_RELEVANT_SHARE = 0.5  # keep hits scoring at least half the best one
-_RELEVANT_COSINE = 0.35  # a hit without keywords must be this close in meaning
 _CORE_NOTES = frozenset({"User Profile.md", "Current Status.md"})
 _LOW_TRUST_FIELD = re.compile(r"\[trust::\s*low\s*\]", re.IGNORECASE)
 _JOURNAL_TAIL = 8
@@ -78,136 +102,14 @@ _NEAREST_DUE = 3
 _LAST_MESSAGES = 3
 _MESSAGES_READ = 20  # read back to find the last three said (tool results are not)
 _MESSAGE_CHARS = 300
-# The token budgets a context can be built for (the HTTP API and the tools check the same).
-MIN_BUDGET = 50
-MAX_BUDGET = 200_000
 _KNOWN_ISSUES = 5
 _RECENT_DAYS = 3
 _MAX_SKILLS = 3
 _SKILL_CHARS = 400
 
 
-@dataclass
-class Section:
-    """A titled list of lines, some of which may not fit.
-
-    ``rank`` is the order in which the lines claim room (indices into ``items``),
-    when it is not their order: those shown still read in the order of ``items``.
-    """
-
-    title: str
-    items: list[str]
-    shown: list[str] = field(default_factory=list)
-    left_out: int = 0
-    rank: list[int] | None = None
-
-
-@dataclass(frozen=True)
-class Recalled:
-    """A memory (``id``) or note a context's search found and showed, with its scores
-    (what the console's "Why did it say that" page shows of a run)."""
-
-    id: str | None
-    path: str
-    score: float
-    vector_score: float
-    text_score: float
-
-    @classmethod
-    def of(cls, hit: Hit) -> Recalled:
-        """What a search hit shown in a context recalled."""
-        return cls(hit.id, hit.path, hit.score, hit.vector_score, hit.text_score)
-
-
-@dataclass
-class ContextResult:
-    """The built context and how the budget was spent."""
-
-    markdown: str
-    budget_tokens: int
-    sections: list[Section]
-    # Why what is relevant was found by keywords only (the model still loading), if so.
-    notice: str | None = None
-    # The search hits the section of what is relevant holds, in its order, with scores.
-    recalled: list[Recalled] = field(default_factory=list)
-
-    @property
-    def tokens(self) -> int:
-        """Estimated size of the Markdown."""
-        return estimate_tokens(self.markdown)
-
-    def to_dict(self) -> dict[str, object]:
-        """JSON-ready form."""
-        return {
-            "markdown": self.markdown,
-            "tokens": self.tokens,
-            "budget_tokens": self.budget_tokens,
-            "sections": [
-                {"title": s.title, "shown": len(s.shown), "left_out": s.left_out}
-                for s in self.sections
-            ],
-            "notice": self.notice,
-        }
-
-    def text(self, empty: str = "(The vault holds no context yet.)") -> str:
-        """The Markdown for a model (``empty`` when there is none), the notice as a last line."""
-        text = self.markdown or empty
-        return f"{text.rstrip()}\n\n_{self.notice}_\n" if self.notice else text
-
-
-def worth_attention(hits: list[Hit]) -> list[Hit]:
-    """The hits worth an agent's attention: close to the best, and a real match (a keyword,
-    or a cosine that means something)."""
-    if not hits:
-        return []
-    floor = hits[0].score * _RELEVANT_SHARE
-    return [
-        hit
-        for hit in hits
-        if hit.score >= floor and (hit.text_score != 0 or hit.vector_score >= _RELEVANT_COSINE)
-    ]
-
-
 def _one_line(text: str) -> str:
     return " ".join(text.split())
-
-
-def checked_budget(budget_tokens: int | None, settings: ContextSettings) -> int:
-    """The token budget a context is built for (the settings' when None), checked."""
-    budget = settings.budget_tokens if budget_tokens is None else budget_tokens
-    if not MIN_BUDGET <= budget <= MAX_BUDGET:
-        raise InvalidInputError(
-            f"The context budget must be between {MIN_BUDGET} and {MAX_BUDGET} tokens, "
-            f"not {budget}."
-        )
-    return budget
-
-
-def pinned_memories(memories: Iterable[Memory], pinned_tags: Iterable[str]) -> list[Memory]:
-    """The memories tagged (or categorised) with one of ``pinned_tags``, most important first.
-    A low-trust memory is never pinned, whatever its tags (:mod:`memvault.privacy.trust`)."""
-    wanted = {t.casefold() for t in pinned_tags}
-    pinned = [
-        m
-        for m in memories
-        if wanted & ({t.casefold() for t in m.tags} | {m.category.casefold()})
-        and m.trust != LOW_TRUST
-    ]
-    return sorted(pinned, key=lambda m: -m.importance)
-
-
-def rank_memories(
-    memories: Iterable[Memory], *, now: datetime, recency_bias: float
-) -> list[Memory]:
-    """Memories by ``importance * (1 - recency_bias) + recency * recency_bias``, best first;
-    recency halves every 30 days."""
-
-    def rank(memory: Memory) -> float:
-        age_days = (now - memory.created).total_seconds() / 86400 if memory.created else math.inf
-        recency = math.pow(0.5, max(age_days, 0.0) / _RECENCY_HALF_LIFE_DAYS)
-        return memory.importance * (1 - recency_bias) + recency * recency_bias
-
-    return sorted(memories, key=rank, reverse=True)
 
 
 @dataclass(frozen=True)
@@ -570,49 +472,6 @@ class ContextBuilder:
                     lines.append(f"- {day.isoformat()} {_one_line(item)} ({heading})")
         return lines
 
-    # -- fitting -------------------------------------------------------------------
-
-
-def fit_sections(sections: Iterable[Section], budget: int) -> ContextResult:
-    """Fill sections in order; a section stops at the first line that does not fit
-    (taking its lines in the order of its ``rank``, when it has one).
-
-    Room for one closing line is kept back, so whatever was left out can
-    always be named.
-    """
-    limit = budget * CHARS_PER_TOKEN - _TAIL_CHARS
-    out: list[str] = []
-    size = 0
-    ordered = list(sections)
-    for section in ordered:
-        if not section.items:
-            continue
-        heading = f"## {section.title}"
-        gap = 1 if out else 0  # the blank line before a heading
-        order = section.rank if section.rank is not None else range(len(section.items))
-        if size + gap + len(heading) + 1 + len(section.items[order[0]]) + 1 > limit:
-            section.left_out = len(section.items)
-            continue
-        if out:
-            out.append("")
-        out.append(heading)
-        size += gap + len(heading) + 1
-        chosen: set[int] = set()
-        for n, index in enumerate(order):
-            item = section.items[index]
-            if size + len(item) + 1 > limit:
-                section.left_out = len(section.items) - n
-                break
-            chosen.add(index)
-            size += len(item) + 1
-        section.shown = [item for i, item in enumerate(section.items) if i in chosen]
-        out.extend(section.shown)
-    dropped = [s for s in ordered if s.left_out]
-    if dropped:
-        out.extend(["", _left_out_line(dropped, _TAIL_CHARS - 2)])
-    markdown = "\n".join(out) + ("\n" if out else "")
-    return ContextResult(markdown=markdown, budget_tokens=budget, sections=ordered)
-
 
 def _ago(day: date, today: date) -> str:
     days = (today - day).days
@@ -682,15 +541,3 @@ def _untrusted_line(memory: Memory, snippet: str) -> str:
     return wrap_material(
         f"- {_one_line(snippet)} (from {where}; low trust: {why}; {memory.category}, ^{memory.id})"
     )
-
-
-def _left_out_line(sections: list[Section], room: int) -> str:
-    """ "_Left out for the token budget: Owner (3), ..._" shortened to fit ``room``."""
-    parts = [f"{s.title} ({s.left_out})" for s in sections]
-    for keep in range(len(parts), 0, -1):
-        rest = len(parts) - keep
-        text = ", ".join(parts[:keep]) + (f" and {rest} more sections" if rest else "")
-        line = f"_Left out for the token budget: {text}._"
-        if len(line) <= room:
-            return line
-    return f"_Left out for the token budget: {sum(s.left_out for s in sections)} items._"[:room]

@@ -26,7 +26,7 @@ from typing import Any
 
 from memvault.acting import confined_agent, sees
 from memvault.errors import NotFoundError
-from memvault.memory.context import ContextResult
+from memvault.memory.context_budget import ContextResult
 from memvault.memory.state import StateStore
 from memvault.memory.windowed import WindowedLog, utc_text
 from memvault.text import TextScreen

@@ -18,6 +18,9 @@ library, so the same conversation always gives the same summary.
   preference ("let's", "we decided", "from now on" ...), never questions.
 - Entities: capitalised names (and @handles, #tags), where a word capitalised
   only because it starts a sentence does not count, ranked by mentions.
+
+Turning a message into plain sentences lives in :mod:`memvault.memory.sentences`;
+this module scores them and picks the digest.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
+
+from memvault.memory.sentences import TITLES, plain_segments, split_sentences
 
 __all__ = ["Digest", "Turn", "extractive_summary"]
 
@@ -122,11 +127,6 @@ _GENERIC_CAPS = frozenset(
     "afaik am asap btw eta faq fyi imho imo lol nb ok pm ps tbd tl todo".split()
 )
 
-_TITLES = frozenset("dr mr mrs ms prof st mt".split())
-# Never end a sentence after these.
-_ABBREVIATIONS = _TITLES | frozenset("e.g i.e cf vs approx fig dept".split())
-# End a sentence after these only when a capital follows.
-_ENDING_ABBREVIATIONS = frozenset("etc inc ltd co jr sr a.m p.m no".split())
 # Lower-case particles inside a name: "Bank of America", "Rio de Janeiro".
 _PARTICLES = frozenset("of de da do dos das van von der den del della di du la le".split())
 
@@ -141,7 +141,6 @@ _DECISION = re.compile(
 )
 
 _CLOSERS = "\"')]\u201d\u2019"
-_OPENERS = "\"'([\u201c\u2018"
 _DASHES = "-\u2013\u2014"
 
 # A suggestion is no decision: "you could move to ...".
@@ -149,22 +148,6 @@ _HEDGE = re.compile(
     r"\b(?:could|might|maybe|perhaps|possibly|alternatively|consider|considering)\b",
     re.IGNORECASE,
 )
-_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
-_INLINE_CODE = re.compile(r"`+([^`\n]*)`+")
-# Character classes leave out their own opening bracket, so that a long run of
-# unclosed brackets costs linear time, not quadratic.
-_IMAGE_OR_LINK = re.compile(r"!?\[([^\[\]\n]*)\](?:\([^()\n]*\)|\[[^\[\]\n]*\])")
-_AUTOLINK = re.compile(r"<(?:https?|ftp|mailto):[^<>\s]*>", re.IGNORECASE)
-_URL = re.compile(r"\b(?:(?:https?|ftp)://|www\.)\S+", re.IGNORECASE)
-_HTML_TAG = re.compile(r"</?[A-Za-z][^<>\n]*>")
-_HEADING = re.compile(r"^\s{0,3}#{1,6}(?:\s+|$)")
-_QUOTE = re.compile(r"^\s*(?:>\s?)+")
-_BULLET = re.compile(r"^\s*(?:[-*+•‣◦]|\d{1,3}[.)])\s+")
-_EMPHASIS = re.compile(r"\*\*|__|~~|(?<![\w*])[*_](?=\S)|(?<=\S)[*_](?![\w*])")
-_SPACE_BEFORE_PUNCT = re.compile(r"\s+([,.;:!?])")
-_EMPTY_BRACKETS = re.compile(r"\(\s*\)|\[\s*\]")
-# Only where a run of end marks starts, so "....." is scanned once.
-_BOUNDARY = re.compile(r"(?<![.!?…])([.!?…]+)([\"'\u201d\u2019)\]]*)\s+")
 _WORD = re.compile(r"[^\W\d_]+(?:['\u2019][^\W\d_]+)*")
 _NAME_TOKEN = re.compile(r"[^\W_](?:[\w'\u2019.&-]*[^\W_])?")
 _HANDLE_OR_TAG = re.compile(r"(?<![\w@#&])(?:@[A-Za-z0-9_](?:[\w.-]*\w)?|#[^\W\d_][\w/-]*)")
@@ -324,8 +307,8 @@ def _sentences(turns: Sequence[Turn]) -> list[_Sentence]:
     for turn in turns:
         if turn.role not in SPOKEN_ROLES:
             continue
-        for segment in _segments(turn.text):
-            for text in _split(segment):
+        for segment in plain_segments(turn.text):
+            for text in split_sentences(segment):
                 words = [_normal(w) for w in _WORD.findall(text)]
                 if not words:
                     continue
@@ -341,101 +324,6 @@ def _sentences(turns: Sequence[Turn]) -> list[_Sentence]:
                     )
                 )
     return sentences
-
-
-def _segments(text: str) -> list[str]:
-    """Plain-text runs of a message: no code, URLs or Markdown syntax. Headings and
-    tables are structure, not sentences, and are left out. A bullet or a blank line
-    starts a new run; a wrapped line continues the one before."""
-    segments: list[str] = []
-    current: list[str] = []
-    in_fence = False
-    fresh = True  # the next line starts a new run
-    for raw in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
-        if _FENCE.match(raw):
-            in_fence = not in_fence
-            fresh = True
-            continue
-        if in_fence:
-            continue
-        line = _QUOTE.sub("", raw)
-        if _is_rule(line) or _HEADING.match(line) or line.count("|") >= 2:
-            fresh = True
-            continue
-        line, bullets = _BULLET.subn("", line)
-        line = _inline(line).strip()
-        if not line:
-            fresh = True
-            continue
-        joins = (
-            current
-            and not fresh
-            and not bullets
-            and line[0].islower()
-            and current[-1][-1] not in ".!?…:"
-        )
-        if joins:
-            current.append(line)
-        else:
-            if current:
-                segments.append(" ".join(current))
-            current = [line]
-        fresh = False
-    if current:
-        segments.append(" ".join(current))
-    return segments
-
-
-def _inline(line: str) -> str:
-    line = _INLINE_CODE.sub(r"\1", line)
-    line = _IMAGE_OR_LINK.sub(r"\1", line)
-    line = _AUTOLINK.sub("", line)
-    line = _URL.sub("", line)
-    line = _HTML_TAG.sub(" ", line)
-    line = _EMPHASIS.sub("", line)
-    line = _EMPTY_BRACKETS.sub("", line)
-    return _SPACE_BEFORE_PUNCT.sub(r"\1", " ".join(line.split()))
-
-
-def _split(segment: str) -> Iterator[str]:
-    """Sentences of a run, keeping "e.g.", "Dr. Smith" and "3.5" whole."""
-    start = 0
-    for match in _BOUNDARY.finditer(segment):
-        following = segment[match.end() : match.end() + 1]
-        # Abbreviations are short: the last few characters tell.
-        before = segment[max(start, match.start() - 12) : match.start()]
-        if match.group(1) == "." and not _ends_sentence(before, following):
-            continue
-        yield from _kept(segment[start : match.end()])
-        start = match.end()
-    yield from _kept(segment[start:])
-
-
-def _ends_sentence(before: str, following: str) -> bool:
-    words = before.rsplit(None, 1)
-    if not words:
-        return True
-    token = words[-1].lstrip(_OPENERS).lower()
-    if token in _ABBREVIATIONS:
-        return False
-    if token in _ENDING_ABBREVIATIONS:
-        return following.isupper()
-    # An initial: "J. Smith".
-    return not (len(token) == 1 and token.isalpha() and following.isupper())
-
-
-def _is_rule(line: str) -> bool:
-    """A thematic break (``---``, ``***``) or a table's header separator (``|---|:--|``)."""
-    marks = set(line) - set(" \t")
-    if len(marks) == 1 and marks <= set("-*_"):
-        return line.count(next(iter(marks))) >= 3
-    return bool(marks) and marks <= set("|:-") and "---" in line
-
-
-def _kept(text: str) -> Iterator[str]:
-    text = text.strip()
-    if any(c.isalpha() for c in text):
-        yield text
 
 
 def _normal(word: str) -> str:
@@ -636,7 +524,7 @@ def _joined(text: str, left: _Token, right: _Token) -> bool:
     gap = text[left.end : right.start]
     if _NAME_GAP.fullmatch(gap):
         return True
-    return left.lower in _TITLES and _TITLE_GAP.fullmatch(gap) is not None
+    return left.lower in TITLES and _TITLE_GAP.fullmatch(gap) is not None
 
 
 def _name(run: list[_Token]) -> str:
@@ -655,14 +543,14 @@ def _name(run: list[_Token]) -> str:
             or word in _CALENDAR
             or word in _PLEASANTRIES
             or word in _GENERIC_CAPS
-            or word in _TITLES
+            or word in TITLES
         ):
             return ""
         return run[0].text
     parts = [run[0].text]
     for left, right in pairwise(run):
         parts.append(
-            (". " if left.lower in _TITLES and right.start - left.end > 1 else " ") + right.text
+            (". " if left.lower in TITLES and right.start - left.end > 1 else " ") + right.text
         )
     return "".join(parts)
 
