@@ -18,7 +18,9 @@
    transaction that marks the message answered.
 
 The router never talks to a platform itself except through the adapter's
-``typing`` and ``download``; sending is the hub's outbox.
+``typing`` and ``download``; sending is the hub's outbox. The owner's commands
+themselves live in :mod:`memvault.channels.owner_commands`, and what the daemon
+wires in (:class:`Hooks`, :class:`Turn`) in :mod:`memvault.channels.hooks`.
 """
 
 from __future__ import annotations
@@ -30,8 +32,7 @@ import mimetypes
 import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
 
 from memvault.channels.access import (
     BLOCKED,
@@ -45,6 +46,15 @@ from memvault.channels.access import (
 from memvault.channels.approvals import Approvals, parse_reply
 from memvault.channels.base import Adapter, Attachment, Inbound
 from memvault.channels.format import split_text
+from memvault.channels.hooks import Hooks, Queue, Turn, session_key
+from memvault.channels.owner_commands import (
+    HELP,
+    IN_GROUP,
+    PRIVATE_COMMANDS,
+    OwnerCommands,
+    is_command,
+    parse_command,
+)
 from memvault.channels.store import (
     INBOX_CAPTURED,
     INBOX_DONE,
@@ -55,13 +65,14 @@ from memvault.channels.store import (
 )
 from memvault.errors import ConflictError, MemvaultError, SecretRefusedError
 from memvault.memory.outcomes import one_line
-from memvault.memory.sessions import Message, Session
 from memvault.privacy.audiences import Audience
-from memvault.privacy.reads import reading
 from memvault.privacy.secrets import joined, notice_for
 from memvault.privacy.trust import as_kept
 from memvault.runtime import Runtime
 from memvault.tools.policy import Policy
+
+# The names the daemon, the hub and the tests import from here.
+__all__ = ["HELP", "NO_MODEL", "Hooks", "Router", "Turn", "is_group", "session_key"]
 
 log = logging.getLogger(__name__)
 
@@ -71,60 +82,14 @@ TYPING_EVERY = 4.0
 # Agent runs get threads of their own: runs waiting for an approval never starve the
 # threads that store messages and take the owner's answer.
 AGENT_THREADS = 4
-HELP = (
-    "Commands: /remember TEXT, /recall TOPIC, /tasks, /status, /new (a fresh session), "
-    "/pending (who wants to talk), /approve ID, /block ID, /help."
-)
 NO_MODEL = (
     "No language model is configured, so I answer commands only; your message is in "
     "today's journal. " + HELP
 )
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
-# Commands whose answer shows the owner's memory: everyone in a group would read it.
-_PRIVATE_COMMANDS = frozenset({"recall", "tasks", "status", "pending"})
-IN_GROUP = "Ask me that in a private chat: everyone in this group would read the answer."
 
 
-@dataclass(frozen=True)
-class Turn:
-    """One admitted message for the responder to answer."""
-
-    message: Inbound
-    session: str
-    owner: bool
-    contact: str  # the sender's contact note for the agent's context ("" when there is none)
-    policy: Policy
-    text: str  # what the agent is asked: the text, with attachments named
-    # Whom the conversation is with: a contact or a group sees only what is shared with it.
-    audience: Audience
-
-
-Responder = Callable[[Turn], str]
-Publish = Callable[[str, dict[str, Any], str], None]
-Queue = Callable[..., list[int]]
-
-
-def _no_publish(kind: str, payload: dict[str, Any], source: str) -> None:
-    return None
-
-
-@dataclass
-class Hooks:
-    """What the daemon wires in (each has a plain default for the CLI and tests)."""
-
-    publish: Publish = _no_publish
-    log_message: Callable[..., tuple[Session, Message]] | None = None
-    end_session: Callable[[str], Session] | None = None
-    end_if_idle: Callable[[str], Any] | None = None
-    responder: Responder | None = None
-
-
-def session_key(channel: str, chat_id: str) -> str:
-    """The session a chat's messages go to."""
-    return f"{channel}:{chat_id}"
-
-
-class Router:
+class Router(OwnerCommands):
     """Routes inbound messages: access, contact, capture, respond."""
 
     def __init__(
@@ -451,11 +416,11 @@ class Router:
         key = session_key(message.channel, message.chat_id)
         group = is_group(message)
         if owner and text.startswith("/") and not message.forwarded:
-            if group and _parse_command(text)[0] in _PRIVATE_COMMANDS:
+            if group and parse_command(text)[0] in PRIVATE_COMMANDS:
                 return IN_GROUP
-            answer = await asyncio.to_thread(self._command, message, text)
+            answer = await asyncio.to_thread(self.answer_command, message, text)
             if answer is not None:
-                if not _is_command(text, "new"):  # its answer must not open the next session
+                if not is_command(text, "new"):  # its answer must not open the next session
                     await asyncio.to_thread(self._log_reply, key, message, answer)
                 return answer
         if not self.access.config(message.channel).respond:
@@ -510,104 +475,6 @@ class Router:
             key, text, role="assistant", channel=message.channel, metadata={"audience": audience}
         )
 
-    # -- commands without a model --------------------------------------------------------
-
-    def _command(self, message: Inbound, text: str) -> str | None:
-        name, arg = _parse_command(text)
-        handler = _COMMANDS.get(name)
-        if handler is None:
-            return None if self.hooks.responder is not None else f"Unknown command /{name}. {HELP}"
-        try:
-            with reading(surface="channel"):  # a /recall's reads are the channel's
-                return handler(self, message, arg)
-        except MemvaultError as exc:
-            return exc.message
-
-    def _remember(self, message: Inbound, arg: str) -> str:
-        if not arg:
-            return "Say what to remember: /remember I prefer short answers."
-        result = self.runtime.consolidation.remember(arg, source=message.channel)
-        memory = result.memory
-        if result.action == "update":
-            return f"Merged into {memory.id}: {memory.text}"
-        if not result.created:
-            return f"Already remembered as {memory.id}."
-        if result.action == "supersede":
-            return f"Remembered ({memory.category}, {memory.id}); it replaces {result.target}."
-        return f"Remembered ({memory.category}, {memory.id})."
-
-    def _recall(self, message: Inbound, arg: str) -> str:
-        if not arg:
-            return "Say what to recall: /recall the dentist."
-        self.runtime.index.sync()
-        results = self.runtime.searcher.search(arg, limit=5)
-        if not results:
-            return f"Nothing in memory about “{one_line(arg, 80)}”."
-        lines = [f"What I have on “{one_line(arg, 80)}”:"]
-        for hit in results:
-            where = hit.path.removesuffix(".md")
-            lines.append(f"- {one_line(hit.snippet, 220)} ({where})")
-        return "\n".join(lines)
-
-    def _tasks(self, message: Inbound, arg: str) -> str:
-        tasks = self.runtime.tasks.list()
-        if not tasks:
-            return "No open tasks."
-        lines = [f"{len(tasks)} open task(s):"]
-        for task in tasks[:15]:
-            due = f", due {task.due.isoformat()}" if task.due else ""
-            lines.append(f"- {task.title} ({task.priority}{due})")
-        if len(tasks) > 15:
-            lines.append(f"… and {len(tasks) - 15} more.")
-        return "\n".join(lines)
-
-    def _status(self, message: Inbound, arg: str) -> str:
-        memories = len(self.runtime.memories.list())  # what was said in chats not counted
-        tasks = self.runtime.tasks.list()
-        today = self.runtime.clock.now().date()
-        due = sum(1 for t in tasks if t.due is not None and t.due <= today)
-        waiting = len(self.access.waiting(message.channel))
-        model = "a model answers" if self.hooks.responder else "no model: commands only"
-        return (
-            f"{memories} memories, {len(tasks)} open tasks ({due} due by today), "
-            f"{waiting} sender(s) waiting for approval; {model}."
-        )
-
-    def _new(self, message: Inbound, arg: str) -> str:
-        key = session_key(message.channel, message.chat_id)
-        try:
-            session = self._end_session(key)
-        except MemvaultError:
-            return "Started a new session."
-        summary = f" Summary: {session.summary}" if session.summary else ""
-        return f"Started a new session; the last one is in today's journal.{summary}"
-
-    def _pending(self, message: Inbound, arg: str) -> str:
-        waiting = self.store.senders(channel=message.channel, status="pending")
-        if not waiting:
-            return "Nobody is waiting."
-        lines = ["Waiting for your approval:"]
-        for sender in waiting[:20]:
-            code = f", code {shown_code(sender.code)}" if sender.code else ""
-            lines.append(f"- {sender.label}{code}: /approve {sender.sender_id}")
-        return "\n".join(lines)
-
-    def _approve(self, message: Inbound, arg: str) -> str:
-        if not arg:
-            return "Name who to approve: /approve ID (or their pairing code)."
-        sender = self.approve_sender(
-            message.channel, arg, by=f"{message.channel}:{message.sender_id}"
-        )
-        return f"Approved {sender.label}; they can talk with me now."
-
-    def _block(self, message: Inbound, arg: str) -> str:
-        if not arg:
-            return "Name who to block: /block ID."
-        sender = self.block_sender(
-            message.channel, arg, by=f"{message.channel}:{message.sender_id}"
-        )
-        return f"Blocked {sender.label}; I will not answer them."
-
     def approve_sender(self, channel: str, ref: str, *, by: str) -> Sender:
         """Let a sender in: they become a contact, and what they wrote while they waited
         is captured (in the session and the journal, not answered)."""
@@ -628,29 +495,12 @@ class Router:
         self._announce_decision(channel, sender.sender_id, "blocked")
         return sender
 
-    def _help(self, message: Inbound, arg: str) -> str:
-        return HELP
-
     def _announce_decision(self, channel: str, sender_id: str, decision: str) -> None:
         self.hooks.publish(
             "channel_status",
             {"channel": channel, "event": f"sender_{decision}", "sender_id": sender_id},
             f"channel:{channel}",
         )
-
-
-_COMMANDS: dict[str, Callable[[Router, Inbound, str], str]] = {
-    "remember": Router._remember,
-    "recall": Router._recall,
-    "tasks": Router._tasks,
-    "status": Router._status,
-    "new": Router._new,
-    "pending": Router._pending,
-    "approve": Router._approve,
-    "block": Router._block,
-    "help": Router._help,
-    "start": Router._help,
-}
 
 
 def _refused(kinds: tuple[str, ...]) -> str:
@@ -664,16 +514,6 @@ def _refused(kinds: tuple[str, ...]) -> str:
 def is_group(message: Inbound) -> bool:
     """Whether others read the chat (a group, a room, a channel), not only the sender."""
     return message.chat_type != "private"
-
-
-def _parse_command(text: str) -> tuple[str, str]:
-    """``("remember", "TEXT")`` of ``/remember@memvault_bot TEXT``."""
-    head, _, rest = text.strip().partition(" ")
-    return head[1:].split("@", 1)[0].lower(), rest.strip()
-
-
-def _is_command(text: str, name: str) -> bool:
-    return text.startswith("/") and _parse_command(text)[0] == name
 
 
 def _attachment_words(message: Inbound) -> str:

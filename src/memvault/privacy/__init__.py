@@ -6,7 +6,10 @@
 - :mod:`~memvault.privacy.secrets`: keys, tokens and card numbers are kept out
   of what is stored (``[privacy] secrets``).
 - :mod:`~memvault.privacy.trust`: text from anyone but the owner that reads as
-  an instruction to the agent is stored with ``[trust:: low]`` and a reason.
+  an instruction to the agent is stored with ``[trust:: low]`` and a reason;
+  :mod:`~memvault.privacy.disguise` undoes what hides text (hidden Unicode,
+  look-alike letters, encodings) and :mod:`~memvault.privacy.injection_patterns`
+  holds the patterns of an instruction, by kind and language.
 - :mod:`~memvault.privacy.forgetting`: ``forget`` reaches every copy and says
   where it looked; :mod:`~memvault.privacy.scrub` is its part in the state database
   (chat messages, the channels' inbox and outbox, logs and runs' records).
