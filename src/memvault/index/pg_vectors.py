@@ -36,7 +36,13 @@ from pgvector import Vector
 from pgvector.psycopg import register_vector
 
 from memvault.index.embedders import Vectors
-from memvault.index.vectors import SAMPLE_SIZE, WARM_THRESHOLD, WarmMatrix, cosine_spread
+from memvault.index.vectors import (
+    SAMPLE_SIZE,
+    WARM_THRESHOLD,
+    WarmMatrix,
+    cosine_spread,
+    next_vector_version,
+)
 from memvault.sqlite import get_meta, set_meta
 from memvault.storage.dialect import PgConnection
 
@@ -148,9 +154,7 @@ class PgVectorStore:
     # -- writing (callers hold a transaction) ----------------------------------
 
     def _bump(self) -> None:
-        before = get_meta(self.conn, "vector_version")
-        version = str(int(before or "0") + 1)
-        set_meta(self.conn, "vector_version", version)
+        before, version = next_vector_version(self.conn)
         self._pinned = None
         with self._lock:
             if self._warm is not None:

@@ -20,6 +20,7 @@ import contextlib
 import functools
 import threading
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -28,6 +29,9 @@ from threadpoolctl import ThreadpoolController
 from memvault.index.db import Connection
 from memvault.index.embedders import Vectors
 from memvault.sqlite import get_meta, set_meta
+
+if TYPE_CHECKING:
+    from memvault.storage.dialect import PgConnection
 
 TABLE = "chunk_vectors"
 # Below this many vectors, loading them all costs less than one sqlite-vec scan.
@@ -63,6 +67,15 @@ def _product(matrix: Vectors, query: npt.NDArray[np.float32]) -> npt.NDArray[np.
     cores. Limiting costs about 0.04 ms a call."""
     with _blas().limit(limits=1, user_api="blas"):
         return matrix @ query
+
+
+def next_vector_version(conn: Connection | PgConnection) -> tuple[str | None, str]:
+    """Count one more write to the vectors in ``meta``: ``(before, after)``, for the warm
+    copy to :meth:`WarmMatrix.follow`."""
+    before = get_meta(conn, "vector_version")
+    after = str(int(before or "0") + 1)
+    set_meta(conn, "vector_version", after)
+    return before, after
 
 
 class WarmMatrix:
@@ -201,9 +214,7 @@ class VectorStore:
     # -- writing (callers hold a transaction) ----------------------------------
 
     def _bump(self) -> None:
-        before = get_meta(self.conn, "vector_version")
-        version = str(int(before or "0") + 1)
-        set_meta(self.conn, "vector_version", version)
+        before, version = next_vector_version(self.conn)
         with self._lock:
             if self._warm is not None:
                 self._warm.follow(before, version)

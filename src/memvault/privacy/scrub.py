@@ -168,14 +168,15 @@ def _deleted(cursor: Any) -> int:
     return max(int(getattr(cursor, "rowcount", 0) or 0), 0)
 
 
-def _delete_ids(conn: Any, table: str, ids: Sequence[int]) -> int:
-    if not ids:
-        return 0
+def _delete_ids(conn: Any, table: str, ids: Sequence[int], key: str = "id") -> int:
+    """Delete the rows whose ``key`` is one of ``ids``, 500 at a time; how many went."""
     total = 0
     for start in range(0, len(ids), 500):
         batch = list(ids[start : start + 500])
         total += _deleted(
-            conn.execute(f"DELETE FROM {table} WHERE id IN ({','.join('?' * len(batch))})", batch)
+            conn.execute(
+                f"DELETE FROM {table} WHERE {key} IN ({','.join('?' * len(batch))})", batch
+            )
         )
     return total
 
@@ -196,25 +197,22 @@ def _likes(trace: Trace, person: Person | None) -> list[str]:
     return sorted(patterns)
 
 
-def _where_like(column: str, patterns: Sequence[str]) -> str:
+def _candidates(conn: Any, select: str, column: str, patterns: Sequence[str]) -> list[Any]:
+    """The rows of ``select`` whose ``column`` matches one of the LIKE ``patterns`` (every
+    row when one of them is ``%``): the few worth reading in Python."""
     if "%" in patterns:
-        return "1 = 1"
-    return "(" + " OR ".join(f"lower({column}) LIKE ?" for _ in patterns) + ")"
-
-
-def _params(patterns: Sequence[str]) -> list[str]:
-    return [] if "%" in patterns else list(patterns)
+        return list(conn.execute(select).fetchall())
+    where = " OR ".join(f"lower({column}) LIKE ?" for _ in patterns)
+    return list(conn.execute(f"{select} WHERE ({where})", list(patterns)).fetchall())
 
 
 def _forget_messages(conn: Any, scope: Scope) -> int:
     """Delete the chat messages that cite or copy a forgotten memory (or that the person
     sent); their sessions' counts follow."""
     patterns = _likes(scope.trace, scope.person)
-    rows = conn.execute(
-        f"SELECT id, session_id, role, text, sender, metadata FROM messages "
-        f"WHERE {_where_like('text', patterns)}",
-        _params(patterns),
-    ).fetchall()
+    rows = _candidates(
+        conn, "SELECT id, session_id, role, text, sender, metadata FROM messages", "text", patterns
+    )
     person = scope.person
     doomed = [
         (int(r["id"]), int(r["session_id"]))
@@ -276,10 +274,7 @@ def _scrub_channels(conn: Any, scope: Scope) -> tuple[int, int, int]:
     still known as one)."""
     patterns = _likes(scope.trace, scope.person)
     inbox = 0
-    for row in conn.execute(
-        f"SELECT id, payload FROM channel_inbox WHERE {_where_like('payload', patterns)}",
-        _params(patterns),
-    ).fetchall():
+    for row in _candidates(conn, "SELECT id, payload FROM channel_inbox", "payload", patterns):
         try:
             payload = json.loads(row["payload"])
         except ValueError:
@@ -293,20 +288,14 @@ def _scrub_channels(conn: Any, scope: Scope) -> tuple[int, int, int]:
         )
         inbox += 1
     outbox = 0
-    for row in conn.execute(
-        f"SELECT id, text FROM channel_outbox WHERE {_where_like('text', patterns)}",
-        _params(patterns),
-    ).fetchall():
+    for row in _candidates(conn, "SELECT id, text FROM channel_outbox", "text", patterns):
         if scope.captured(str(row["text"])) or scope.trace.strong(str(row["text"])):
             conn.execute(
                 "UPDATE channel_outbox SET text = ? WHERE id = ?", (FORGOTTEN, int(row["id"]))
             )
             outbox += 1
     approvals = 0
-    for row in conn.execute(
-        f"SELECT id, summary FROM channel_approvals WHERE {_where_like('summary', patterns)}",
-        _params(patterns),
-    ).fetchall():
+    for row in _candidates(conn, "SELECT id, summary FROM channel_approvals", "summary", patterns):
         if scope.captured(str(row["summary"])):
             conn.execute(
                 "UPDATE channel_approvals SET summary = ? WHERE id = ?",
@@ -321,25 +310,18 @@ def _scrub_events(conn: Any, scope: Scope) -> int:
     text, a message's): those holding a trace go; ``memory_forgotten`` stays, so every
     daemon's clients learn what to drop."""
     patterns = _likes(scope.trace, scope.person)
-    rows = conn.execute(
-        f"SELECT seq, type, payload::text AS payload FROM memvault_events "
-        f"WHERE {_where_like('payload::text', patterns)}",
-        _params(patterns),
-    ).fetchall()
+    rows = _candidates(
+        conn,
+        "SELECT seq, type, payload::text AS payload FROM memvault_events",
+        "payload::text",
+        patterns,
+    )
     doomed = [
         int(r["seq"])
         for r in rows
         if r["type"] != "memory_forgotten" and scope.derived(str(r["payload"]))
     ]
-    total = 0
-    for start in range(0, len(doomed), 500):
-        batch = doomed[start : start + 500]
-        total += _deleted(
-            conn.execute(
-                f"DELETE FROM memvault_events WHERE seq IN ({','.join('?' * len(batch))})", batch
-            )
-        )
-    return total
+    return _delete_ids(conn, "memvault_events", doomed, key="seq")
 
 
 def _redact_runs(conn: Any, trace: Trace) -> int:

@@ -12,6 +12,7 @@ import logging
 import posixpath
 import re
 from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
 
 from memvault.errors import (
     ConflictError,
@@ -21,6 +22,7 @@ from memvault.errors import (
     UnsafePathError,
 )
 from memvault.text import TextScreen
+from memvault.vault import templates
 from memvault.vault.markdown import aliases
 from memvault.vault.note import Note
 from memvault.vault.paths import ensure_note_suffix, normalize_relpath, safe_filename
@@ -144,6 +146,27 @@ class Collection:
         names = ", ".join(sorted(shown)[:5])
         raise InvalidInputError(
             f"{ref!r} matches several {self.kind}s ({names}); be more specific."
+        )
+
+    def start(self, name: str, moment: datetime, *, advice: str) -> tuple[str, Note]:
+        """A free path and a template note for a new note called ``name``. When a note
+        of that file name exists already (case aside), ConflictError instead: ``advice``
+        says what to do rather than start a second one beside it as "NAME 2"."""
+        try:
+            existing: str | None = self.find(name)
+        except (NotFoundError, InvalidInputError):
+            existing = None
+        if existing is not None and stem(existing).casefold() == name.casefold():
+            raise ConflictError(
+                f"A {self.kind} named {name!r} already exists ({existing}); "
+                f"{advice} or choose another name."
+            )
+        return self.new_path(name), self.blank(name, moment)
+
+    def blank(self, title: str, moment: datetime) -> Note:
+        """A new note of this kind from its template (the vault's own, else the built-in)."""
+        return Note.parse(
+            templates.render(templates.load(self.vault, self.kind), title=title, moment=moment)
         )
 
     def new_path(self, title: str, folder: str | None = None) -> str:

@@ -18,7 +18,6 @@ from typing import Any
 from memvault.clock import Clock
 from memvault.errors import ConflictError, InvalidInputError, NotFoundError, NotTextError
 from memvault.text import TextScreen
-from memvault.vault import templates
 from memvault.vault.collection import Collection, stem
 from memvault.vault.markdown import (
     aliases,
@@ -193,20 +192,8 @@ class Contacts:
             owner = self.find_by_identity(channel, value)
             if owner is not None:
                 raise _identity_taken(channel, value, owner)
-        try:
-            existing = self.notes.find(name)
-        except (NotFoundError, InvalidInputError):
-            existing = None
-        if existing is not None and stem(existing).casefold() == name.casefold():
-            raise ConflictError(
-                f"A contact named {name!r} already exists ({existing}); "
-                "add to it with `memvault contact log` or choose another name."
-            )
-        path = self.notes.new_path(name)
         now = self.clock.now()
-        note = Note.parse(
-            templates.render(templates.load(self.vault, "contact"), title=name, moment=now)
-        )
+        path, note = self.notes.start(name, now, advice="add to it with `memvault contact log`")
         note.set("created", now.date())
         note.set("relationship", relationship.strip() if relationship else None)
         note.set("email", email.strip() if email else None)

@@ -9,9 +9,8 @@ from datetime import date
 from typing import Any
 
 from memvault.clock import Clock
-from memvault.errors import ConflictError, InvalidInputError, NotFoundError
+from memvault.errors import InvalidInputError
 from memvault.text import TextScreen
-from memvault.vault import templates
 from memvault.vault.collection import Collection, stem
 from memvault.vault.markdown import (
     aliases,
@@ -101,19 +100,9 @@ class Projects:
             raise InvalidInputError(
                 f"Unknown project status {status!r}; use one of {', '.join(PROJECT_STATUSES)}."
             )
-        try:
-            existing: str | None = self.notes.find(name)
-        except (NotFoundError, InvalidInputError):
-            existing = None
-        if existing is not None and stem(existing).casefold() == name.casefold():
-            raise ConflictError(
-                f"A project named {name!r} already exists ({existing}); "
-                "add tasks to it with `memvault project link` or choose another name."
-            )
-        path = self.notes.new_path(name)
         now = self.clock.now()
-        note = Note.parse(
-            templates.render(templates.load(self.vault, "project"), title=name, moment=now)
+        path, note = self.notes.start(
+            name, now, advice="add tasks to it with `memvault project link`"
         )
         note.set("status", state)
         note.set("created", now.date())

@@ -17,7 +17,6 @@ from typing import Any
 from memvault.clock import Clock, parse_date
 from memvault.errors import ConflictError, InvalidInputError, NotFoundError
 from memvault.text import TextScreen
-from memvault.vault import templates
 from memvault.vault.collection import Collection, stem, strip_link
 from memvault.vault.markdown import (
     append_to_section,
@@ -271,9 +270,7 @@ class Tasks:
             if stem(existing).casefold() == stem(path).casefold():
                 raise _exists(title, existing)
         now = self.clock.now()
-        note = Note.parse(
-            templates.render(templates.load(self.vault, "task"), title=title, moment=now)
-        )
+        note = self.notes.blank(title, now)
         note.set("status", status_value)
         note.set("priority", priority_value)
         note.set("created", now.date())

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Depends, Path, Request
 
 from memvault.gateway.daemon import Daemon
+from memvault.gateway.errors import ApiError
 from memvault.gateway.middleware import SIGNED_PATHS
 from memvault.gateway.schemas import ErrorEnvelope
 from memvault.text import check_fields, check_text, check_values
+
+if TYPE_CHECKING:
+    from memvault.channels.base import Adapter
 
 
 def daemon_of(request: Request) -> Daemon:
@@ -20,6 +24,27 @@ def daemon_of(request: Request) -> Daemon:
 
 
 DaemonDep = Annotated[Daemon, Depends(daemon_of)]
+
+
+def running_adapter(daemon: Daemon, channel: str, title: str) -> Adapter:
+    """The channel's running adapter, for a platform's webhook; when there is none, 503
+    ``channel_unavailable`` saying why, so the platform delivers the webhook again."""
+    adapter = daemon.hub.adapters.get(channel)
+    if adapter is None:
+        status = daemon.hub.statuses.get(channel)
+        reason = (
+            status.error
+            if status is not None and status.error
+            else f"set channels.{channel}.enabled = true and restart the daemon"
+        )
+        raise ApiError(
+            503,
+            "channel_unavailable",
+            f"The {title} channel is not running: {reason.rstrip('.')}.",
+            retriable=True,
+        )
+    return adapter
+
 
 # The largest id a row can have (SQLite's INTEGER, PostgreSQL's bigint): a larger number in
 # a path or a query is refused in one sentence, never passed on to overflow in the driver.

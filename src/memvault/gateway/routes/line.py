@@ -15,8 +15,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Request
 
-from memvault.gateway.errors import ApiError
-from memvault.gateway.routes import DaemonDep
+from memvault.gateway.routes import DaemonDep, running_adapter
 
 router = APIRouter(prefix="/v1/channels/line", tags=["channels"])
 
@@ -31,20 +30,7 @@ async def webhook(
     request: Request, daemon: DaemonDep, signature: Signature = None
 ) -> dict[str, Any]:
     """Store the messages of one LINE webhook; 200 once they are stored."""
-    adapter = daemon.hub.adapters.get("line")
-    if adapter is None:
-        status = daemon.hub.statuses.get("line")
-        reason = (
-            status.error
-            if status is not None and status.error
-            else "set channels.line.enabled = true and restart the daemon"
-        )
-        raise ApiError(
-            503,
-            "channel_unavailable",
-            f"The LINE channel is not running: {reason.rstrip('.')}.",
-            retriable=True,
-        )
+    adapter = running_adapter(daemon, "line", "LINE")
     from memvault.channels.line import LineAdapter  # loaded already: the hub made the adapter
 
     assert isinstance(adapter, LineAdapter)

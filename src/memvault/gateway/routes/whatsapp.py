@@ -20,8 +20,7 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import PlainTextResponse
 
 from memvault.gateway.daemon import Daemon
-from memvault.gateway.errors import ApiError
-from memvault.gateway.routes import DaemonDep
+from memvault.gateway.routes import DaemonDep, running_adapter
 
 if TYPE_CHECKING:
     from memvault.channels.whatsapp import WhatsAppAdapter
@@ -39,20 +38,7 @@ Challenge = Annotated[str | None, Query(alias="hub.challenge")]
 
 def _adapter(daemon: Daemon) -> WhatsAppAdapter:
     """The running channel's adapter, or 503 saying why there is none."""
-    adapter = daemon.hub.adapters.get("whatsapp")
-    if adapter is None:
-        status = daemon.hub.statuses.get("whatsapp")
-        reason = (
-            status.error
-            if status is not None and status.error
-            else "set channels.whatsapp.enabled = true and restart the daemon"
-        )
-        raise ApiError(
-            503,
-            "channel_unavailable",
-            f"The WhatsApp channel is not running: {reason.rstrip('.')}.",
-            retriable=True,
-        )
+    adapter = running_adapter(daemon, "whatsapp", "WhatsApp")
     from memvault.channels.whatsapp import WhatsAppAdapter  # loaded: the hub made the adapter
 
     assert isinstance(adapter, WhatsAppAdapter)
