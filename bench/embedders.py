@@ -449,10 +449,12 @@ def fusion_conversations(
     return {setting: s.by_conversation() for setting, s in scores.items()}
 
 
-def fusion_knownitem(candidate: Asymmetric, minilm: Asymmetric) -> dict[str, Any]:
+def fusion_knownitem(
+    candidate: Asymmetric, minilm: Asymmetric, settings: Sequence[tuple[float, float]] = FUSION
+) -> dict[str, Any]:
     """Known-item top-1 / top-5 per class: memvault (MiniLM) hybrid fused with the
     candidate's vector ranking of the same notes (memvault's vector mode on a vault built
-    with the candidate), exact-word hits kept in place."""
+    with the candidate), exact-word hits kept in place; one setting per ``(k, w)``."""
     rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for corpus in KNOWNITEM_CORPORA:
         with tempfile.TemporaryDirectory(prefix="embedders-ki-") as tmp:
@@ -468,7 +470,7 @@ def fusion_knownitem(candidate: Asymmetric, minilm: Asymmetric) -> dict[str, Any
                 )
                 view = list(dict.fromkeys(h.path for h in found))
                 rankings = {"memvault (MiniLM)": [p for p, _ in items], "view alone": view}
-                for k, w in FUSION:
+                for k, w in settings:
                     rankings[f"k={k},w={w}"] = fuse(items, view, k, w)
                 for setting, ranked in rankings.items():
                     ranked = list(dict.fromkeys(ranked))

