@@ -15,19 +15,22 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from memvault.acting import confined_agent
+from memvault.acting import confined_agent, sees
 from memvault.console.pages import Console, PageRefusedError
+from memvault.console.stamped import Stamped
 from memvault.errors import MemvaultError
 from memvault.gateway.daemon import Daemon
 from memvault.gateway.routes.memory import visible
 from memvault.jobs.distill import MARKERS, read_insights
 from memvault.memory.knowledge import MAX_NODES, entity_facts, graph_view
+from memvault.vault.memories import MEMORY_DIR, Memory
 
 ENTITIES_SHOWN = 200
 INSIGHTS_SHOWN = 30
@@ -95,12 +98,54 @@ def _mention(memory: str | None, note: str | None, text: str, how: str) -> dict[
     return {"memory": memory, "note": note, "text": text, "how": how}
 
 
+@dataclass(frozen=True)
+class _Insight:
+    """An insight note as the page shows it, with the memories it came from that exist."""
+
+    path: str
+    title: str
+    text: str
+    evidence: tuple[Memory, ...]
+
+
+# The insight notes read, kept while no note of theirs and no memory file changes.
+_INSIGHTS: Stamped[tuple[list[_Insight], int]] = Stamped(keep=2)
+
+
 def insights(daemon: Daemon) -> dict[str, Any]:
-    """The distill job's insight notes: title, text and the memories they came from."""
+    """The distill job's insight notes: title, text and the memories they came from (those
+    the console may see)."""
     runtime = daemon.runtime
-    found = read_insights(runtime, runtime.settings.jobs.distill.folder)
-    shown = []
-    for insight in sorted(found, key=lambda i: i.path)[:INSIGHTS_SHOWN]:
+    folder = runtime.settings.jobs.distill.folder
+    found, more = _INSIGHTS.get(
+        runtime.vault, (folder, MEMORY_DIR), lambda: _read_insights(daemon, folder), folder
+    )
+    shown = [
+        {
+            "path": insight.path,
+            "title": insight.title,
+            "text": insight.text,
+            "evidence": [{"id": m.id, "text": m.text} for m in insight.evidence if sees(m.agent)],
+        }
+        for insight in found
+    ]
+    return {"insights": shown, "insights_more": more}
+
+
+def _read_insights(daemon: Daemon, folder: str) -> tuple[list[_Insight], int]:
+    """The insights shown and how many more there are; their evidence looked up in one pass
+    over the memories (one lookup per memory read the memory files' listing each time)."""
+    runtime = daemon.runtime
+    found = read_insights(runtime, folder)
+    chosen = sorted(found, key=lambda i: i.path)[:INSIGHTS_SHOWN]
+    wanted = {memory_id for insight in chosen for memory_id in insight.sources}
+    by_id: dict[str, Memory] = {}
+    if wanted:
+        for memory in runtime.memories.all():
+            if memory.id in wanted:
+                by_id.setdefault(memory.id, memory)
+    out = []
+    for insight in chosen:
         # Read again as text (read_insights parsed its frontmatter): the title and the block.
         whole = runtime.vault.read_text(insight.path)
         title = next(
@@ -111,13 +156,9 @@ def insights(daemon: Daemon) -> dict[str, Any]:
         with contextlib.suppress(MemvaultError):
             inner = MARKERS.inner(whole, insight.path) or ""
             text = inner.split("## Evidence")[0].replace("## Insight", "", 1).strip()
-        evidence = []
-        for memory_id in insight.sources:
-            with contextlib.suppress(MemvaultError):
-                memory = visible(daemon, memory_id)
-                evidence.append({"id": memory.id, "text": memory.text})
-        shown.append({"path": insight.path, "title": title, "text": text, "evidence": evidence})
-    return {"insights": shown, "insights_more": max(len(found) - INSIGHTS_SHOWN, 0)}
+        evidence = tuple(by_id[i] for i in insight.sources if i in by_id)
+        out.append(_Insight(insight.path, title, text, evidence))
+    return out, max(len(found) - INSIGHTS_SHOWN, 0)
 
 
 class KnowledgePage:

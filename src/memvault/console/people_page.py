@@ -23,9 +23,11 @@ from starlette.routing import BaseRoute, Route
 from memvault.channels import owner
 from memvault.channels.access import shown_code
 from memvault.console.pages import Console, PageRefusedError, Visit
+from memvault.console.stamped import Stamped
 from memvault.errors import MemvaultError
 from memvault.gateway.daemon import Daemon
 from memvault.gateway.tokens import Scope as TokenScope
+from memvault.vault.contacts import CONTACTS_DIR, Contact
 
 OUTBOX_SHOWN = 30
 _MAX_REF = 200
@@ -52,8 +54,18 @@ def overview(daemon: Daemon, *, codes: bool) -> dict[str, Any]:
         "channels": channels,
         "waiting": waiting,
         "outbox": unsent,
-        "contacts": [c.to_dict() for c in daemon.runtime.contacts.list()],
+        "contacts": [c.to_dict() for c in contacts(daemon)],
     }
+
+
+# The contacts as last read, kept while no note of theirs changes.
+_CONTACTS: Stamped[list[Contact]] = Stamped(keep=1)
+
+
+def contacts(daemon: Daemon) -> list[Contact]:
+    """Every contact, by name (read again only when a contact's note changed)."""
+    book = daemon.runtime.contacts
+    return _CONTACTS.get(daemon.runtime.vault, (CONTACTS_DIR,), book.list)
 
 
 def _last_message(daemon: Daemon, channel: str) -> dict[str, Any] | None:

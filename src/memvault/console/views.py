@@ -9,22 +9,25 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote, urlencode
 
 from memvault.acting import sees
-from memvault.errors import MemvaultError, NotFoundError
+from memvault.console.stamped import Stamped
+from memvault.errors import MemvaultError
 from memvault.gateway.daemon import Daemon
 from memvault.gateway.doctor import Report
 from memvault.gateway.events import Event
 from memvault.gateway.routes.memory import run_search, visible
 from memvault.index.filters import SearchFilters, parse_day
+from memvault.vault.contacts import CONTACTS_DIR
 from memvault.vault.memories import LOW_TRUST, MEMORY_DIR, Memory, MemoryFile
 from memvault.vault.notes import content_hash
 from memvault.vault.store import decode_text
-from memvault.vault.summary import summarize
+from memvault.vault.tasks import ACTIVE_DIR
 from memvault.vocabulary import CATEGORIES, KINDS
 
 HEALTH_EVERY = 30.0
@@ -84,12 +87,16 @@ class Health:
 
 def today(daemon: Daemon, health: Health | None, *, approvals: bool) -> Today:
     """What Today shows; ``health`` and ``approvals`` only where the scope reaches them."""
-    summary = summarize(daemon.runtime.vault, daemon.runtime.memories)
+    runtime = daemon.runtime
+    # What ``memvault status`` counts (vault.summary.summarize), the memories kept while no
+    # memory file changes: counting them read all 10,000 on every visit.
+    entries = runtime.vault.list()
+    per_folder = Counter(e.path.rsplit("/", 1)[0] if "/" in e.path else "" for e in entries)
     counts = {
-        "memories": summary.counts.get("memories", 0),
-        "open tasks": summary.counts.get("tasks_open", 0),
-        "contacts": summary.counts.get("contacts", 0),
-        "notes": summary.notes,
+        "memories": _COUNTED.get(runtime.vault, (MEMORY_DIR,), lambda: _memory_count(daemon)),
+        "open tasks": per_folder[ACTIVE_DIR],
+        "contacts": per_folder[CONTACTS_DIR],
+        "notes": len(entries),
     }
     shown: dict[str, Any] | None = None
     failing: list[dict[str, Any]] = []
@@ -113,6 +120,14 @@ def today(daemon: Daemon, health: Health | None, *, approvals: bool) -> Today:
         feed=[feed_item(e) for e in reversed(events)],
         last_event=daemon.bus.last_id,
     )
+
+
+_COUNTED: Stamped[int] = Stamped(keep=1)
+
+
+def _memory_count(daemon: Daemon) -> int:
+    """The memories in force, what was said in conversations left out (as ``summarize``)."""
+    return sum(1 for m in daemon.runtime.memories.all(include_archived=False) if not m.said)
 
 
 def feed_item(event: Event) -> FeedItem:
@@ -186,27 +201,22 @@ CATEGORY_CHOICES = tuple(CATEGORIES)
 TRUST_CHOICES = (LOW_TRUST, "normal")
 
 
-_SOURCES: dict[tuple[tuple[str, int, int, int], ...], list[str]] = {}
+_SOURCES: Stamped[list[str]] = Stamped(keep=1)
+_LISTED: Stamped[list[Memory]] = Stamped()
 
 
 def sources(daemon: Daemon) -> list[str]:
     """The sources memories came from, for the form's choice (worked out again only when
     a memory file's size or times changed: reading 10,000 memories takes a while, and
     even checking every file's bytes costs more than the page's search)."""
-    runtime = daemon.runtime
-    try:
-        entries = runtime.vault.list(MEMORY_DIR)
-    except NotFoundError:  # no memory folder yet
-        entries = []
-    key = tuple((e.path, e.size, e.mtime_ns, e.ctime_ns) for e in entries)
-    found = _SOURCES.get(key)
-    if found is None:
-        files = runtime.memories.readable()
+    memories = daemon.runtime.memories
+
+    def work_out() -> list[str]:
+        files = memories.readable()
         every = {m.source for f in files for m in f.memories if m.source and not m.retired}
-        found = sorted(every, key=str.casefold)[:50]
-        _SOURCES.clear()
-        _SOURCES[key] = found
-    return found
+        return sorted(every, key=str.casefold)[:50]
+
+    return _SOURCES.get(daemon.runtime.vault, (MEMORY_DIR,), work_out)
 
 
 def _dates(daemon: Daemon, filters: Filters) -> tuple[datetime | None, datetime | None]:
@@ -271,18 +281,30 @@ def _files_of(daemon: Daemon, hits: list[dict[str, Any]]) -> dict[str, MemoryFil
 
 
 def recent(daemon: Daemon, filters: Filters) -> list[dict[str, Any]]:
-    """The newest memories under the form's filters (no words to search for)."""
+    """The newest memories under the form's filters (no words to search for): the newest
+    first, from the listing of the category and tag (kept while no memory file changes),
+    gone through from its end only until the page is full."""
     since, until = _dates(daemon, filters)
-    found = daemon.runtime.memories.list(category=filters.category or None, tag=filters.tag or None)
-    shown = [
-        m
-        for m in found
-        if sees(m.agent)
-        and filters.admits(m)
-        and (since is None or (m.created is not None and m.created >= since))
-        and (until is None or (m.created is not None and m.created < until))
-    ][-RECENT_SHOWN:]
-    return [m.to_dict() for m in reversed(shown)]
+    memories = daemon.runtime.memories
+    category, tag = filters.category or None, filters.tag or None
+    found = _LISTED.get(
+        daemon.runtime.vault,
+        (MEMORY_DIR,),
+        lambda: memories.list(category=category, tag=tag),
+        (category, tag),
+    )
+    shown: list[dict[str, Any]] = []
+    for m in reversed(found):
+        if (
+            sees(m.agent)
+            and filters.admits(m)
+            and (since is None or (m.created is not None and m.created >= since))
+            and (until is None or (m.created is not None and m.created < until))
+        ):
+            shown.append(m.to_dict())
+            if len(shown) == RECENT_SHOWN:
+                break
+    return shown
 
 
 def memory(daemon: Daemon, memory_id: str) -> dict[str, Any]:
