@@ -29,7 +29,8 @@ from memvault.errors import EXIT_FAILED, InvalidInputError
 from memvault.vocabulary import counted
 
 if TYPE_CHECKING:
-    from memvault.privacy.forgetting import Forgetter, Plan
+    from memvault.privacy.forgetting import Forgetter
+    from memvault.privacy.receipts import Plan
 
 
 def forget(

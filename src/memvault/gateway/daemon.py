@@ -51,7 +51,7 @@ from memvault.llm.factory import Models
 from memvault.locations import APPROVAL_FILE, TOKEN_FILE, tighten
 from memvault.mcp.server import MemvaultMCP
 from memvault.memory.sessions import Message, Session
-from memvault.privacy.forgetting import Place, Receipt
+from memvault.privacy.receipts import Place, Receipt
 from memvault.runtime import Runtime
 from memvault.tools import ToolRegistry
 from memvault.tools.policy import AllowAll, DenyAll, Policy

@@ -12,7 +12,9 @@
   holds the patterns of an instruction, by kind and language.
 - :mod:`~memvault.privacy.forgetting`: ``forget`` reaches every copy and says
   where it looked; :mod:`~memvault.privacy.scrub` is its part in the state database
-  (chat messages, the channels' inbox and outbox, logs and runs' records).
+  (chat messages, the channels' inbox and outbox, logs and runs' records),
+  :mod:`~memvault.privacy.forget_index` its check that the index followed, and
+  :mod:`~memvault.privacy.receipts` the receipt and the plan it gives back.
 - :mod:`~memvault.privacy.reads`: who read each memory, when, and how.
 
 The layer sits above ``memory`` and below ``tools``, ``agent`` and

@@ -45,18 +45,18 @@ import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from memvault.acting import acting_as, current_actor
 from memvault.config import Settings
 from memvault.errors import InvalidInputError, MemvaultError, NotFoundError
 from memvault.index.filters import SearchFilters
 from memvault.index.index import MemoryIndex
-from memvault.index.keywords import keyword_tables
 from memvault.index.search import Searcher
 from memvault.memory.sessions import JOURNAL_SECTION as SESSIONS_SECTION
 from memvault.memory.state import StateStore
+from memvault.privacy.forget_index import check_index, memory_chunks, still_found
 from memvault.privacy.reads import reading
+from memvault.privacy.receipts import Place, Plan, Receipt
 from memvault.privacy.scrub import STATE_PLACES, Person, Scope, count_chats, scrub_state
 from memvault.privacy.traces import (
     Trace,
@@ -82,72 +82,6 @@ UNDO_DIR = Path("jobs") / "runs"  # the jobs' copies from before each run (jobs/
 ENTITY_TAG = "entity"  # the tag the knowledge_graph job gives the notes it makes
 ABOUT_LIMIT = 50  # memories (and insights) a topic's search may name at most
 _SCAFFOLD = re.compile(r"^[ \t]*(?:#{1,6}[ \t].*|)$")  # headings and blank lines
-
-
-@dataclass(frozen=True)
-class Place:
-    """One place forgetting looked at: what it did there, and how many things."""
-
-    place: str
-    action: str  # removed, refreshed, dropped, deleted, redacted, verified, not touched
-    detail: str
-    count: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
-            "place": self.place,
-            "action": self.action,
-            "detail": self.detail,
-            "count": self.count,
-        }
-
-
-@dataclass
-class Receipt:
-    """What forgetting removed, where, and what it left alone by design."""
-
-    forgotten: list[Memory]
-    places: list[Place] = field(default_factory=list)
-    untouched: list[Place] = field(default_factory=list)
-    still_found: list[str] = field(default_factory=list)  # the owner's notes with a trace
-    subject: str | None = None  # "contact:Contacts/Ada.md" or "about:TOPIC"
-    # Whether a text holds a trace of what was forgotten (for places only a caller knows,
-    # such as a daemon's event buffer); never sent.
-    holds: Callable[[str], bool] = field(default=lambda text: False, repr=False, compare=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
-            "subject": self.subject,
-            "forgotten": [{"id": m.id, "text": m.text, "path": m.path} for m in self.forgotten],
-            "places": [p.to_dict() for p in self.places],
-            "untouched": [p.to_dict() for p in self.untouched],
-            "still_found": list(self.still_found),
-        }
-
-
-@dataclass
-class Plan:
-    """What ``forget --contact`` or ``--about`` would remove, shown before it does."""
-
-    kind: str  # "contact" or "about"
-    subject: str  # the contact's note path, or the topic
-    memories: list[Memory]
-    notes: list[str]  # notes dropped whole: the contact's note, insights about the topic
-    identities: dict[str, list[str]] = field(default_factory=dict)  # channel -> ids
-    chats: int = 0  # messages captured from (or sent to) the person
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
-            "kind": self.kind,
-            "subject": self.subject,
-            "memories": [{"id": m.id, "text": m.text, "path": m.path} for m in self.memories],
-            "notes": list(self.notes),
-            "identities": {k: list(v) for k, v in self.identities.items()},
-            "chat_messages": self.chats,
-        }
 
 
 @dataclass
@@ -264,7 +198,7 @@ class Forgetter:
         scope = _Scope(trace, person, receipt=receipt)
         said = [m for m in others if m.said and scope.captured(m.text)]
         ids |= {m.id for m in said}
-        chunks = self._memory_chunks(ids)
+        chunks = memory_chunks(self._index(), ids)
         self._memory_lines([*chosen, *said], scope)
         self._drop_notes(notes, scope)
         distill = self.settings.jobs.distill.folder
@@ -287,7 +221,7 @@ class Forgetter:
             step()
             if len(receipt.places) == before:
                 receipt.places.append(Place(place, "checked", f"{nothing} held it"))
-        self._check_index(ids, chunks, scope)
+        check_index(self._index(), ids, chunks, receipt)
         receipt.holds = scope.derived
         for observer in self._observers:
             try:
@@ -295,7 +229,7 @@ class Forgetter:
             except Exception:  # what the observer holds is said left; forgetting stands
                 log.exception("forgetting: an observer failed")
         self._untouched(scope)
-        self._still_found(scope)
+        receipt.still_found = still_found(self._index(), scope)
         return receipt
 
     # -- the vault -------------------------------------------------------------------
@@ -536,112 +470,6 @@ class Forgetter:
 
     # -- the databases ---------------------------------------------------------------
 
-    def _memory_chunks(self, ids: set[str]) -> list[int]:
-        """The index's chunks of these memories now (to check they are gone after)."""
-        if not ids:
-            return []
-        index = self._index()
-        marks = ",".join("?" * len(ids))
-        with index.lock:
-            rows = index.conn.execute(
-                f"SELECT chunk_id FROM memories WHERE id IN ({marks})", sorted(ids)
-            ).fetchall()
-        return [int(r[0]) for r in rows]
-
-    def _check_index(self, ids: set[str], chunks: list[int], scope: _Scope) -> None:
-        """Verify the index holds no row of the forgotten memories (re-index their files
-        when one is left), then that no graph link points at one."""
-        index = self._index()
-        receipt = scope.receipt
-        marks = ",".join("?" * len(ids)) if ids else "NULL"
-        left, vectors = self._rows_left(index, ids, chunks)
-        if left or vectors:  # the index did not follow (another process wrote): re-index
-            index.sync_paths(sorted({m.path for m in receipt.forgotten}))
-            left, vectors = self._rows_left(index, ids, chunks)
-        if left or vectors:
-            log.warning("forgetting: index rows left", extra={"rows": left, "vectors": vectors})
-        where = "index.db" if index.storage is None else "the index database"
-        if ids:
-            if left or vectors:
-                detail = f"{left} keyword rows and {vectors} vectors could not be removed"
-                receipt.places.append(Place(where, "left", detail, left))
-            else:
-                receipt.places.append(
-                    Place(
-                        where,
-                        "verified",
-                        f"keyword and vector index: {counted(len(chunks), 'chunk')} and "
-                        f"{'its vector' if len(chunks) == 1 else 'their vectors'} gone; "
-                        "no row holds the memory",
-                        len(chunks),
-                    )
-                )
-        if index.storage is None:
-            self._compact_keywords(index)
-        with index.lock:
-            links = (
-                index.conn.execute(
-                    f"SELECT DISTINCT n.path FROM links l JOIN notes n ON n.id = l.note_id "
-                    f"WHERE l.subpath IN ({marks})",
-                    [f"^{i}" for i in sorted(ids)],
-                ).fetchall()
-                if ids
-                else []
-            )
-        if links:
-            receipt.places.append(
-                Place(
-                    "graph",
-                    "left",
-                    "links still point at it from notes of yours: "
-                    + ", ".join(str(r[0]) for r in links),
-                    len(links),
-                )
-            )
-        else:
-            receipt.places.append(Place("graph", "verified", "no link or relation points at it", 0))
-
-    @staticmethod
-    def _rows_left(index: MemoryIndex, ids: set[str], chunks: list[int]) -> tuple[int, int]:
-        """The index's rows still holding the memories, and the vectors of their old
-        chunks still stored (a chunk id taken since by another chunk is that one's)."""
-        if not ids:
-            return 0, 0
-        wanted = sorted(ids)
-        marks = ",".join("?" * len(wanted))
-        with index.lock:
-            conn = index.conn
-            rows = int(
-                conn.execute(
-                    f"SELECT count(*) FROM chunks WHERE memory_id IN ({marks})", wanted
-                ).fetchone()[0]
-            )
-            rows += int(
-                conn.execute(
-                    f"SELECT count(*) FROM memories WHERE id IN ({marks})", wanted
-                ).fetchone()[0]
-            )
-            if not chunks or not index.vectors.exists():
-                return rows, 0
-            taken = {
-                int(r[0])
-                for r in conn.execute(
-                    f"SELECT id FROM chunks WHERE id IN ({','.join('?' * len(chunks))})", chunks
-                ).fetchall()
-            }
-            gone = [c for c in chunks if c not in taken]
-            return rows, len(index.vectors.get(gone)) if gone else 0
-
-    def _compact_keywords(self, index: MemoryIndex) -> None:
-        """Merge the keyword index's segments, so the words of deleted rows leave SQLite's
-        full-text tables too (deleting a row only marks it gone there)."""
-        try:
-            with index.lock:
-                for table in keyword_tables(index.dialect):  # stemmed and as written
-                    index.conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
-        except Exception:  # a read-only index: the rows are gone, the segments stay
-            log.debug("forgetting: keyword index not merged", exc_info=True)
-
     def _state_rows(self, scope: _Scope) -> None:
         """The captured copies and logs in state.db (or PostgreSQL's state)."""
         state = self._state()
@@ -704,30 +532,6 @@ class Forgetter:
                     found.append(run.name)
                     break
         return found
-
-    def _still_found(self, scope: _Scope) -> None:
-        """The notes that still hold a trace: the owner's own text, left as it is."""
-        index = self._index()
-        trace = scope.trace
-        words = sorted(trace.words)
-        paths: set[str] = set()
-        patterns = [f"%{w}%" for w in words] + [f"%{i}%" for i in sorted(trace.ids)]
-        if scope.person is not None:
-            patterns += [f"%{n.casefold()}%" for n in scope.person.names]
-        if not patterns:
-            return
-        clause = " OR ".join("lower(c.text) LIKE ?" for _ in patterns)
-        with index.lock:
-            rows = index.conn.execute(
-                f"SELECT DISTINCT n.path, c.text FROM chunks c JOIN notes n ON n.id = c.note_id "
-                f"WHERE {clause}",
-                patterns,
-            ).fetchall()
-        for row in rows:
-            text = str(row[1])
-            if trace.strong(text) or (scope.person is not None and scope.person.mentions(text)):
-                paths.add(str(row[0]))
-        scope.receipt.still_found = sorted(paths)
 
 
 # -- helpers --------------------------------------------------------------------------
