@@ -23,7 +23,7 @@ from gateway_support import StartDaemon, ok
 from llm_fakes import FAKE_KEY, FAKE_KEY_ENV, FakeOpenAI
 from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
-from support import TZ, MovableClock
+from support import TZ, MovableClock, daytime_zone
 from telegram_fake import FakeTelegram
 from waiting import WAIT, wait_for
 
@@ -70,6 +70,7 @@ summary = "extractive"
 def vault_with(tmp_path: Path, config: str) -> Path:
     root = tmp_path / "vault"
     init_vault(Vault(root))
+    config = f'timezone = "{daytime_zone()}"\n{config}'
     (root / ".memvault" / "config.toml").write_text(config, encoding="utf-8")
     return root
 

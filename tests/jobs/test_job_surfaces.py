@@ -18,6 +18,7 @@ from memvault.jobs import Job, JobContext, Schedule
 from memvault.memory.state import StateDB
 from memvault.vault.layout import init_vault
 from memvault.vault.store import Vault
+from support import daytime_zone
 from telegram_fake import FakeTelegram
 from waiting import WAIT, wait_for
 
@@ -102,15 +103,6 @@ def test_the_job_tools_list_trigger_and_tell_history(live: Live) -> None:
         unknown = failed(api.post("/v1/tools/trigger_agent_job", json={"job": "x"}), 404,
                          "not_found")  # fmt: skip
         assert "list_agent_jobs" in unknown["message"]
-
-
-def daytime_zone() -> str:
-    """A timezone where it is now between 04:00 and 22:00 (the CLI runs on real time, and
-    daily_note summarises the day before when run before 03:00)."""
-    for name in ("UTC", "Etc/GMT-8", "Etc/GMT+8"):
-        if 4 <= datetime.now(ZoneInfo(name)).hour < 22:
-            return name
-    raise AssertionError("one of three zones 8 hours apart is always in daytime")
 
 
 def test_cli_runs_lists_and_undoes_without_a_daemon(tmp_path: Path) -> None:
