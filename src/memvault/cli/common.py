@@ -368,6 +368,11 @@ def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any
     return grid
 
 
+def minute(stamp: str | None) -> str:
+    """An ISO time as a table shows it, to the minute (``2026-11-28 09:30``); "" for none."""
+    return (stamp or "")[:16].replace("T", " ")
+
+
 def short(text: str, width: int) -> str:
     """``text`` on one line, cut to ``width`` characters with an ellipsis."""
     flat = " ".join(text.split())

@@ -21,6 +21,7 @@ from memvault.cli.common import (
     emit_json,
     emit_raw,
     group,
+    minute,
     open_runtime,
     say,
     stdout,
@@ -61,10 +62,6 @@ def _engine(ctx: typer.Context, vault: Path | None) -> JobEngine:
     )
 
 
-def _when(value: str | None) -> str:
-    return (value or "")[:16].replace("T", " ")
-
-
 @app.command("list")
 def list_jobs(
     ctx: typer.Context,
@@ -87,8 +84,8 @@ def list_jobs(
                 job["name"],
                 "on" if job["enabled"] else "off",
                 job["schedule"],
-                f"{last['status']} {_when(last['started'])}" if last else "never",
-                _when(job["next_run"]) or "-",
+                f"{last['status']} {minute(last['started'])}" if last else "never",
+                minute(job["next_run"]) or "-",
                 job["description"],
             ]
         )
@@ -187,7 +184,7 @@ def history(
             r["id"],
             r["job"],
             r["status"],
-            _when(r["started"]),
+            minute(r["started"]),
             len(r["metadata"].get("changes", [])) or "",
             (r["error"] or r["output"].splitlines()[-1] if r["output"] or r["error"] else "")[:80],
         ]

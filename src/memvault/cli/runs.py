@@ -20,6 +20,7 @@ from memvault.cli.common import (
     VaultOption,
     emit_json,
     group,
+    minute,
     open_runtime,
     say,
     short,
@@ -31,10 +32,6 @@ from memvault.memory.runs import LISTED
 from memvault.vocabulary import counted
 
 app = group("The agent runs record: what each run was given, recalled and called.")
-
-
-def _when(value: str | None) -> str:
-    return (value or "")[:16].replace("T", " ")
 
 
 def _where(run: dict[str, Any]) -> str:
@@ -78,7 +75,7 @@ def list_runs(
     rows = [
         [
             str(r["id"]),
-            _when(r["started_at"]),
+            minute(r["started_at"]),
             _where(r),
             r["status"],
             short(r["command"], 50),
@@ -116,7 +113,7 @@ def show(
 
 
 def _print_run(run: dict[str, Any]) -> None:
-    say(f"Run {run['id']}: {run['status']}, {_when(run['started_at'])}, from {_where(run)}.")
+    say(f"Run {run['id']}: {run['status']}, {minute(run['started_at'])}, from {_where(run)}.")
     say(f"Asked: {run['command']}")
     if run["error"]:
         say(f"Error: {run['error']}")

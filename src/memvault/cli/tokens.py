@@ -21,6 +21,7 @@ from memvault.cli.common import (
     VaultOption,
     emit_json,
     group,
+    minute,
     open_runtime,
     say,
     stdout,
@@ -44,8 +45,8 @@ def _book(ctx: typer.Context, vault: Path | None) -> TokenBook:
     return TokenBook(open_runtime(ctx, vault).state)
 
 
-def _when(value: str | None) -> str:
-    return (value or "")[:16].replace("T", " ") or "-"
+def _stamp(value: str | None) -> str:
+    return minute(value) or "-"
 
 
 @app.command("create")
@@ -120,9 +121,9 @@ def list_tokens(
             token.name,
             token.scope.label,
             token.agent or "-",
-            _when(token.created_at),
-            _when(token.last_used_at),
-            "active" if token.active else f"revoked {_when(token.revoked_at)}",
+            _stamp(token.created_at),
+            _stamp(token.last_used_at),
+            "active" if token.active else f"revoked {_stamp(token.revoked_at)}",
         ]
         for token in tokens
     ]
