@@ -49,7 +49,7 @@ def cosine_spread(sample: Vectors, query: npt.NDArray[np.float32]) -> tuple[floa
     cosines with a sample of stored vectors; a prior when the sample is too small."""
     if len(sample) < _FEW:
         return PRIOR_SPREAD
-    cosines = sample @ np.asarray(query, dtype=np.float32)
+    cosines = _product(sample, np.asarray(query, dtype=np.float32))
     low, centre, high = np.percentile(cosines, [25, 50, 75])
     return float(centre), max(float(high - low) / 1.349, 1e-3)
 
