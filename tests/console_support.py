@@ -44,6 +44,22 @@ document.addEventListener("securitypolicyviolation", (event) => {
 });
 """
 
+# The elements wider than the window, named, for the message of a failed width check.
+OVERFLOWING = """() => {
+  const width = window.innerWidth;
+  const wide = [];
+  for (const element of document.querySelectorAll("body *")) {
+    const box = element.getBoundingClientRect();
+    if (box.right > width + 1 && box.width > 0) {
+      wide.push(element.tagName.toLowerCase() + (element.id ? "#" + element.id : "")
+        + (element.className && typeof element.className === "string"
+           ? "." + element.className.trim().split(/\\s+/).join(".") : "")
+        + " " + Math.round(box.right));
+    }
+  }
+  return {scroll: document.documentElement.scrollWidth, inner: width, wide: wide.slice(0, 8)};
+}"""
+
 
 class Served:
     """The daemon with its console, served in this process on a free loopback port."""
@@ -64,6 +80,11 @@ class Served:
         self.url = f"http://127.0.0.1:{self.daemon.port}"
         self.token = self.daemon.token
         self.root = root
+
+    def api(self, token: str | None = None) -> httpx.Client:
+        """A client of the daemon's API with the owner's token (or ``token``)."""
+        bearer = {"Authorization": f"Bearer {token or self.token}"}
+        return httpx.Client(base_url=self.url, timeout=WAIT, headers=bearer)
 
     def stop(self) -> None:
         self.server.handle_exit(15, None)
@@ -142,3 +163,9 @@ def shoot(page: Page, name: str) -> None:
         page.set_viewport_size(size)  # type: ignore[arg-type]
         assert page.screenshot(path=SHOTS / f"{name}-{label}.png").startswith(PNG)
     page.set_viewport_size(DESKTOP)  # type: ignore[arg-type]
+
+
+def fits(page: Page, where: str) -> None:
+    """The page has no horizontal scroll at the window's width; else name what sticks out."""
+    measured = page.evaluate(OVERFLOWING)
+    assert measured["scroll"] <= measured["inner"] + 1, (where, measured)

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, expect, sync_playwright
 
+from llm_fakes import FakeOpenAI
+from telegram_fake import FakeTelegram
 from waiting import WAIT
 
 CHROMIUM = Path(os.environ.get("MEMVAULT_TEST_CHROMIUM", "/usr/bin/chromium"))
@@ -38,3 +40,19 @@ def browser() -> Iterator[Browser]:
             yield launched
         finally:
             launched.close()
+
+
+@pytest.fixture(scope="module")
+def llm() -> Iterator[FakeOpenAI]:
+    """The fake model server, for one module."""
+    with FakeOpenAI() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def tg() -> Iterator[FakeTelegram]:
+    """The fake Bot API, for one module; its token in $TELEGRAM_BOT_TOKEN, where the
+    channel reads it."""
+    with FakeTelegram() as fake, pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TELEGRAM_BOT_TOKEN", fake.token)
+        yield fake

@@ -1,7 +1,8 @@
 """Approve always from the console, end to end: the owner writes to the agent on Telegram (the
 fake Bot API), the model (a fake OpenAI server) wants a tier-2 tool, the console's "Approve
-always" lets it run, and the session's next call of that category runs without asking; the
-resolved history says who decided, when and how (console or phone).
+always" lets it run (and the owner's chat is told at once), and the session's next call of
+that category runs without asking; the resolved history says who decided, when and how
+(console or phone).
 
 "Always" is the phone's own Always: the same :class:`~memvault.channels.approvals.Reply`,
 through the same ``resolve``, into the session's :class:`~memvault.tools.policy.Policy`
@@ -89,12 +90,13 @@ def test_approve_always_lets_the_next_call_of_the_category_run_and_history_shows
 ) -> None:
     memories = served.daemon.runtime.memories
     wants(llm, "remember", {"fact": "The window cleaner comes every second Monday"})
-    tg.push_message(OWNER, "remember when the window cleaner comes")
+    tg.push_message(OWNER, "remember when the window cleaner comes", first_name="Grace")
     first = asked(served, "remember")
     page = console.page
     page.goto(f"{served.url}/approvals")
     row = page.locator(f'[data-approval="{first.short_id}"]')
     expect(row).to_contain_text("window cleaner")
+    expect(row.locator(".asker")).to_have_text("Grace (owner)")  # who asked, by name
     always = row.get_by_role("button", name="Approve always for file writes")
     expect(always).to_be_visible()
     shoot(page, "approvals-always")
@@ -103,6 +105,9 @@ def test_approve_always_lets_the_next_call_of_the_category_run_and_history_shows
         "Approved remember; file writes is approved for the rest of this session."
     )
     wait_for(lambda: len(answers(tg)) == 1, "the first run to finish")
+    # The phone learns of the console's decision in the chat where it was asked.
+    told = f"Approved in the console: remember ({first.short_id})."
+    wait_for(lambda: told in delivered(tg, OWNER), "the owner's chat to be told")
 
     # The same session's next file write runs at once: nobody is asked.
     wants(llm, "remember", {"fact": "The window cleaner is paid in cash"})
@@ -136,6 +141,9 @@ def test_approve_always_lets_the_next_call_of_the_category_run_and_history_shows
     by_phone = page.locator(f'[data-decided="{deletion.short_id}"]')
     expect(by_phone).to_contain_text("denied")
     expect(by_phone.locator(".by")).to_have_text(f"phone (telegram:{OWNER})")
+    # A decision made on the phone gets its reply there, and nothing told besides.
+    about = [t for t in delivered(tg, OWNER) if f"({deletion.short_id})." in t]
+    assert about == [f"Denied forget ({deletion.short_id})."]
     expect(page.locator("table.decided tbody tr").first).to_have_attribute(
         "data-decided", deletion.short_id
     )  # newest first

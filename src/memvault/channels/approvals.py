@@ -12,7 +12,9 @@ button carries the hash's first characters, so a reply can never be spent
 on another call. Only the owner's own message resolves one; the router
 never passes text from anyone else, a forwarded message or a tool argument
 here. ``always`` approves the tool's category for the session (tier 2, as
-at the terminal); tier 3 always asks for each call.
+at the terminal); tier 3 always asks for each call. A decision made
+elsewhere (the console) is told in the chat where the question was asked,
+so the phone never offers a call that is no longer waiting.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from memvault.channels.base import Button
@@ -35,6 +38,8 @@ DENY = "deny"
 ALWAYS = "always"
 BUTTON_PREFIX = "mv"
 HASH_SHOWN = 10
+# Seconds an answer given just as the wait ran out takes to reach the run (a few lines).
+_ANSWER_SETTLES = 5.0
 
 
 def call_hash(tool: str, arguments: dict[str, Any]) -> str:
@@ -56,6 +61,7 @@ class Waiting:
     session: str
     channel: str
     chat_id: str
+    requested_at: datetime | None = None
     done: threading.Event = field(default_factory=threading.Event)
     answer: str | None = None  # once | always | deny
 
@@ -150,6 +156,7 @@ class Approvals:
         with self._lock:
             taken = self.store.pending_short_ids() | set(self._waiting)
             short_id = _new_short_id(taken)
+            now = self.clock.now()
             row_id = self.store.open_approval(
                 {
                     "short_id": short_id,
@@ -162,10 +169,10 @@ class Approvals:
                     "summary": request.summary,
                     "call_hash": digest,
                     "status": "pending",
-                    "requested_at": self.clock.now().isoformat(),
+                    "requested_at": now.isoformat(),
                 }
             )
-            waiting = Waiting(row_id, short_id, digest, request, session, channel, chat_id)
+            waiting = Waiting(row_id, short_id, digest, request, session, channel, chat_id, now)
             self._waiting[short_id] = waiting
         self._publish("approval_requested", self._event(waiting))
         try:
@@ -182,7 +189,11 @@ class Approvals:
                     waiting,
                     f"Approval {short_id} ({request.tool}) timed out after {after}: denied.",
                 )
-            return False
+                return False
+            # Answered as the wait ran out: the row holds the answer, which resolve is
+            # setting now, so the run does what the history says was decided.
+            if not waiting.done.wait(_ANSWER_SETTLES):
+                return False
         if waiting.answer == ALWAYS and request.tier == Tier.WRITE:
             return True
         return ONCE if waiting.answer in (ONCE, ALWAYS) else False
@@ -202,12 +213,18 @@ class Approvals:
         scope = reply.scope if reply.decision == APPROVE else None
         if not self.store.close_approval(waiting.row_id, status, scope, by):
             return f"Approval {reply.short_id} was already answered."
+        with self._lock:  # no longer pending for anyone who looks once it is told
+            self._waiting.pop(reply.short_id, None)
         waiting.answer = scope if reply.decision == APPROVE else DENY
         waiting.done.set()
         self._publish(
             "approval_resolved", {**self._event(waiting), "status": status, "scope": scope}
         )
         tool = waiting.request.tool
+        if by != waiting.channel and not by.startswith(f"{waiting.channel}:"):
+            # Decided elsewhere: the chat where it was asked learns it at once.
+            where = "in the console" if by == "console" else f"by {by}"
+            self._tell(waiting, f"{status.capitalize()} {where}: {tool} ({reply.short_id}).")
         if reply.decision == DENY:
             return f"Denied {tool} ({reply.short_id})."
         if scope == ALWAYS and waiting.request.tier == Tier.WRITE:

@@ -411,18 +411,32 @@ class Console:
         return forgotten.id
 
     async def approvals_page(self, request: Request) -> Response:
-        """The tool calls waiting for the owner (the owner's scope only)."""
+        """The tool calls waiting for the owner and those decided (the owner's scope only);
+        for htmx, only the lists: the page's script asks for them again when the live
+        feed says a call was asked or decided (on the phone, here, or by the timeout)."""
         visit: Visit | None = None
         try:
             visit = self.visit(request)
             self.needs(visit, TokenScope.ADMIN)
+            # Read before the lists: an event in between is replayed, never missed.
+            last_event = self.daemon.bus.last_id
             waiting = await self.run(visit, views.approvals, self.daemon)
             history = await self.run(visit, views.approval_history, self.daemon)
         except PageRefusedError as refusal:
+            if is_fragment(request):
+                return self.render(
+                    "message_inline.html", None, refusal.status, message=refusal.message
+                )
             return self.refused(refusal, visit)
-        said = request.query_params.get("said", "")[:300]
+        template = "approvals_lists.html" if is_fragment(request) else "approvals.html"
         return self.render(
-            "approvals.html", visit, page="approvals", waiting=waiting, history=history, said=said
+            template,
+            visit,
+            page="approvals",
+            waiting=waiting,
+            history=history,
+            said=request.query_params.get("said", "")[:300],
+            last_event=last_event,
         )
 
     async def decide(self, request: Request) -> Response:

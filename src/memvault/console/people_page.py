@@ -1,6 +1,7 @@
 """The Channels and people page: each channel's state, error and last message; the senders
-waiting to be let in (approve, block); the outbox (retry a failed message); the contacts
-and the channels they are known on.
+waiting to be let in (approve, block); the outbox (retry a failed message); the contacts,
+the channels they are known on, and their recent conversation (the last messages of the
+session each of their chats logs to, ``telegram:<chat>``, linked to its transcript).
 
 The state is the hub's own report (what ``memvault channels status`` and ``GET
 /v1/channels`` show). Approve, block and retry take the path ``memvault channels
@@ -22,6 +23,7 @@ from starlette.routing import BaseRoute, Route
 
 from memvault.channels import owner
 from memvault.channels.access import shown_code
+from memvault.channels.hooks import session_key
 from memvault.console.pages import Console, PageRefusedError, Visit
 from memvault.console.stamped import Stamped
 from memvault.errors import MemvaultError
@@ -30,6 +32,8 @@ from memvault.gateway.tokens import Scope as TokenScope
 from memvault.vault.contacts import CONTACTS_DIR, Contact
 
 OUTBOX_SHOWN = 30
+# A contact's recent conversation: the last messages of each of their chats' sessions.
+CONVERSATION_SHOWN = 3
 _MAX_REF = 200
 BY = "console"
 
@@ -54,7 +58,9 @@ def overview(daemon: Daemon, *, codes: bool) -> dict[str, Any]:
         "channels": channels,
         "waiting": waiting,
         "outbox": unsent,
-        "contacts": [c.to_dict() for c in contacts(daemon)],
+        "contacts": [
+            {**c.to_dict(), "conversations": conversations(daemon, c)} for c in contacts(daemon)
+        ],
     }
 
 
@@ -66,6 +72,24 @@ def contacts(daemon: Daemon) -> list[Contact]:
     """Every contact, by name (read again only when a contact's note changed)."""
     book = daemon.runtime.contacts
     return _CONTACTS.get(daemon.runtime.vault, (CONTACTS_DIR,), book.list)
+
+
+def conversations(daemon: Daemon, contact: Contact) -> list[dict[str, Any]]:
+    """The sessions of the contact's chats (each chat's open one, else its latest: the key
+    ``telegram:<chat>`` a channel logs to), the most recently active first, each with its
+    last :data:`CONVERSATION_SHOWN` messages."""
+    sessions = daemon.sessions
+    found = []
+    for channel, ids in sorted(contact.identities.items()):
+        for chat in ids.split(", "):  # a contact's several ids on one channel, as read
+            try:
+                session = sessions.get(session_key(channel, chat))
+            except MemvaultError:  # no conversation yet (or an id no key can hold)
+                continue
+            messages = sessions.messages(session.id, limit=CONVERSATION_SHOWN)
+            found.append((session, [m.to_dict() for m in messages]))
+    found.sort(key=lambda pair: pair[0].last_message_at or pair[0].started_at, reverse=True)
+    return [{"session": session.to_dict(), "messages": said} for session, said in found]
 
 
 def _last_message(daemon: Daemon, channel: str) -> dict[str, Any] | None:

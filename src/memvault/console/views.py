@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from memvault.acting import sees
+from memvault.acting import confined_agent, sees
 from memvault.console.stamped import Stamped
 from memvault.errors import MemvaultError
 from memvault.gateway.daemon import Daemon
@@ -25,7 +25,10 @@ from memvault.gateway.doctor import Report
 from memvault.gateway.events import Event
 from memvault.gateway.routes.memory import run_search, visible
 from memvault.index.filters import SearchFilters, parse_day
+from memvault.index.graph import block_links, resolve_links
 from memvault.vault.contacts import CONTACTS_DIR
+from memvault.vault.entities import ENTITY_FOLDERS
+from memvault.vault.markdown import extract_links
 from memvault.vault.memories import LOW_TRUST, MEMORY_DIR, Memory, MemoryFile
 from memvault.vault.notes import content_hash
 from memvault.vault.store import decode_text
@@ -40,6 +43,9 @@ RECENT_SHOWN = 30
 # A channel in one of these states is working, or was never meant to run.
 _CHANNEL_FINE = ("running", "disabled", "starting", "connected")
 _FEED_TEXT_CHARS = 160
+_ERROR_CHARS = 200
+# A failing job's last failed run is looked for among its newest runs (as engine.failures).
+FAILED_LOOKED_AT = 10
 
 
 @dataclass
@@ -65,6 +71,7 @@ class Today:
     counts: dict[str, int]
     approvals: int | None  # None: the scope does not reach them
     channels_down: list[dict[str, Any]]
+    failing_jobs: list[dict[str, Any]] = field(default_factory=list)
     feed: list[FeedItem] = field(default_factory=list)
     last_event: int = 0
 
@@ -150,6 +157,7 @@ def today(daemon: Daemon, health: Health | None, *, approvals: bool) -> Today:
         counts=counts,
         approvals=waiting,
         channels_down=down,
+        failing_jobs=failing_jobs(daemon),
         feed=[feed_item(e) for e in reversed(events)],
         last_event=daemon.bus.last_id,
     )
@@ -161,6 +169,38 @@ _COUNTED: Stamped[int] = Stamped(keep=1)
 def _memory_count(daemon: Daemon) -> int:
     """The memories in force, what was said in conversations left out (as ``summarize``)."""
     return sum(1 for m in daemon.runtime.memories.all(include_archived=False) if not m.said)
+
+
+def failing_jobs(daemon: Daemon) -> list[dict[str, Any]]:
+    """The jobs whose latest finished run failed: how many times in a row, and the last
+    failed run (its id, when it ended, its error in one line), as the Jobs page counts them."""
+    engine = daemon.jobs
+    failing = []
+    for name in sorted(engine.jobs):
+        failures = engine.failures(name)
+        if not failures:
+            continue
+        # The failed run is among the newest few (runs skipped or running since come first).
+        last = next(
+            (r for r in engine.history(name, FAILED_LOOKED_AT) if r.status == "failed"), None
+        )
+        if last is not None:
+            failing.append(
+                {
+                    "job": name,
+                    "failures": failures,
+                    "run": last.id,
+                    "when": last.finished or last.started,
+                    "error": _one_line(last.error or "no error was recorded", _ERROR_CHARS),
+                }
+            )
+    return failing
+
+
+def _one_line(text: str, most: int) -> str:
+    """``text`` on one line, cut to ``most`` characters."""
+    line = " ".join(text.split())
+    return line if len(line) <= most else line[: most - 1] + "…"
 
 
 def feed_item(event: Event) -> FeedItem:
@@ -185,9 +225,7 @@ def feed_item(event: Event) -> FeedItem:
         text = f"Job {payload.get('job') or payload.get('name') or ''} {payload.get('status', '')}"
     else:
         text = event.type.replace("_", " ")
-    text = " ".join(str(text).split())
-    if len(text) > _FEED_TEXT_CHARS:
-        text = text[: _FEED_TEXT_CHARS - 1] + "…"
+    text = _one_line(str(text), _FEED_TEXT_CHARS)
     when = event.observed_at.astimezone().strftime("%H:%M:%S")
     return FeedItem(event.id, event.type, when, text)
 
@@ -356,19 +394,84 @@ def memory(daemon: Daemon, memory_id: str) -> dict[str, Any]:
         "history": [c.to_dict() for c in daemon.runtime.consolidation.history(found.id)],
         "reads": [r.to_dict() for r in daemon.runtime.reads.of(found.id, 20)],
         "obsidian": obsidian_link(daemon.runtime.vault.root.name, found.path),
+        **memory_links(daemon, found),
     }
 
 
-def obsidian_link(vault_name: str, path: str) -> str:
-    """The ``obsidian://`` link opening ``path`` in the vault named ``vault_name``."""
-    return f"obsidian://open?vault={quote(vault_name, safe='')}&file={quote(path, safe='')}"
+def memory_links(daemon: Daemon, found: Memory) -> dict[str, list[dict[str, Any]]]:
+    """A memory's links: those in its text (``links``) and those into it from notes and
+    other memories (``linked_from``: ``[[Memory/Facts#^id]]``), as the index knows them.
+
+    Each goes to the page that shows it best: an entity's page or a memory's in the
+    console, else the note in Obsidian (a note not written yet: Obsidian makes it).
+    """
+    daemon.fresh_index()
+    index = daemon.runtime.index
+    vault = daemon.runtime.vault.root.name
+    written = [link for link in extract_links(found.text) if link.target]
+    leads = resolve_links(index, found.path, {link.target for link in written}) if written else {}
+    links = []
+    for link in written:
+        path = leads[link.target]
+        block = link.subpath[1:] if link.is_block_ref and link.subpath else None
+        links.append(
+            {
+                "text": link.alias or link.target,
+                "path": path,
+                "href": _page_of(vault, path, block)
+                if path
+                else obsidian_link(vault, link.target, "new"),
+            }
+        )
+    linked_from = []
+    for into in block_links(index, found.path, found.id):
+        if into.memory is not None and not _may_see(daemon, into.memory):
+            continue
+        linked_from.append(
+            {
+                "text": into.text or f"{into.source}, line {into.line}",
+                "memory": into.memory,
+                "href": _page_of(vault, into.source, into.memory),
+            }
+        )
+    return {"links": links, "linked_from": linked_from}
+
+
+def _page_of(vault: str, path: str, block: str | None) -> str:
+    """The console's page of a memory (a block of a memory file) or an entity, else the
+    note's ``obsidian://`` link."""
+    if block and path.startswith(f"{MEMORY_DIR}/"):
+        return f"/memories/{quote(block, safe='')}"
+    if path.split("/", 1)[0] in ENTITY_FOLDERS:
+        return f"/knowledge/{quote(path, safe='/')}"
+    return obsidian_link(vault, path)
+
+
+def _may_see(daemon: Daemon, memory_id: str) -> bool:
+    """Whether the console's principal may see the memory (every one, unless confined)."""
+    if confined_agent() is None:
+        return True
+    try:
+        visible(daemon, memory_id)
+    except MemvaultError:
+        return False
+    return True
+
+
+def obsidian_link(vault_name: str, path: str, action: str = "open") -> str:
+    """The ``obsidian://`` link opening ``path`` in the vault named ``vault_name`` (with
+    ``action`` "new": making the note)."""
+    return f"obsidian://{action}?vault={quote(vault_name, safe='')}&file={quote(path, safe='')}"
 
 
 def approvals(daemon: Daemon) -> list[dict[str, Any]]:
-    """The tool calls waiting for the owner, oldest first."""
+    """The tool calls waiting for the owner, oldest first: what would run, since when, and
+    who asked (the session, its channel, whom the chat is with)."""
+    now = daemon.runtime.clock.now()
     out = []
     for waiting in daemon.hub.approvals.pending():
         request = waiting.request
+        asked = waiting.requested_at or now
         out.append(
             {
                 "id": waiting.short_id,
@@ -380,9 +483,51 @@ def approvals(daemon: Daemon) -> list[dict[str, Any]]:
                 "arguments": request.arguments,
                 "session": waiting.session,
                 "channel": waiting.channel,
+                "requested_at": asked.isoformat(timespec="seconds"),
+                "ago": ago(now - asked),
+                "asker": asker(daemon, waiting.channel, waiting.session),
             }
         )
-    return sorted(out, key=lambda a: a["id"])
+    return sorted(out, key=lambda a: (a["requested_at"], a["id"]))
+
+
+def ago(elapsed: timedelta) -> str:
+    """How long ago, as the owner says it: "just now", "4 min ago", "2 h 5 min ago"."""
+    minutes = max(0, int(elapsed.total_seconds() // 60))
+    if minutes == 0:
+        return "just now"
+    if minutes < 60:
+        return f"{minutes} min ago"
+    if minutes < 24 * 60:
+        hours, rest = divmod(minutes, 60)
+        return f"{hours} h {rest} min ago" if rest else f"{hours} h ago"
+    days = minutes // (24 * 60)
+    return f"{days} day{'s' if days > 1 else ''} ago"
+
+
+def asker(daemon: Daemon, channel: str, session: str) -> dict[str, Any]:
+    """Whom a channel session's chat is with: its contact's name, else the name the chat's
+    last sender gave; and whether it is the owner's own chat. Empty for another session."""
+    chat = session.removeprefix(f"{channel}:") if session.startswith(f"{channel}:") else ""
+    if not chat:
+        return {"name": None, "owner": False}
+    hub = daemon.hub
+    try:
+        owner = chat in hub.access.config(channel).owner
+    except MemvaultError:  # a channel no longer configured
+        owner = False
+    try:
+        contact = daemon.runtime.contacts.find_by_identity(channel, chat)
+    except MemvaultError:
+        contact = None
+    name = contact.name if contact is not None else None
+    if name is None:
+        known = hub.store.sender(channel, chat)
+        name = known.name if known is not None else None
+    if name is None:
+        recent = hub.store.inbox(channel, chat_id=chat, limit=1)
+        name = recent[-1]["sender_name"] if recent else None
+    return {"name": name, "owner": owner}
 
 
 HISTORY_SHOWN = 30
@@ -392,8 +537,12 @@ def approval_history(daemon: Daemon) -> list[dict[str, Any]]:
     """The calls answered or timed out, newest first: who decided, when, and how (in this
     console, or from the phone: the channel and the sender whose reply it was)."""
     out = []
+    askers: dict[tuple[str, str], dict[str, Any]] = {}
     for row in daemon.hub.store.resolved_approvals(HISTORY_SHOWN):
         by = row["resolved_by"]
         how = "timed out" if by is None else "console" if by == "console" else "phone"
-        out.append({**row, "how": how, "by": by or ""})
+        where = (row["channel"], row["session"])
+        if where not in askers:
+            askers[where] = asker(daemon, *where)
+        out.append({**row, "how": how, "by": by or "", "asker": askers[where]})
     return out

@@ -111,6 +111,41 @@ def backlinks(index: MemoryIndex, path: str) -> list[LinkRef]:
     return [LinkRef(r["path"], int(r["line"]), r["kind"], r["target"]) for r in rows]
 
 
+@dataclass
+class BlockLink:
+    """A link into one block of a note (``[[Memory/Facts#^m-1]]``: a memory), from another
+    note or from a memory (``memory``: its id; ``text``: its text)."""
+
+    source: str
+    line: int
+    memory: str | None = None
+    text: str = ""
+
+
+@locked
+def block_links(index: MemoryIndex, path: str, block: str) -> list[BlockLink]:
+    """Links from notes and memories into the block ``^block`` of ``path``."""
+    rows = index.conn.execute(
+        "SELECT n.path, n.kind, l.line FROM links l JOIN notes n ON n.id = l.note_id"
+        " WHERE l.resolved = ? AND l.subpath = ? ORDER BY n.path, l.line",
+        (path, f"^{block}"),
+    ).fetchall()
+    found = []
+    for r in rows:
+        source, line = str(r["path"]), int(r["line"])
+        memory = _memory_on_line(index.conn, source, line) if r["kind"] == "memory" else None
+        if memory is None or memory[0] != block:  # a memory's link to itself is no link in
+            found.append(BlockLink(source, line, *(memory or (None, ""))))
+    return found
+
+
+@locked
+def resolve_links(index: MemoryIndex, source: str, targets: Iterable[str]) -> dict[str, str | None]:
+    """The indexed note each link target written in ``source`` leads to (None: no note)."""
+    resolver = index.resolver()
+    return {target: resolver.resolve(target, source) for target in targets}
+
+
 def _known_path(index: MemoryIndex, path: str) -> str:
     clean = normalize_relpath(path)
     for candidate in (clean, clean + ".md"):

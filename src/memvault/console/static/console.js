@@ -1,4 +1,5 @@
-// memvault console: the CSRF header on htmx's requests, and the live activity feed.
+// memvault console: the CSRF header on htmx's requests, the live activity feed, and the
+// Approvals page kept current from the same event stream.
 // No inline script anywhere: the Content-Security-Policy is default-src 'self'.
 (function () {
   "use strict";
@@ -30,21 +31,22 @@
     return line;
   }
 
-  function follow(feed) {
+  // Follow the event stream at `url`: `onItem` gets each event, the "live" label its state.
+  function listen(element, url, onItem) {
     var state = document.getElementById("live-state");
     var say = function (words) {
       if (state) {
         state.textContent = words;
       }
     };
-    var source = new EventSource(feed.dataset.feed);
+    var source = new EventSource(url);
     source.onopen = function () {
       say("live");
-      feed.dataset.live = "true";
+      element.dataset.live = "true";
     };
     source.onerror = function () {
       say("reconnecting…");
-      feed.dataset.live = "false";
+      element.dataset.live = "false";
     };
     source.onmessage = function (message) {
       var item;
@@ -53,6 +55,16 @@
       } catch (ignored) {
         return;
       }
+      onItem(item);
+    };
+    window.addEventListener("pagehide", function () {
+      source.close();
+    });
+  }
+
+  // Today's activity feed: each new event is a line at the top.
+  function follow(feed) {
+    listen(feed, feed.dataset.feed, function (item) {
       if (feed.querySelector('li[data-id="' + String(item.id) + '"]')) {
         return;
       }
@@ -64,16 +76,30 @@
       while (feed.children.length > FEED_KEPT) {
         feed.removeChild(feed.lastChild);
       }
-    };
-    window.addEventListener("pagehide", function () {
-      source.close();
+    });
+  }
+
+  // The Approvals page: a call asked or decided anywhere (the phone, this console, the
+  // timeout) has htmx fetch the lists again (the element's hx-get, on "approvals-changed").
+  function refreshOnApprovals(lists) {
+    listen(lists, lists.dataset.feed, function (item) {
+      if (String(item.type).indexOf("approval_") === 0 && window.htmx) {
+        window.htmx.trigger(lists, "approvals-changed");
+      }
     });
   }
 
   function start() {
+    if (!window.EventSource) {
+      return;
+    }
     var feed = document.getElementById("feed");
-    if (feed && window.EventSource) {
+    if (feed) {
       follow(feed);
+    }
+    var approvals = document.getElementById("approvals");
+    if (approvals && approvals.dataset.feed) {
+      refreshOnApprovals(approvals);
     }
   }
 
