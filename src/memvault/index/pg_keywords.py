@@ -40,13 +40,14 @@ from __future__ import annotations
 import contextlib
 import re
 from collections import Counter
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from memvault.index.keywords import COUNTS_KEPT, TOKENS_KEPT, Form, Scored, merged
 from memvault.index.query import ParsedQuery
 from memvault.index.ranking import bm25_idf
+from memvault.index.read_once import ReadOnce
 from memvault.index.stemming import lookups
 from memvault.storage.dialect import PgConnection
 from memvault.storage.pg_schema import TS_CONFIG
@@ -163,8 +164,7 @@ class PgKeywords:
         self._form_df: dict[Form, int] = {}
         self._corpus: tuple[int, float] | None = None  # N and avgdl
         self._version: str | None = None
-        self._pins = 0  # searches holding ``pinned``
-        self._checked = False  # the version was read in the pinned block
+        self._version_read: ReadOnce[str] = ReadOnce()  # keywords_version, once a search
         self._languages: frozenset[str] | None = None
 
     # -- matches -------------------------------------------------------------------
@@ -299,22 +299,15 @@ class PgKeywords:
                 self._tokens[key] = found[i]
         return [list(self._tokens[(t, exact)]) for t in texts]
 
-    @contextlib.contextmanager
-    def pinned(self) -> Iterator[None]:
+    def pinned(self) -> contextlib.AbstractContextManager[None]:
         """Within the block (one search), whether the index changed is asked once."""
-        self._pins += 1
-        try:
-            yield
-        finally:
-            self._pins -= 1
-            if not self._pins:
-                self._checked = False
+        return self._version_read.pinned()
 
     def _check_version(self) -> None:
         """Forget the counts when ``chunks_fts`` changed since they were counted."""
-        if self._checked:
-            return
-        self._checked = self._pins > 0
+        self._version_read.get(self._read_version)
+
+    def _read_version(self) -> str:
         row = self.conn.execute("SELECT value FROM meta WHERE key = 'keywords_version'").fetchone()
         version = str(row[0]) if row is not None else "0"
         if version != self._version or len(self._df) + len(self._form_df) > COUNTS_KEPT:
@@ -323,6 +316,7 @@ class PgKeywords:
             self._corpus = None
             self._languages = None
             self._version = version
+        return version
 
     def languages(self) -> frozenset[str]:
         self._check_version()

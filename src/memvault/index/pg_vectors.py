@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -36,6 +36,7 @@ from pgvector import Vector
 from pgvector.psycopg import register_vector
 
 from memvault.index.embedders import Vectors
+from memvault.index.read_once import ReadOnce
 from memvault.index.vectors import (
     SAMPLE_SIZE,
     WARM_THRESHOLD,
@@ -69,8 +70,7 @@ class PgVectorStore:
         self._registered = False
         self.keep_warm = False  # hold every vector here (else: once warmed, or a small index)
         self._warm: WarmMatrix | None = None
-        self._pins = 0
-        self._pinned: tuple[str | None, bool] | None = None  # (vector_version, exists)
+        self._state_read: ReadOnce[tuple[str | None, bool]] = ReadOnce()  # (version, exists)
         self._counted: tuple[str | None, int] | None = None  # (vector_version, count)
 
     def _register(self) -> None:
@@ -88,28 +88,19 @@ class PgVectorStore:
     def _state(self) -> tuple[str | None, bool]:
         """``vector_version`` and whether the table exists: one statement (none while a
         search holds :meth:`pinned` and read them already)."""
-        if self._pinned is not None:
-            return self._pinned
+        return self._state_read.get(self._read_state)
+
+    def _read_state(self) -> tuple[str | None, bool]:
         row = self.conn.execute(
             "SELECT (SELECT value FROM meta WHERE key = 'vector_version'),"
             f" to_regclass('{TABLE}') IS NOT NULL"
         ).fetchone()
-        state = (None if row is None or row[0] is None else str(row[0]), bool(row and row[1]))
-        if self._pins:
-            self._pinned = state
-        return state
+        return (None if row is None or row[0] is None else str(row[0]), bool(row and row[1]))
 
-    @contextlib.contextmanager
-    def pinned(self) -> Iterator[None]:
+    def pinned(self) -> contextlib.AbstractContextManager[None]:
         """Within the block (one search), the version and the table's existence are read
         once: what a search reads is one state of the index (its writes take the lock)."""
-        self._pins += 1
-        try:
-            yield
-        finally:
-            self._pins -= 1
-            if not self._pins:
-                self._pinned = None
+        return self._state_read.pinned()
 
     def dimension(self) -> int | None:
         """The vector size of the table, or None before the first vector."""
@@ -155,7 +146,7 @@ class PgVectorStore:
 
     def _bump(self) -> None:
         before, version = next_vector_version(self.conn)
-        self._pinned = None
+        self._state_read.forget()
         with self._lock:
             if self._warm is not None:
                 self._warm.follow(before, version)
