@@ -79,6 +79,9 @@ DirectOption = Annotated[
         "--direct", help="Work on the vault files even when a daemon serves the vault; start none."
     ),
 ]
+# Shared by the memory, memories, reads and recall commands.
+MemoryIdArgument = Annotated[str, typer.Argument(metavar="ID", help="Memory id, e.g. m-3f9a1c2b.")]
+ArchivedOption = Annotated[bool, typer.Option("--archived", help="Include archived memories.")]
 NoAutostartOption = Annotated[
     bool,
     typer.Option(

@@ -12,8 +12,10 @@ from typing import Annotated, Any
 import typer
 
 from memvault.cli.common import (
+    ArchivedOption,
     DirectOption,
     JsonOption,
+    MemoryIdArgument,
     VaultOption,
     emit_json,
     open_runtime,
@@ -111,7 +113,7 @@ def remember(
 
 def get(
     ctx: typer.Context,
-    memory_id: Annotated[str, typer.Argument(metavar="ID", help="Memory id, e.g. m-3f9a1c2b.")],
+    memory_id: MemoryIdArgument,
     direct: DirectOption = False,
     vault: VaultOption = None,
     as_json: JsonOption = False,
@@ -142,9 +144,7 @@ def memories(
     ctx: typer.Context,
     category: CategoryOption = None,
     tag: Annotated[str | None, typer.Option("--tag", help="Only memories with this tag.")] = None,
-    archived: Annotated[
-        bool, typer.Option("--archived", help="Include archived memories.")
-    ] = False,
+    archived: ArchivedOption = False,
     limit: Annotated[
         int | None, typer.Option("--limit", "-n", min=1, help="Show at most N (newest).")
     ] = None,

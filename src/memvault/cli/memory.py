@@ -19,6 +19,7 @@ import typer
 from memvault.cli.common import (
     DirectOption,
     JsonOption,
+    MemoryIdArgument,
     VaultOption,
     emit_json,
     group,
@@ -164,7 +165,7 @@ def _review_trust(ctx: typer.Context, vault: VaultOption, level: str, as_json: b
 @app.command("trust")
 def trust_memory(
     ctx: typer.Context,
-    memory_id: Annotated[str, typer.Argument(metavar="ID", help="Memory id, e.g. m-3f9a1c2b.")],
+    memory_id: MemoryIdArgument,
     low: Annotated[
         bool, typer.Option("--low", help="Mark it low trust instead (shown only as data).")
     ] = False,
@@ -190,7 +191,7 @@ def trust_memory(
 @app.command()
 def history(
     ctx: typer.Context,
-    memory_id: Annotated[str, typer.Argument(metavar="ID", help="Memory id, e.g. m-3f9a1c2b.")],
+    memory_id: MemoryIdArgument,
     direct: DirectOption = False,
     vault: VaultOption = None,
     as_json: JsonOption = False,
@@ -227,7 +228,7 @@ def history(
 @app.command()
 def edit(
     ctx: typer.Context,
-    memory_id: Annotated[str, typer.Argument(metavar="ID", help="Memory id, e.g. m-3f9a1c2b.")],
+    memory_id: MemoryIdArgument,
     text: Annotated[str, typer.Option("--text", help="The memory's new text.", show_default=False)],
     expect: Annotated[
         str | None,

@@ -15,6 +15,7 @@ import typer
 from memvault.cli.common import (
     DirectOption,
     JsonOption,
+    MemoryIdArgument,
     VaultOption,
     emit_json,
     open_runtime,
@@ -28,7 +29,7 @@ from memvault.vocabulary import counted
 
 def access(
     ctx: typer.Context,
-    memory_id: Annotated[str, typer.Argument(metavar="ID", help="Memory id, e.g. m-3f9a1c2b.")],
+    memory_id: MemoryIdArgument,
     limit: Annotated[
         int, typer.Option("--limit", "-n", min=1, max=10_000, help="Show at most N (newest).")
     ] = 100,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from memvault.cli.common import (
+    ArchivedOption,
     DirectOption,
     JsonOption,
     NoAutostartOption,
@@ -214,6 +215,9 @@ KindOption = Annotated[
 LimitOption = Annotated[
     int, typer.Option("--limit", "-n", min=1, max=1000, help="How many results.")
 ]
+KeywordOnlyOption = Annotated[
+    bool, typer.Option("--keyword", help="Keywords only; no model is loaded.")
+]
 MinScoreOption = Annotated[
     float | None,
     typer.Option(
@@ -253,12 +257,8 @@ def search(
         str | None, typer.Option("--since", help="Created on or after YYYY-MM-DD.")
     ] = None,
     until: Annotated[str | None, typer.Option("--until", help="Created before YYYY-MM-DD.")] = None,
-    archived: Annotated[
-        bool, typer.Option("--archived", help="Include archived memories.")
-    ] = False,
-    keyword_only: Annotated[
-        bool, typer.Option("--keyword", help="Keywords only; no model is loaded.")
-    ] = False,
+    archived: ArchivedOption = False,
+    keyword_only: KeywordOnlyOption = False,
     mmr: Annotated[
         float | None,
         typer.Option("--mmr", min=0.0, max=1.0, help="Diversify results (0..1; 0.7 is mild)."),
@@ -314,9 +314,7 @@ def recall(
     category: Annotated[
         str | None, typer.Option("--category", "-c", help="Only this category.")
     ] = None,
-    keyword_only: Annotated[
-        bool, typer.Option("--keyword", help="Keywords only; no model is loaded.")
-    ] = False,
+    keyword_only: KeywordOnlyOption = False,
     min_score: MinScoreOption = None,
     direct: DirectOption = False,
     no_autostart: NoAutostartOption = False,
@@ -411,9 +409,7 @@ def tag(
     name: Annotated[
         str, typer.Argument(metavar="TAG", help="Tag to look for (nested tags included).")
     ],
-    archived: Annotated[
-        bool, typer.Option("--archived", help="Include archived memories.")
-    ] = False,
+    archived: ArchivedOption = False,
     vault: VaultOption = None,
     as_json: JsonOption = False,
 ) -> None:
