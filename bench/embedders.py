@@ -28,8 +28,9 @@ What it measures, each through memvault's own ingestion and search:
   value is of MiniLM's (:func:`calibrate`); the defaults are run too.
 - **b. the candidate as a second view**: memvault as it is (MiniLM), its first 50 fused
   by rank (RRF, ``k`` and the view's weight ``w`` swept) with every turn (or note) ranked
-  by the candidate's cosine with the query; results holding every query word keep their
-  slots (bench/levers.py's rule), so no exact-word hit loses a place.
+  by the candidate's cosine with the query (bench/fusion.py's first pass and RRF, which
+  bench/levers.py's levers use too); results holding every query word keep their slots,
+  so no exact-word hit loses a place.
 - **cost**: texts per second on this machine's 2 cores (LoCoMo turns, one process, no
   cache), load time, size on disk.
 - **languages** (issue 32): bench/multilingual.json, one-line memories in zh, ja, ko,
@@ -66,9 +67,9 @@ from typing import Any
 
 import chitchat
 import knownitem
-import levers
 import locomo
 import numpy as np
+from fusion import EXACT, build, first_pass, rrf
 
 from memvault.config import SearchSettings
 from memvault.index.embedders import BaseEmbedder, Embedder, LocalEmbedder, Vectors, encodable
@@ -81,8 +82,6 @@ MODELS = ("minilm", *CANDIDATES)
 PARTS = ("cost", "multilingual", "locomo", "chitchat", "knownitem", "fusion")
 KNOWNITEM_CORPORA = ("reference", "docstrings", "obsidian")  # the ones with paraphrases
 FUSION = tuple((k, w) for k in (10, 60) for w in (0.25, 0.5, 1.0))
-EXACT = levers.EXACT
-DEPTH = levers.DEPTH
 MINILM_FLOOR, MINILM_CLEAR = SearchSettings().cosine_floor, SearchSettings().cosine_clear
 
 
@@ -396,7 +395,7 @@ def fuse(items: Sequence[tuple[str, float]], view: Sequence[str], k: float, w: f
     """memvault's ranking (``(id, keyword share)``, best first) fused with ``view`` by RRF,
     the view weighing ``w``; ids holding every query word keep their slots."""
     ranking = list(dict.fromkeys(i for i, _ in items))
-    fused = levers.rrf([ranking, list(view)], k, (1.0, w))
+    fused = rrf([ranking, list(view)], k, (1.0, w))
     fixed: dict[int, str] = {}
     for slot, memory in enumerate(ranking):
         if any(i == memory and share >= EXACT for i, share in items):
@@ -427,12 +426,12 @@ def fusion_conversations(
         turns, questions = turns_of(sample), questions_of(sample)
         started = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="embedders-fusion-") as tmp:
-            store = levers.build(Path(tmp), sample, turns, minilm)
+            store = build(Path(tmp), sample, turns, minilm)
             candidate.queries = {q["question"] for q in questions}
             turn_vectors = candidate.embed(store.texts)
             question_vectors = candidate.embed([q["question"] for q in questions])
             for q, qv in zip(questions, question_vectors, strict=True):
-                items = [(it.memory, it.keyword) for it in levers.first_pass(store, q["question"])]
+                items = [(it.memory, it.keyword) for it in first_pass(store, q["question"])]
                 view = store.ranked_by(turn_vectors @ qv)
                 rankings = {"memvault (MiniLM)": [i for i, _ in items], "view alone": view}
                 for k, w in FUSION:

@@ -34,7 +34,9 @@ first 10 are the baseline. The levers:
 
 Every lever that reorders keeps the exact-word hits in place: a result whose keyword
 share is complete (every query word, ``text_score`` >= 1) stays in its slot; the
-others are reordered around it, so no such hit loses a place.
+others are reordered around it, so no such hit loses a place. memvault's first pass and
+the rank fusion (RRF) the levers start from are bench/fusion.py's, shared with
+bench/embedders.py.
 
 The rule (issue 31): a setting is a gain only if it raises or keeps every LoCoMo dev
 conversation on recall_any@10 and recall_all@10. The chit-chat pairs are shown as the
@@ -45,7 +47,7 @@ number raised / lowered (recall@10, one evidence turn: any = all).
 ``--lever`` runs only the named levers (a, b1, b2, c, d1, d2, e, e2; all but e2 by
 default); ``--knownitem`` adds lever e on the known-item corpora (bench/embedders.py's
 ``fusion_knownitem``, over lever e's settings). The second model's cost beside MiniLM's:
-``python bench/embedders.py --fresh --model minilm --model e5-onnx --only cost``.
+``python bench/embedders.py --fresh --model e5-onnx --only cost``.
 
 Vectors are kept on disk (bench/knownitem.py's CachedEmbedder), so a rerun skips the
 model; ``--quick`` takes the three smallest chit-chat pairs and fewer settings.
@@ -55,8 +57,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import re
 import sys
 import tempfile
 import time
@@ -67,29 +67,17 @@ from pathlib import Path
 from typing import Any
 
 import chitchat
+import embedders
 import knownitem
 import locomo
 import numpy as np
+from fusion import EXACT, Item, Store, build, first_pass, rrf, words
 
 from memvault.index.embedders import Embedder, LocalEmbedder
-from memvault.index.query import STOPWORDS
 
-DEPTH = 50  # how many of memvault's results a lever may reorder
 K = 10
-EXACT = 0.999  # a keyword share this high: every query word held
 SECOND_KS = (5, 10, 30, 60)  # lever e's RRF k and the view's weight, swept
 SECOND_WEIGHTS = (0.1, 0.25, 0.5, 1.0)
-
-
-@dataclass
-class Item:
-    """One memory among a question's first-pass results."""
-
-    memory: str
-    score: float
-    cosine: float
-    keyword: float
-    session: str
 
 
 @dataclass
@@ -110,96 +98,6 @@ class Roles:
 
     query: Embedder
     passage: Embedder
-
-
-@dataclass
-class Store:
-    """One conversation ingested into memvault, with what the levers need beside it."""
-
-    name: str
-    conversation: locomo.Conversation
-    memories: list[str]  # the memory of each turn, in turn order
-    sessions: list[str]  # the session of each turn
-    texts: list[str]
-    vectors: np.ndarray[Any, Any]  # each turn's MiniLM vector
-    idf: dict[str, float]
-    embedder: Embedder
-    second: Embedder | None = None  # lever e: the second model's passage role
-    cases: list[Case] = field(default_factory=list)
-    text_of: dict[str, str] = field(default_factory=dict)  # a memory's (first) turn text
-    _views: dict[tuple[int, bool], np.ndarray[Any, Any]] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        for memory, text in zip(self.memories, self.texts, strict=True):
-            self.text_of.setdefault(memory, text)
-
-    def dias(self, memories: Sequence[str]) -> list[str]:
-        """The turns (dia ids) the ranked memories hold, in order."""
-        return [d for m in memories for d in self.conversation.dia_of[m]]
-
-    def view(self, window: int, second: bool = False) -> np.ndarray[Any, Any]:
-        """Each turn's vector with ``window`` neighbours on either side (same session),
-        by MiniLM or by the ``second`` model (window 0: the turn alone)."""
-        key = (window, second)
-        if key not in self._views:
-            embedder = self.second if second else self.embedder
-            assert embedder is not None, "no second model was given"
-            texts = []
-            for i in range(len(self.texts)):
-                lo, hi = max(0, i - window), min(len(self.texts), i + window + 1)
-                texts.append(
-                    "\n".join(
-                        self.texts[j] for j in range(lo, hi) if self.sessions[j] == self.sessions[i]
-                    )
-                )
-            self._views[key] = embedder.embed(texts)
-        return self._views[key]
-
-    def ranked_by(self, scores: np.ndarray[Any, Any], n: int = DEPTH) -> list[str]:
-        """Memories by the best score of their turns, best first, the first ``n``."""
-        out: list[str] = []
-        for i in np.argsort(-scores):
-            memory = self.memories[int(i)]
-            if memory not in out:
-                out.append(memory)
-                if len(out) == n:
-                    break
-        return out
-
-
-def words(text: str) -> list[str]:
-    """Lower-case words of 3+ letters that are not stopwords."""
-    return [w for w in re.findall(r"[a-z][a-z']+", text.lower()) if w not in STOPWORDS]
-
-
-def build(
-    root: Path, sample: dict[str, Any], turns: list[dict[str, Any]], embedder: Embedder
-) -> Store:
-    """``turns`` ingested through memvault, with their vectors and idf."""
-    conversation = locomo.ingest(root, sample, turns, embedder)
-    memory_of = {d: m for m, ds in conversation.dia_of.items() for d in ds}
-    texts = [t["text"] for t in turns]
-    df = Counter(w for text in texts for w in set(words(text)))
-    n = len(texts)
-    return Store(
-        name=str(sample.get("sample_id", "?")),
-        conversation=conversation,
-        memories=[memory_of[t["id"]] for t in turns],
-        sessions=[t["session"] for t in turns],
-        texts=texts,
-        vectors=embedder.embed(texts),
-        idf={w: math.log((n + 1) / (c + 0.5)) for w, c in df.items()},
-        embedder=embedder,
-    )
-
-
-def first_pass(store: Store, question: str, depth: int = DEPTH) -> list[Item]:
-    """memvault's first ``depth`` results for ``question``, as items (memories only)."""
-    items = []
-    for h in store.conversation.runtime.searcher.search(question, limit=depth):
-        if h.id:
-            items.append(Item(h.id, h.score, h.vector_score, h.text_score, h.origin or ""))
-    return items
 
 
 # -- the levers: each maps a case to memory ids, best first ------------------------------
@@ -223,19 +121,6 @@ def protect_exact(case: Case, reordered: list[str]) -> list[str]:
                 continue
             out.append(nxt)
     return out
-
-
-def rrf(
-    rankings: Sequence[Sequence[str]], k: float, weights: Sequence[float] | None = None
-) -> list[str]:
-    """Reciprocal rank fusion: each list gives ``weight / (k + rank)`` (weight 1 unless
-    ``weights`` says otherwise)."""
-    score: dict[str, float] = defaultdict(float)
-    for n, ranking in enumerate(rankings):
-        weight = 1.0 if weights is None else weights[n]
-        for rank, memory in enumerate(ranking, start=1):
-            score[memory] += weight / (k + rank)
-    return sorted(score, key=lambda m: -score[m])
 
 
 def baseline(store: Store, case: Case) -> list[str]:
@@ -459,6 +344,7 @@ def evaluate(
             asked = [q["question"] for q in questions]
             qvecs = embedder.embed(asked)
             second_qvecs: list[Any] = [None] * len(asked)
+            cases: list[Case] = []
             if second is not None:
                 store.second = second.passage
                 second_qvecs = list(second.query.embed(asked))
@@ -471,13 +357,13 @@ def evaluate(
                     qvec,
                     second_qvec,
                 )
-                store.cases.append(case)
+                cases.append(case)
                 scores[""][""].add(
                     case.category, case.evidence, store.dias(baseline(store, case)), store.name
                 )
             for lever, settings in table.items():
                 for setting, function in settings.items():
-                    for case in store.cases:
+                    for case in cases:
                         ranked = store.dias(function(store, case))
                         scores[lever][setting].add(case.category, case.evidence, ranked, store.name)
             store.conversation.close()
@@ -492,8 +378,6 @@ def evaluate(
 
 def second_model() -> Roles:
     """Lever e's model, its vectors cached per role (bench/embedders.py's ``e5-onnx``)."""
-    import embedders  # it imports this module: imported here, when lever e runs
-
     e5 = embedders.embedder(SECOND_MODEL)
     return Roles(query=e5.query, passage=e5.passage)
 
@@ -536,8 +420,6 @@ def run(
         for bench, per in results.items()
     }
     if with_knownitem:
-        import embedders
-
         settings = [(k, w) for k in SECOND_KS for w in SECOND_WEIGHTS]
         out["knownitem"] = embedders.fusion_knownitem(
             embedders.embedder(SECOND_MODEL), embedders.embedder("minilm"), settings
