@@ -111,3 +111,14 @@ class TextScreen(Protocol):
     """
 
     def __call__(self, text: str, *, kept: str = "", refuse: bool = True) -> str: ...
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` as it is when it has at most ``limit`` characters, else its first
+    ``limit - 1`` and an ellipsis (so a table cell or a log line keeps its width)."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def one_line(text: str, limit: int) -> str:
+    """``text`` on one line (each run of white space one space), :func:`cut` to ``limit``."""
+    return cut(" ".join(text.split()), limit)

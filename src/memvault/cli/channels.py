@@ -25,11 +25,11 @@ from memvault.cli.common import (
     group,
     open_runtime,
     say,
-    short,
     stdout,
     table,
     via_daemon,
 )
+from memvault.text import one_line
 from memvault.vocabulary import counted
 
 if TYPE_CHECKING:
@@ -302,7 +302,7 @@ def _outbox_rows(rows: list[Queued]) -> list[list[Any]]:
             row.status,
             row.attempts,
             row.last_error or "",
-            short(row.text, 50),
+            one_line(row.text, 50),
             _minute(row.created_at),
         ]
         for row in rows

@@ -376,12 +376,6 @@ def minute(stamp: str | None) -> str:
     return (stamp or "")[:16].replace("T", " ")
 
 
-def short(text: str, width: int) -> str:
-    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
-
-
 def say(message: str) -> None:
     """A plain line for people; user text is printed as written."""
     sys.stdout.write(message + "\n")

@@ -20,12 +20,12 @@ from memvault.cli.common import (
     emit_json,
     open_runtime,
     say,
-    short,
     stdout,
     table,
     via_daemon,
 )
 from memvault.errors import EXIT_FAILED, InvalidInputError
+from memvault.text import one_line
 from memvault.vocabulary import counted
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ def _forget_one(ctx: typer.Context, vault: Any, memory_id: str, *, as_json: bool
     if as_json:
         emit_json(answer)
         return
-    say(f"Forgot {answer['id']}: {short(answer['text'], 90)}")
+    say(f"Forgot {answer['id']}: {one_line(answer['text'], 90)}")
     print_receipt(answer["receipt"], heading=False)
 
 
@@ -140,7 +140,7 @@ def print_plan(plan: dict[str, Any]) -> None:
             table(
                 counted(len(memories), "memory"),
                 ["ID", "Text", "File"],
-                [[m["id"], short(m["text"], 80), m["path"]] for m in memories],
+                [[m["id"], one_line(m["text"], 80), m["path"]] for m in memories],
             )
         )
     else:
@@ -160,7 +160,7 @@ def print_receipt(receipt: dict[str, Any], *, heading: bool = True) -> None:
         forgotten = receipt["forgotten"]
         say(f"Forgot {counted(len(forgotten), 'memory')}" + (":" if forgotten else "."))
         for memory in forgotten:
-            say(f"- {memory['id']}: {short(memory['text'], 90)}")
+            say(f"- {memory['id']}: {one_line(memory['text'], 90)}")
     stdout.print(
         table(
             "Receipt",

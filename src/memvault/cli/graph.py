@@ -20,11 +20,11 @@ from memvault.cli.common import (
     group,
     open_runtime,
     say,
-    short,
     stdout,
     table,
     via_daemon,
 )
+from memvault.text import one_line
 from memvault.vocabulary import counted
 
 app = group("The knowledge graph: entities, their relations and their facts.")
@@ -39,7 +39,7 @@ def _label(node: dict[str, Any] | None, key: str) -> str:
     if node is None:
         return key
     if node["type"] == "memory" and key.startswith("memory:"):
-        return f'memory "{short(node["name"], 50)}"'
+        return f'memory "{one_line(node["name"], 50)}"'
     if node["type"] == "missing":
         return f"{node['name']} (no note yet)"
     return str(node["name"])

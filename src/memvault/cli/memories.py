@@ -27,16 +27,13 @@ from memvault.cli.common import (
     via_daemon,
 )
 from memvault.cli.forgetting import forget
+from memvault.text import cut
 from memvault.vocabulary import CATEGORIES, counted
 
 CategoryOption = Annotated[
     str | None,
     typer.Option("--category", "-c", help=f"One of: {', '.join(CATEGORIES)}.", show_default=False),
 ]
-
-
-def _short(text: str, width: int = 90) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _memory_rows(memories: list[dict[str, Any]]) -> list[list[str]]:
@@ -48,7 +45,7 @@ def _memory_rows(memories: list[dict[str, Any]]) -> list[list[str]]:
             ("(superseded) " if m.get("superseded_by") is not None else "")
             + ("(archived) " if m.get("archived") else "")
             + ("(low trust) " if m.get("trust") == "low" else "")
-            + _short(m["text"]),
+            + cut(m["text"], 90),
             " ".join(f"#{t}" for t in m["tags"]),
             (m["created"] or "")[:16].replace("T", " "),
         ]
@@ -98,7 +95,7 @@ def remember(
     if as_json:
         emit_json(data)
     elif action == "update":
-        say(f"Merged into {data['id']} in {data['path']}: {_short(data['text'])}")
+        say(f"Merged into {data['id']} in {data['path']}: {cut(data['text'], 90)}")
     elif action == "supersede":
         target = data["consolidation"]["target"]
         say(f"Remembered {data['id']} in {data['path']}; it supersedes {target}")

@@ -32,6 +32,7 @@ from memvault.cli.common import (
 from memvault.cli.reads import access
 from memvault.errors import InvalidInputError
 from memvault.privacy.trust import low_trust, set_trust
+from memvault.text import cut
 from memvault.vault.memories import LOW_TRUST, Memory
 from memvault.vocabulary import counted
 
@@ -39,11 +40,6 @@ app = group(
     "Consolidation on write: decisions held for review, a memory's history; "
     "low-trust memories to review and trust; your own edit of a memory."
 )
-
-
-def _short(text: str | None, width: int = 70) -> str:
-    text = text or ""
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 @app.command()
@@ -107,10 +103,10 @@ def review(
         [
             str(r.id),
             r.memory_id,
-            _short(r.text, 50),
+            cut(r.text or "", 50),
             f"{r.action or '?'} {r.target or ''}".strip(),
             "" if r.confidence is None else f"{r.confidence:.2f}",
-            _short(r.problem, 60),
+            cut(r.problem or "", 60),
         ]
         for r in pending
     ]
@@ -142,9 +138,9 @@ def _review_trust(ctx: typer.Context, vault: VaultOption, level: str, as_json: b
     rows = [
         [
             m.id,
-            _short(m.text, 50),
-            _short(_from(m), 30),
-            _short(m.trust_reason, 60),
+            cut(m.text or "", 50),
+            cut(_from(m) or "", 30),
+            cut(m.trust_reason or "", 60),
             m.created.strftime("%Y-%m-%d %H:%M") if m.created else "",
         ]
         for m in doubted
@@ -210,9 +206,9 @@ def history(
             c.at.strftime("%Y-%m-%d %H:%M"),
             c.memory_id,
             c.action + (f" {c.related_id}" if c.related_id else ""),
-            _short(c.old_text, 40),
-            _short(c.new_text, 40),
-            f"{c.decided_by}: {_short(c.reason, 50)}" if c.reason else c.decided_by,
+            cut(c.old_text or "", 40),
+            cut(c.new_text or "", 40),
+            f"{c.decided_by}: {cut(c.reason or '', 50)}" if c.reason else c.decided_by,
         ]
         for c in changes
     ]

@@ -23,12 +23,12 @@ from memvault.cli.common import (
     minute,
     open_runtime,
     say,
-    short,
     stdout,
     table,
     via_daemon,
 )
 from memvault.memory.runs import LISTED
+from memvault.text import one_line
 from memvault.vocabulary import counted
 
 app = group("The agent runs record: what each run was given, recalled and called.")
@@ -78,8 +78,8 @@ def list_runs(
             minute(r["started_at"]),
             _where(r),
             r["status"],
-            short(r["command"], 50),
-            short(r["error"] or r["summary"], 50),
+            one_line(r["command"], 50),
+            one_line(r["error"] or r["summary"], 50),
         ]
         for r in runs
     ]
@@ -145,7 +145,7 @@ def _print_run(run: dict[str, Any]) -> None:
                 f"{h['text_score']:.3f}",
                 f"{h['vector_score']:.3f}",
                 "yes" if h["shown"] else "left out",
-                short(h["line"], 60),
+                one_line(h["line"], 60),
             ]
             for h in run["recalled"]
         ]
@@ -160,5 +160,5 @@ def _print_run(run: dict[str, Any]) -> None:
         say("")
         outcome = "ok" if call["ok"] else f"failed ({call['code']})"
         say(f"Tool call {call['name']}: {outcome}")
-        say(f"  arguments: {short(call['arguments'], 200)}")
-        say(f"  result: {short(call['result'], 200)}")
+        say(f"  arguments: {one_line(call['arguments'], 200)}")
+        say(f"  result: {one_line(call['result'], 200)}")

@@ -26,6 +26,7 @@ from memvault.gateway.events import Event
 from memvault.gateway.routes.memory import run_search, visible
 from memvault.index.filters import SearchFilters, parse_day
 from memvault.index.graph import block_links, resolve_links
+from memvault.text import one_line
 from memvault.vault.contacts import CONTACTS_DIR
 from memvault.vault.entities import ENTITY_FOLDERS
 from memvault.vault.markdown import extract_links
@@ -191,16 +192,10 @@ def failing_jobs(daemon: Daemon) -> list[dict[str, Any]]:
                     "failures": failures,
                     "run": last.id,
                     "when": last.finished or last.started,
-                    "error": _one_line(last.error or "no error was recorded", _ERROR_CHARS),
+                    "error": one_line(last.error or "no error was recorded", _ERROR_CHARS),
                 }
             )
     return failing
-
-
-def _one_line(text: str, most: int) -> str:
-    """``text`` on one line, cut to ``most`` characters."""
-    line = " ".join(text.split())
-    return line if len(line) <= most else line[: most - 1] + "…"
 
 
 def feed_item(event: Event) -> FeedItem:
@@ -225,7 +220,7 @@ def feed_item(event: Event) -> FeedItem:
         text = f"Job {payload.get('job') or payload.get('name') or ''} {payload.get('status', '')}"
     else:
         text = event.type.replace("_", " ")
-    text = _one_line(str(text), _FEED_TEXT_CHARS)
+    text = one_line(str(text), _FEED_TEXT_CHARS)
     when = event.observed_at.astimezone().strftime("%H:%M:%S")
     return FeedItem(event.id, event.type, when, text)
 

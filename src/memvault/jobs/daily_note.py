@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from memvault.errors import MemvaultError
 from memvault.jobs.engine import JobContext, SkipRun
-from memvault.jobs.marked_section import Markers
+from memvault.jobs.marked_section import Markers, item_line
 from memvault.jobs.model_draft import draft
 from memvault.vault.memories import Memory
 from memvault.vault.tasks import Task
@@ -195,14 +195,9 @@ def _on(moment: datetime | None, start: datetime, end: datetime) -> bool:
     return moment is not None and start <= moment < end
 
 
-def _short(text: str, limit: int = MAX_ITEM_CHARS) -> str:
-    """One line, at most ``limit`` characters, unable to open an HTML comment in the note."""
-    line = " ".join(text.split()).replace("<!--", "&lt;!--")
-    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
-
-
 def _memory_line(memory: Memory) -> str:
-    return f"- {_short(memory.text)} ({memory.category}, importance {memory.importance:g})"
+    text = item_line(memory.text, MAX_ITEM_CHARS)
+    return f"- {text} ({memory.category}, importance {memory.importance:g})"
 
 
 def _tasks(services: Runtime, day: date) -> tuple[list[Task], list[Task]]:
@@ -243,13 +238,13 @@ def _sessions(services: Runtime, start: datetime, end: datetime) -> list[str]:
         shape = "%H:%M" if first.date() == latest.date() else "%Y-%m-%d %H:%M"
         span = f"{first.strftime(shape)} to {latest.strftime(shape)}"
         line = (
-            f"- {_short(row['key'], 80)} ({row['channel']}), "
+            f"- {item_line(row['key'], 80)} ({row['channel']}), "
             f"{counted(int(row['message_count']), 'message')}, {span}"
         )
         if row["ended_at"] is None:
             line += ", still open"
         if row["summary"]:
-            line += f": {_short(row['summary'])}"
+            line += f": {item_line(row['summary'], MAX_ITEM_CHARS)}"
         lines.append(line)
     return lines
 
@@ -282,9 +277,9 @@ def _conversations(services: Runtime, start: datetime, end: datetime) -> tuple[l
     chats = sorted(set(inbound) | set(outbound), key=lambda c: (-inbound[c] - outbound[c], c))
     lines = []
     for chat in chats:
-        who = f" ({_short(names[chat], 60)})" if chat in names else ""
+        who = f" ({item_line(names[chat], 60)})" if chat in names else ""
         lines.append(
-            f"- {chat[0]} chat {_short(chat[1], 60)}{who}: "
+            f"- {chat[0]} chat {item_line(chat[1], 60)}{who}: "
             f"{inbound[chat]} received, {outbound[chat]} sent"
         )
     return lines, sum(inbound.values()) + sum(outbound.values())
@@ -348,11 +343,10 @@ def _contact_lines(services: Runtime, start: datetime, end: datetime) -> tuple[l
             people.add(f"{channel}:{sender_id}")
             name = names.get(who)
             if name and name != sender_id:
-                label = (
-                    f"{_short(name, 60)} on {channel} (id {_short(sender_id, 60)}, not a contact)"
-                )
+                shown_id = item_line(sender_id, 60)
+                label = f"{item_line(name, 60)} on {channel} (id {shown_id}, not a contact)"
             else:
-                label = f"{_short(sender_id, 60)} on {channel} (not a contact)"
+                label = f"{item_line(sender_id, 60)} on {channel} (not a contact)"
         line = f"- {label}: {counted(written[who], 'message')}"
         if answered[who]:
             line += f", {counted(answered[who], 'reply', 'replies')}"
@@ -400,7 +394,7 @@ def _runs(services: Runtime, start: datetime, end: datetime, skip_job: str | Non
         what = row["error"] if row["status"] != "ok" else row["output"]
         first = next((x for x in str(what or "").splitlines() if x.strip()), "")
         line = f"- {began.astimezone(services.clock.tz):%H:%M} {row['job']}: {row['status']}"
-        lines.append(f"{line}, {_short(first, 120)}" if first else line)
+        lines.append(f"{line}, {item_line(first, 120)}" if first else line)
     return lines
 
 

@@ -54,7 +54,7 @@ from memvault.index.db import DatabaseError
 from memvault.index.keyword_backends import keywords_for
 from memvault.index.query import terms_of
 from memvault.jobs.engine import JobContext
-from memvault.jobs.marked_section import Markers
+from memvault.jobs.marked_section import Markers, item_line
 from memvault.jobs.model_draft import draft
 from memvault.vault.collection import Collection, stem
 from memvault.vault.memories import LOW_TRUST, Memory
@@ -445,7 +445,7 @@ def digest(group: list[Memory], problem: str, rare: dict[str, float] | None = No
     elif words:
         title = words[0].capitalize()
     else:
-        title = _short(group[0].text, 60)
+        title = item_line(group[0].text, 60)
     # Only embeds: words of its own (a count, "digest", "first") would be found by queries
     # that have nothing to do with its memories, and skew what search counts as rare.
     text = "\n".join(f"- {source_link(m)}" for m in group[:DIGEST_SHOWN])
@@ -495,8 +495,3 @@ def source_link(memory: Memory) -> str:
     the memory's text in its place; the note holds only the link, so search does not find
     an insight by every word of its sources (they are found themselves)."""
     return f"![[{memory.path.removesuffix('.md')}#^{memory.id}]]"
-
-
-def _short(text: str, limit: int) -> str:
-    line = " ".join(text.split()).replace("<!--", "&lt;!--")
-    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"

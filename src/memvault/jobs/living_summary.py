@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from memvault.errors import ConflictError, MemvaultError, NotFoundError
 from memvault.jobs import daily_note
 from memvault.jobs.engine import JobContext
-from memvault.jobs.marked_section import Markers
+from memvault.jobs.marked_section import Markers, item_line
 from memvault.jobs.model_draft import draft
 from memvault.memory.attention import pinned_memories, rank_memories
 from memvault.vault.layout import MEMORY
@@ -181,12 +181,6 @@ def fit(sections: list[Section], max_bytes: int) -> str:
     return "\n\n".join([HEADER, *(s.render() for s in present)])
 
 
-def _short(text: str, limit: int = MAX_ITEM_CHARS) -> str:
-    """One line, at most ``limit`` characters, unable to open an HTML comment in the note."""
-    line = " ".join(text.split()).replace("<!--", "&lt;!--")
-    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
-
-
 def _memories(services: Runtime, limit: int) -> list[str]:
     # Archived ones are left out, and low-trust ones: MEMORY.md is read as core context.
     memories = [m for m in services.memories.list() if m.trust != LOW_TRUST]
@@ -198,8 +192,8 @@ def _memories(services: Runtime, limit: int) -> list[str]:
         now=services.clock.now(),
         recency_bias=context.recency_bias,
     )
-    lines = [f"- {_short(m.text)} ({m.category}, pinned)" for m in pinned]
-    lines += [f"- {_short(m.text)} ({m.category})" for m in ranked]
+    lines = [f"- {item_line(m.text, MAX_ITEM_CHARS)} ({m.category}, pinned)" for m in pinned]
+    lines += [f"- {item_line(m.text, MAX_ITEM_CHARS)} ({m.category})" for m in ranked]
     return lines[:limit]
 
 
@@ -225,7 +219,9 @@ def _insights(services: Runtime) -> list[str]:
         )
         title = entry.path.rsplit("/", 1)[-1].removesuffix(".md")
         link = f"[[{title}]]"
-        lines.append(f"- {link}: {_short(first.lstrip('-*+ '))}" if first else f"- {link}")
+        lines.append(
+            f"- {link}: {item_line(first.lstrip('-*+ '), MAX_ITEM_CHARS)}" if first else f"- {link}"
+        )
     return lines
 
 
@@ -281,10 +277,10 @@ def _day_summary(services: Runtime, day: date) -> str:
         paragraphs = [p.strip() for p in inner.split("\n\n") if p.strip()]
         prose = [p for p in paragraphs if not p.startswith("#")]
         if prose:
-            return _short(prose[0])
+            return item_line(prose[0], MAX_ITEM_CHARS)
     try:
         sections = services.journal.sections(day)
     except MemvaultError:
         return ""
     entries = [e for heading, items in sections.items() if heading != "Summary" for e in items]
-    return _short("; ".join(entries[:3])) if entries else ""
+    return item_line("; ".join(entries[:3]), MAX_ITEM_CHARS) if entries else ""

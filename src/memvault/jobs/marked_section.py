@@ -111,3 +111,10 @@ def _marker_lines(text: str, marker: str) -> list[tuple[int, int]]:
     """The spans of the lines that hold just ``marker`` (spaces around allowed)."""
     pattern = re.compile(rf"^[ \t]*{re.escape(marker)}[ \t]*(?=\r?$)", re.MULTILINE)
     return [(m.start(), m.end()) for m in pattern.finditer(text)]
+
+
+def item_line(text: str, limit: int) -> str:
+    """``text`` as one line of a marked section: white space runs made one space, at most
+    ``limit`` characters, and unable to open an HTML comment (so never a marker)."""
+    line = " ".join(text.split()).replace("<!--", "&lt;!--")
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"

@@ -32,6 +32,7 @@ from memvault.llm.base import (
     TextSink,
     ToolSpec,
 )
+from memvault.text import one_line
 from memvault.vocabulary import counted
 
 log = logging.getLogger(__name__)
@@ -91,7 +92,7 @@ class Endpoint:
         what = (
             f"the connection to {self.url} broke" if connected else f"cannot connect to {self.url}"
         )
-        why = f" ({one_line(str(cause))})" if cause is not None and str(cause) else ""
+        why = f" ({one_line(str(cause), DETAIL_CHARS)})" if cause is not None and str(cause) else ""
         return Failure(f"{what}{why}.", True)
 
     def _refusal(self, status: int, detail: str) -> str:
@@ -261,14 +262,8 @@ def service_message(body: object, fallback: str) -> str:
         message = inner.get("message") if isinstance(inner, Mapping) else body.get("message")
     elif isinstance(body, str):
         message = body
-    text = one_line(str(message)) if message else fallback
+    text = one_line(str(message), DETAIL_CHARS) if message else fallback
     return text if text.endswith((".", "…", "!", "?")) else text + "."
-
-
-def one_line(text: str, limit: int = DETAIL_CHARS) -> str:
-    """``text`` on one line, at most ``limit`` characters."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 class RetryingProvider:

@@ -63,6 +63,7 @@ from memvault.llm.base import Provider
 from memvault.memory.near_identical import NEAR_IDENTICAL, NearIdentical, jaccard, tokens
 from memvault.memory.nomination import ADD_BY_RULE, Decision, Held, ask_model, rule_decision
 from memvault.memory.revisions import Change, Review, RevisionLog
+from memvault.text import cut
 from memvault.vault.journal import Journal
 from memvault.vault.memories import HeldBy, Memories, Memory, MemoryFile, normalize_text
 
@@ -479,9 +480,9 @@ class Consolidator:
         }
         line = f"{words.get(action, action)} {_link(memory)}"
         if action == "update":
-            line += f': "{_short(old_text or "")}" -> "{_short(new_text or "")}"'
+            line += f': "{cut(old_text or "", 120)}" -> "{cut(new_text or "", 120)}"'
         elif action in ("add", "noop"):
-            line += f': "{_short(new_text or memory.text)}"'
+            line += f': "{cut(new_text or memory.text, 120)}"'
         why = f" ({decision.by}: {decision.reason})" if decision.reason else f" ({decision.by})"
         self._journal(line + why)
 
@@ -504,7 +505,3 @@ _BY_OWNER = Decision("update", reason="edited by the owner", by="owner")
 
 def _link(memory: Memory) -> str:
     return f"[[{memory.path[:-3]}#^{memory.id}|{memory.id}]]"
-
-
-def _short(text: str, width: int = 120) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"

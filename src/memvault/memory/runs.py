@@ -29,7 +29,7 @@ from memvault.errors import NotFoundError
 from memvault.memory.context_budget import ContextResult
 from memvault.memory.state import StateStore
 from memvault.memory.windowed import WindowedLog, utc_text
-from memvault.text import TextScreen
+from memvault.text import TextScreen, cut
 
 LISTED = 50  # runs a list shows by default
 MAX_COMMAND = 4_000
@@ -49,11 +49,6 @@ _LIGHT = (
 )
 
 
-def capped(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters, saying so."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def context_record(result: ContextResult) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A built context as a run keeps it: each section's lines shown and left out (long
     lines and long lists capped) and the budget; and the search's recalled hits, each
@@ -66,8 +61,8 @@ def context_record(result: ContextResult) -> tuple[dict[str, Any], list[dict[str
         sections.append(
             {
                 "title": section.title,
-                "shown": [capped(line, MAX_LINE) for line in section.shown],
-                "left_out": [capped(line, MAX_LINE) for line in left[:MAX_LEFT_OUT]],
+                "shown": [cut(line, MAX_LINE) for line in section.shown],
+                "left_out": [cut(line, MAX_LINE) for line in left[:MAX_LEFT_OUT]],
                 "left_out_count": len(left),
             }
         )
@@ -84,7 +79,7 @@ def context_record(result: ContextResult) -> tuple[dict[str, Any], list[dict[str
                 "score": round(hit.score, 4),
                 "vector_score": round(hit.vector_score, 4),
                 "text_score": round(hit.text_score, 4),
-                "line": capped(line, MAX_RECALLED_LINE),
+                "line": cut(line, MAX_RECALLED_LINE),
                 # A hit the audience's context found (no "Relevant" section of the owner's
                 # builder) was shown unless the budget cut its section.
                 "shown": line in relevant_shown if relevant is not None else True,
@@ -109,7 +104,7 @@ def prompt_record(messages: Sequence[tuple[str, str]]) -> dict[str, Any]:
     sections = []
     for role, content in messages:
         lines = [line for line in content.splitlines() if line.strip()]
-        kept = [capped(line, MAX_LINE) for line in lines[:MAX_PROMPT_LINES]]
+        kept = [cut(line, MAX_LINE) for line in lines[:MAX_PROMPT_LINES]]
         if len(lines) > MAX_PROMPT_LINES:
             kept.append(f"… and {len(lines) - MAX_PROMPT_LINES} more lines, not kept")
         sections.append(
@@ -125,10 +120,10 @@ def tool_call_record(
     shown = json.dumps(arguments, ensure_ascii=False, indent=2, default=str)
     return {
         "name": name,
-        "arguments": capped(shown, MAX_ARGUMENTS),
+        "arguments": cut(shown, MAX_ARGUMENTS),
         "ok": ok,
         "code": code,
-        "result": capped(result, MAX_RESULT),
+        "result": cut(result, MAX_RESULT),
     }
 
 
@@ -220,7 +215,7 @@ class RunRecords(WindowedLog):
         """Store ``run`` (secrets redacted); its id, or None when nothing is recorded."""
         if not self.enabled:
             return None
-        command = self._screened(capped(run.command, MAX_COMMAND))
+        command = self._screened(cut(run.command, MAX_COMMAND))
         context = self._screened(run.context)
         recalled = self._screened(run.recalled)
         marks = _marks(recalled)
@@ -360,7 +355,7 @@ def _marks(recalled: list[dict[str, Any]]) -> dict[str, Any]:
             {
                 "id": str(hit["id"]),
                 "score": f"{float(hit.get('score', 0)):.3f}",
-                "line": capped(line, MARK_CHARS),
+                "line": cut(line, MARK_CHARS),
             }
         )
     return {"top": top, "more": max(len(memories) - MARKS, 0)}
