@@ -28,20 +28,6 @@ from waiting import wait_for
 
 
 @pytest.fixture(scope="module")
-def tg() -> Iterator[FakeTelegram]:
-    """The fake Bot API; its token in $TELEGRAM_BOT_TOKEN, where the channel reads it."""
-    with FakeTelegram() as fake, pytest.MonkeyPatch.context() as patch:
-        patch.setenv("TELEGRAM_BOT_TOKEN", fake.token)
-        yield fake
-
-
-@pytest.fixture(scope="module")
-def llm() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as fake:
-        yield fake
-
-
-@pytest.fixture(scope="module")
 def served(
     tmp_path_factory: pytest.TempPathFactory, tg: FakeTelegram, llm: FakeOpenAI
 ) -> Iterator[Served]:

@@ -1,7 +1,10 @@
 """Today's health report: only the first visit waits for the doctor; a stale report is
 shown while the next one is made beside the page."""
 
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from memvault.config import load_settings
 from memvault.console.views import Health
@@ -13,17 +16,23 @@ from memvault.vault.store import Vault
 from support import HashEmbedder
 
 
-def _embedder_check(report: Report) -> Check:
-    return next(c for c in report.checks if c.name == "embedder")
-
-
-def test_a_stale_report_is_shown_while_the_next_is_made(tmp_path: Path) -> None:
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[Daemon]:
     root = tmp_path / "vault"
     init_vault(Vault(root))
     runtime = Runtime.open(load_settings(root).settings, embedder=HashEmbedder())
     daemon = Daemon(runtime, host="127.0.0.1", port=0, background=False)
+    yield daemon
+    daemon.stop()
+
+
+def _embedder_check(report: Report) -> Check:
+    return next(c for c in report.checks if c.name == "embedder")
+
+
+def test_a_stale_report_is_shown_while_the_next_is_made(daemon: Daemon) -> None:
+    health = Health(daemon, every=0.0)
     try:
-        health = Health(daemon, every=0.0)
         first = health.report()
         assert _embedder_check(first).status == "ok"
         daemon.embedder_error = "the model file is gone"
@@ -36,19 +45,11 @@ def test_a_stale_report_is_shown_while_the_next_is_made(tmp_path: Path) -> None:
         assert (check.status, check.message) == ("error", "the model file is gone")
     finally:
         health.wait()
-        daemon.stop()
 
 
-def test_a_fresh_report_is_kept(tmp_path: Path) -> None:
-    root = tmp_path / "vault"
-    init_vault(Vault(root))
-    runtime = Runtime.open(load_settings(root).settings, embedder=HashEmbedder())
-    daemon = Daemon(runtime, host="127.0.0.1", port=0, background=False)
-    try:
-        health = Health(daemon, every=3600.0)
-        first = health.report()
-        daemon.embedder_error = "the model file is gone"
-        health.wait()
-        assert health.report() is first
-    finally:
-        daemon.stop()
+def test_a_fresh_report_is_kept(daemon: Daemon) -> None:
+    health = Health(daemon, every=3600.0)
+    first = health.report()
+    daemon.embedder_error = "the model file is gone"
+    health.wait()
+    assert health.report() is first
