@@ -174,8 +174,15 @@ class Console:
         )
         return HTMLResponse(html, status_code=status)
 
-    def refused(self, refusal: PageRefusedError, visit: Visit | None = None) -> HTMLResponse:
-        """The page of a refusal: one sentence."""
+    def refused(
+        self,
+        refusal: PageRefusedError,
+        visit: Visit | None = None,
+        request: Request | None = None,
+    ) -> HTMLResponse:
+        """The page of a refusal: one sentence; alone, for htmx asking for a part of a page."""
+        if request is not None and is_fragment(request):
+            return self.render("message_inline.html", None, refusal.status, message=refusal.message)
         return self.render("message.html", visit, refusal.status, message=refusal.message)
 
     async def _not_found(self, request: Request, exc: Exception) -> Response:
@@ -358,11 +365,7 @@ class Console:
             fragment = is_fragment(request)
             sources = [] if fragment else await self.run(visit, views.sources, self.daemon)
         except PageRefusedError as refusal:
-            if is_fragment(request):
-                return self.render(
-                    "message_inline.html", None, refusal.status, message=refusal.message
-                )
-            return self.refused(refusal)
+            return self.refused(refusal, request=request)
         template = "results.html" if is_fragment(request) else "memories.html"
         return self.render(
             template,
@@ -423,11 +426,7 @@ class Console:
             waiting = await self.run(visit, views.approvals, self.daemon)
             history = await self.run(visit, views.approval_history, self.daemon)
         except PageRefusedError as refusal:
-            if is_fragment(request):
-                return self.render(
-                    "message_inline.html", None, refusal.status, message=refusal.message
-                )
-            return self.refused(refusal, visit)
+            return self.refused(refusal, visit, request)
         template = "approvals_lists.html" if is_fragment(request) else "approvals.html"
         return self.render(
             template,
