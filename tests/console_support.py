@@ -7,7 +7,7 @@ import contextlib
 import os
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -169,3 +169,11 @@ def fits(page: Page, where: str) -> None:
     """The page has no horizontal scroll at the window's width; else name what sticks out."""
     measured = page.evaluate(OVERFLOWING)
     assert measured["scroll"] <= measured["inner"] + 1, (where, measured)
+
+
+def memory_id(open_api: Callable[[], httpx.Client], text: str) -> str:
+    """The id of the memory whose text is ``text``, as the daemon's API lists it
+    (``open_api``: a daemon's ``client`` or ``api``)."""
+    with open_api() as api:
+        listed = api.get("/v1/memories").json()["result"]
+    return str(next(m["id"] for m in listed if m["text"] == text))

@@ -21,7 +21,7 @@ from playwright.sync_api import Browser, expect
 
 from channel_support import telegram_config
 from cli_support import EXIT_VAULT, invoke
-from console_support import PHONE, PNG, SHOTS, Watched, shoot, signed_in
+from console_support import PHONE, PNG, SHOTS, Watched, memory_id, shoot, signed_in
 from console_support import sign_in_link as link_of
 from daemon_process import DaemonProcess, daemon_env
 from graph_support import KILN, write_people
@@ -89,12 +89,6 @@ def console(browser: Browser, daemon: DaemonProcess) -> Iterator[Watched]:
         yield watched
 
 
-def memory_id(daemon: DaemonProcess, text: str) -> str:
-    with daemon.client() as api:
-        listed = api.get("/v1/memories").json()["result"]
-    return str(next(m["id"] for m in listed if m["text"] == text))
-
-
 def test_the_cli_link_signs_in_once_and_no_token_reaches_the_page(
     browser: Browser, daemon: DaemonProcess
 ) -> None:
@@ -119,7 +113,7 @@ def test_the_cli_link_signs_in_once_and_no_token_reaches_the_page(
 
 
 def test_without_the_cookie_no_page_gives_data(console: Watched, daemon: DaemonProcess) -> None:
-    tea = memory_id(daemon, TEA)
+    tea = memory_id(daemon.client, TEA)
     pages = (
         *("/", "/memories", "/memories?q=green+tea", f"/memories/{tea}", "/feed", "/approvals"),
         *("/jobs", "/jobs/runs/1", "/sessions", "/sessions/1", "/people"),
@@ -207,7 +201,7 @@ def test_forget_from_the_page_and_search_no_longer_finds_it(
 ) -> None:
     with daemon.client() as api:
         assert api.post("/v1/memories", json={"text": KEY, "tags": ["home"]}).status_code == 200
-    key = memory_id(daemon, KEY)
+    key = memory_id(daemon.client, KEY)
     page = console.page
     page.goto(f"{daemon.url}/memories?q=spare+key+flowerpot")
     page.locator(".hit a.title", has_text="spare key").click()
@@ -411,7 +405,7 @@ def test_pair_a_waiting_sender_and_block_another_from_the_page(
 def test_an_entitys_facts_relations_and_mentions_and_an_insights_evidence(
     console: Watched, daemon: DaemonProcess
 ) -> None:
-    tea = memory_id(daemon, TEA)
+    tea = memory_id(daemon.client, TEA)
     insight = daemon.vault / "Insights/Morning drinks.md"
     insight.parent.mkdir(exist_ok=True)
     block = MARKERS.block("## Insight\n\nTea, not coffee, every morning.\n\n## Evidence\n\n- x")
@@ -464,7 +458,7 @@ def test_a_read_token_opens_a_read_only_console(
         page = watched.page
         expect(page.locator("#health")).to_contain_text("need the admin scope")
         expect(page.get_by_role("link", name="Approvals")).to_have_count(0)
-        tea = memory_id(daemon, TEA)
+        tea = memory_id(daemon.client, TEA)
         page.goto(f"{daemon.url}/memories/{tea}")
         expect(page.locator("h1.text")).to_have_text(TEA)
         expect(page.get_by_role("link", name="Forget…")).to_have_count(0)

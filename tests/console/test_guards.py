@@ -19,7 +19,7 @@ import httpx2 as httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from console_support import PHONE, Served, Watched, fits, sign_in_link, signed_in
+from console_support import PHONE, Served, Watched, fits, memory_id, sign_in_link, signed_in
 from graph_support import KILN, write_people
 from llm_fakes import FakeOpenAI, llm_settings
 from memvault.vault.layout import init_vault
@@ -79,12 +79,6 @@ def console(browser: Browser, served: Served) -> Iterator[Watched]:
         yield watched
 
 
-def memory_id(served: Served, text: str) -> str:
-    with served.api() as api:
-        listed = api.get("/v1/memories").json()["result"]
-    return str(next(m["id"] for m in listed if m["text"] == text))
-
-
 def job_runs(served: Served) -> list[dict[str, Any]]:
     with served.api() as api:
         runs: list[dict[str, Any]] = api.get("/v1/jobs/living_summary/runs").json()["result"]
@@ -92,7 +86,7 @@ def job_runs(served: Served) -> list[dict[str, Any]]:
 
 
 def test_without_the_cookie_no_change_is_made_and_no_data_shown(served: Served) -> None:
-    tea = memory_id(served, TEA)
+    tea = memory_id(served.api, TEA)
     (run,) = job_runs(served)
     summary = (served.root / "MEMORY.md").read_bytes()
     origin = {"Origin": served.url}
@@ -133,7 +127,7 @@ def test_a_foreign_host_is_refused_before_any_page(console: Watched, served: Ser
     code = link["url"].rsplit("code=", 1)[1]
     cookie = {console.cookie()["name"]: console.cookie()["value"]}
     evil = {"Host": "evil.example"}
-    tea = memory_id(served, TEA)
+    tea = memory_id(served.api, TEA)
     with httpx.Client(base_url=served.url, timeout=WAIT, cookies=cookie) as browser_like:
         for path in ("/", f"/signin?code={code}", "/memories?q=green+tea", f"/memories/{tea}"):
             answer = browser_like.get(path, headers=evil)
@@ -145,7 +139,7 @@ def test_a_foreign_host_is_refused_before_any_page(console: Watched, served: Ser
             headers={**evil, "Origin": "http://evil.example"},
         )
         assert forget.status_code == 421
-    assert memory_id(served, TEA) == tea  # nothing forgotten
+    assert memory_id(served.api, TEA) == tea  # nothing forgotten
     # The refused sign-in did not spend the code: the daemon's own name still signs in.
     with httpx.Client(base_url=served.url, timeout=WAIT) as own:
         assert own.get(f"/signin?code={code}").status_code == 303
@@ -216,7 +210,7 @@ def outline_of(page: Page) -> str:
 def test_the_keyboard_alone_searches_opens_a_memory_and_reaches_its_controls(
     console: Watched, served: Served
 ) -> None:
-    key = memory_id(served, KEY)
+    key = memory_id(served.api, KEY)
     page = console.page
     page.goto(f"{served.url}/jobs")  # a page with no autofocus: Tab from the very start
     expect(page.get_by_role("heading", name="Jobs")).to_be_visible()
@@ -254,7 +248,7 @@ def test_the_keyboard_alone_searches_opens_a_memory_and_reaches_its_controls(
 
 
 def test_every_page_fits_a_phone_in_light_and_dark(console: Watched, served: Served) -> None:
-    tea = memory_id(served, TEA)
+    tea = memory_id(served.api, TEA)
     (job_run,) = job_runs(served)
     with served.api() as api:
         sessions = api.get("/v1/sessions").json()["result"]

@@ -23,7 +23,7 @@ import tomli_w
 from playwright.sync_api import Browser, expect
 
 from channel_support import OWNER, telegram_config
-from console_support import Watched, shoot, signed_in
+from console_support import Watched, memory_id, shoot, signed_in
 from daemon_process import DaemonProcess, daemon_env
 from llm_fakes import FAKE_KEY, FAKE_KEY_ENV, FakeOpenAI, llm_settings
 from memvault.memory.state import StateDB
@@ -100,12 +100,6 @@ def console(browser: Browser, daemon: DaemonProcess) -> Iterator[Watched]:
         yield watched
 
 
-def memory_id(daemon: DaemonProcess, text: str) -> str:
-    with daemon.client() as api:
-        listed = api.get("/v1/memories").json()["result"]
-    return str(next(m["id"] for m in listed if m["text"] == text))
-
-
 def ask(daemon: DaemonProcess, fake: FakeOpenAI, session: str) -> dict[str, Any]:
     """A turn through the daemon's API: the model recalls, then answers."""
     fake.reply("", tool_calls=[("recall", {"topic": "tea in the morning"})], usage=(300, 12))
@@ -135,7 +129,7 @@ def run_of(daemon: DaemonProcess, command: str) -> int:
 def test_a_runs_page_shows_its_context_recalled_memory_and_tool_call(
     console: Watched, daemon: DaemonProcess, fake: FakeOpenAI
 ) -> None:
-    tea = memory_id(daemon, TEA)
+    tea = memory_id(daemon.client, TEA)
     ask(daemon, fake, "why-tea")
     run_id = run_of(daemon, ASKED)
     page = console.page
@@ -166,7 +160,7 @@ def test_a_runs_page_shows_its_context_recalled_memory_and_tool_call(
 def test_the_transcript_links_each_turn_to_its_run_and_marks_what_it_recalled(
     console: Watched, daemon: DaemonProcess, fake: FakeOpenAI
 ) -> None:
-    tea = memory_id(daemon, TEA)
+    tea = memory_id(daemon.client, TEA)
     ask(daemon, fake, "why-transcript")
     run_id = run_of(daemon, ASKED)
     (session,) = _state_rows(daemon.vault, "SELECT id FROM sessions WHERE key = 'why-transcript'")
