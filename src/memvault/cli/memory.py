@@ -103,7 +103,7 @@ def review(
         [
             str(r.id),
             r.memory_id,
-            cut(r.text or "", 50),
+            cut(r.text, 50),
             f"{r.action or '?'} {r.target or ''}".strip(),
             "" if r.confidence is None else f"{r.confidence:.2f}",
             cut(r.problem or "", 60),
@@ -138,8 +138,8 @@ def _review_trust(ctx: typer.Context, vault: VaultOption, level: str, as_json: b
     rows = [
         [
             m.id,
-            cut(m.text or "", 50),
-            cut(_from(m) or "", 30),
+            cut(m.text, 50),
+            cut(_from(m), 30),
             cut(m.trust_reason or "", 60),
             m.created.strftime("%Y-%m-%d %H:%M") if m.created else "",
         ]
@@ -208,7 +208,7 @@ def history(
             c.action + (f" {c.related_id}" if c.related_id else ""),
             cut(c.old_text or "", 40),
             cut(c.new_text or "", 40),
-            f"{c.decided_by}: {cut(c.reason or '', 50)}" if c.reason else c.decided_by,
+            f"{c.decided_by}: {cut(c.reason, 50)}" if c.reason else c.decided_by,
         ]
         for c in changes
     ]

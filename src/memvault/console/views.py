@@ -108,7 +108,7 @@ class Health:
             return report
 
     def wait(self) -> None:
-        """Return once no refresh is under way (for tests and shutdown)."""
+        """Return once no refresh is under way (what a test waits for)."""
         refreshing = self._refreshing
         if refreshing is not None:
             refreshing.join()
