@@ -7,6 +7,7 @@ not by replacing any of memvault's own code: what is counted is what the server 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -126,6 +127,8 @@ def test_a_search_is_a_few_statements_with_sqlites_answers(
         assert len(sent) <= MOST_STATEMENTS[mode], (query, len(sent), sent)
         # Scores travel, never the chunks' vectors or keyword vectors.
         assert not [s for s in sent if "ts_filter" in s or "embedding FROM" in s], query
+        # A list of ids is one array: the statement reads the same for any number of them.
+        assert not [s for s in sent if re.search(r"IN \(%s,", s)], query
 
 
 def test_filtered_searches_answer_as_sqlite(both: tuple[Runtime, Runtime]) -> None:

@@ -40,3 +40,32 @@ def test_a_caught_error_inside_a_transaction_leaves_the_rest_standing(state: PgS
         ("a", "1"),
         ("b", "3"),
     ]
+
+
+def test_lists_of_values_answer_as_sqlite_whatever_their_length(state: PgStateDB) -> None:
+    # A list of placeholders goes as one array (one statement for any length); the answers
+    # are SQLite's, with NOT IN, NULLs, a list beside other values, a '?' inside a literal
+    # and a list of mixed types (sent as written).
+    lite = sqlite3.connect(":memory:")
+    lite.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    rows = [(f"k{i}", str(i % 3)) for i in range(8)] + [("other", "x")]
+    lite.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", rows)
+    with state.transaction() as conn:
+        conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", rows)
+    asked = [
+        ("SELECT key FROM meta WHERE key IN (?) ORDER BY key", ("k1",)),
+        ("SELECT key FROM meta WHERE key IN (?,?,?) ORDER BY key", ("k1", "k5", "none")),
+        ("SELECT key FROM meta WHERE value NOT IN (?, ?) ORDER BY key", ("0", "1")),
+        ("SELECT key FROM meta WHERE value NOT IN (?, ?) ORDER BY key", ("0", None)),
+        ("SELECT key FROM meta WHERE value IN (?, ?) ORDER BY key", (None, "2")),
+        (
+            "SELECT key, '(?)' FROM meta WHERE key >= ? AND value IN (?,?) AND key < ?"
+            " ORDER BY key",
+            ("k2", "1", "2", "k7"),
+        ),
+        ("SELECT key FROM meta WHERE length(key) IN (?, ?) ORDER BY key", (2, "7")),
+    ]
+    for sql, params in asked:
+        expected = [tuple(r) for r in lite.execute(sql, params)]
+        assert [tuple(r) for r in state.query(sql, params)] == expected, sql
+        assert expected or "NOT IN (?, ?)" in sql, sql  # each asks something with an answer

@@ -36,6 +36,7 @@ class RecallLog:
 
     def __init__(self, state: StateStore) -> None:
         self.state = state
+        self._begun = False  # recalls_since is written (it is never removed)
 
     def begin(self, moment: datetime) -> datetime:
         """When recording began; ``moment`` if it had not yet (then it begins now)."""
@@ -45,6 +46,7 @@ class RecallLog:
                 (_SINCE, _utc(moment)),
             )
             row = conn.execute("SELECT value FROM meta WHERE key = ?", (_SINCE,)).fetchone()
+        self._begun = True
         return datetime.fromisoformat(row[0])
 
     def record(self, memory_ids: Iterable[str], when: datetime) -> None:
@@ -55,10 +57,11 @@ class RecallLog:
             return
         stamp = _utc(when)
         with self.state.transaction() as conn:
-            conn.execute(
-                "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
-                (_SINCE, stamp),
-            )
+            if not self._begun:
+                conn.execute(
+                    "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
+                    (_SINCE, stamp),
+                )
             conn.executemany(
                 "INSERT INTO memory_recalls (memory_id, last_recalled) VALUES (?, ?) "
                 "ON CONFLICT (memory_id) DO UPDATE SET "
@@ -66,6 +69,7 @@ class RecallLog:
                 "times = memory_recalls.times + 1",
                 [(memory_id, stamp) for memory_id in ids],
             )
+        self._begun = True
 
     def recalled_since(self, moment: datetime) -> set[str]:
         """Ids of the memories a search returned at or after ``moment``."""

@@ -18,7 +18,15 @@ SQLite                                  PostgreSQL
 ``x = ? COLLATE NOCASE``                ``lower(x) = lower(?)``
 ``tag = ?`` on ``chunk_tags`` (NOCASE)  ``tag = lower(?)`` (PostgreSQL stores it lower)
 ``... NOT INDEXED``                     nothing (a SQLite planner hint)
+``x IN (?, ?, ...)``                    ``x = ANY(?)``, the values one array (below)
+``x NOT IN (?, ?, ...)``                ``x <> ALL(?)``
 ======================================  ==============================================
+
+A list of placeholders is sent as one array, so a statement reads the same for any
+number of values: PostgreSQL plans it once (psycopg prepares a statement run five times)
+where each length of a list was a new statement, planned every time, with a parameter
+per value to bind (a search's candidate rows, 150 ids: 1.9 ms against 3.2 ms on
+loopback). A list whose values are not all of one type is sent as it was written.
 
 Errors arrive as :mod:`sqlite3`'s classes (a broken constraint is an
 ``IntegrityError``), so the stores' handlers hold on both; a lost connection is a
@@ -39,7 +47,8 @@ import functools
 import re
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import psycopg
 from psycopg import pq
@@ -84,29 +93,39 @@ _NOCASE_EQUALS = re.compile(r"([\w.]+)\s*=\s*\?\s+COLLATE\s+NOCASE", re.IGNORECA
 _TAG_COMPARE = re.compile(r"\b((?:\w+\.)?tag)\s+(=|LIKE)\s+\?", re.IGNORECASE)
 _LIKE = re.compile(r"\bLIKE\b", re.IGNORECASE)
 _MAX_MIN = re.compile(r"\b(max|min)\(", re.IGNORECASE)
+_IN_LIST = re.compile(r"\b(NOT\s+)?IN\s*\(\s*\?(?:\s*,\s*\?)*\s*\)", re.IGNORECASE)
 
 
 class Row(tuple[Any, ...]):
     """One row: ``row[0]``, ``row["name"]`` and ``row.keys()``, as :class:`sqlite3.Row`."""
 
-    _names: tuple[str, ...] = ()
+    __slots__ = ()
+    _names: ClassVar[tuple[str, ...]] = ()
+    _at: ClassVar[dict[str, int]] = {}  # each statement's class has its own
 
-    def __getitem__(self, key: Any) -> Any:
-        if isinstance(key, str):
+    # A search reads some thousands of values by name: one dict lookup each.
+    def __getitem__(self, key: Any, _item: Any = tuple.__getitem__) -> Any:
+        if key.__class__ is str:
             try:
-                return tuple.__getitem__(self, self._names.index(key))
-            except ValueError:
+                return _item(self, self._at[key])
+            except KeyError:
                 raise IndexError(f"No item with that key: {key}") from None
-        return tuple.__getitem__(self, key)
+        return _item(self, key)
 
     def keys(self) -> list[str]:
         """The column names, in order."""
         return list(self._names)
 
 
+@functools.lru_cache(maxsize=512)
+def _row_kind(names: tuple[str, ...]) -> type[Row]:
+    """The row class of a statement's columns (made once per set of names)."""
+    at = {name: i for i, name in reversed(list(enumerate(names)))}  # the first of a name
+    return type("Row", (Row,), {"_names": names, "_at": at, "__slots__": ()})
+
+
 def _row_factory(cursor: psycopg.Cursor[Any]) -> RowMaker[Row]:
-    names = tuple(c.name for c in cursor.description or ())
-    kind = type("Row", (Row,), {"_names": names, "__slots__": ()})
+    kind = _row_kind(tuple(c.name for c in cursor.description or ()))
 
     def make(values: Sequence[Any]) -> Row:
         row: Row = kind(values)
@@ -117,7 +136,76 @@ def _row_factory(cursor: psycopg.Cursor[Any]) -> RowMaker[Row]:
 
 @functools.lru_cache(maxsize=1024)
 def translate(sql: str, *, returning: bool = True) -> str:
-    """The PostgreSQL form of one SQLite statement (see the module's table)."""
+    """The PostgreSQL form of one SQLite statement (see the module's table), each list of
+    placeholders as it is written."""
+    return _placeholders(_rewritten(sql, returning=returning))
+
+
+@dataclass(frozen=True)
+class Statement:
+    """A statement's PostgreSQL form with its lists of placeholders as arrays (``text``),
+    where those lists' parameters are (``lists``: first and count), and ``plain``, the
+    form with them as written (for values of mixed types)."""
+
+    text: str
+    lists: tuple[tuple[int, int], ...]
+    plain: str
+
+    def values(self, params: Sequence[Any]) -> tuple[str, tuple[Any, ...]]:
+        """The statement and its parameters, each list packed in one array when its values
+        are of one type."""
+        if not self.lists or not all(_one_type(params[a : a + n]) for a, n in self.lists):
+            return self.plain, tuple(params)
+        out: list[Any] = []
+        at = 0
+        for first, count in self.lists:
+            out.extend(params[at:first])
+            out.append(list(params[first : first + count]))
+            at = first + count
+        out.extend(params[at:])
+        return self.text, tuple(out)
+
+
+def _one_type(values: Sequence[Any]) -> bool:
+    """Whether psycopg can send ``values`` as one array: ints or strings, not mixed."""
+    kinds = {type(v) for v in values if v is not None}
+    return len(kinds) == 1 and kinds <= {int, str}
+
+
+@functools.lru_cache(maxsize=4096)
+def arrayed(sql: str) -> Statement:
+    """:func:`translate`'s form of ``sql`` with its lists of placeholders as arrays."""
+    text = _rewritten(sql, returning=True)
+    lists: list[tuple[int, int]] = []
+    parts: list[str] = []
+    at = 0
+    for found in _IN_LIST.finditer(text):
+        before, quoted = _marks(text[: found.start()])
+        if quoted:
+            continue
+        lists.append((before, found.group(0).count("?")))
+        parts += [text[at : found.start()], "<> ALL(?)" if found.group(1) else "= ANY(?)"]
+        at = found.end()
+    parts.append(text[at:])
+    return Statement(_placeholders("".join(parts)), tuple(lists), _placeholders(text))
+
+
+def _marks(text: str) -> tuple[int, bool]:
+    """The ``?`` placeholders in ``text`` outside quoted literals, and whether it ends
+    inside one."""
+    count, quote = 0, None
+    for char in text:
+        if quote is None and char in "'\"":
+            quote = char
+        elif char == quote:
+            quote = None
+        elif quote is None and char == "?":
+            count += 1
+    return count, quote is not None
+
+
+def _rewritten(sql: str, *, returning: bool) -> str:
+    """Every rewrite of the module's table but the placeholders'."""
     text = sql.strip()
     if re.match(r"BEGIN\s+IMMEDIATE$", text, re.IGNORECASE):
         return "BEGIN"
@@ -133,7 +221,7 @@ def translate(sql: str, *, returning: bool = True) -> str:
     insert = _INSERT.match(text)
     if insert:
         text = _insert(text, insert, returning=returning)
-    return _placeholders(text)
+    return text
 
 
 def _insert(text: str, found: re.Match[str], *, returning: bool) -> str:
@@ -220,8 +308,8 @@ class PgConnection:
         self._savepoints = savepoints
 
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> Cursor:
-        statement = translate(sql)
-        query, values = statement.encode(), tuple(params or ())
+        statement, values = arrayed(sql).values(tuple(params or ()))
+        query = statement.encode()
         guarded = self._savepoints and self.in_transaction and not _reads(statement)
         with _as_sqlite_errors():
             if guarded:
