@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from memvault.index.expansion import neighbourhood
 from memvault.index.filters import SearchFilters
 from memvault.index.search import Searcher
 from memvault.runtime import Runtime
@@ -130,3 +131,30 @@ def test_the_context_embeds_its_request_once_for_both_its_searches(
     # Another request is embedded anew.
     runtime.searcher.search("glazed tiles")
     assert embedder.calls == before + 2
+
+
+def test_memories_one_entity_links_by_block_reference_lend_each_other(runtime: Runtime) -> None:
+    # Anna's note names two memories by block reference: each, found, lends to the other
+    # (two hops: memory, entity, memory), and a memory no entity names lends to neither.
+    shifts = runtime.memories.remember("Works night shifts on the cardiac ward", "fact")
+    car = runtime.memories.remember("Drives a blue Fiat to the hospital", "fact")
+    alone = runtime.memories.remember("The hospital car park is closed on Sundays", "fact")
+    write(
+        runtime,
+        "Entities/Anna.md",
+        "---\ntype: person\n---\n# Anna\n\n## Observations\n"
+        f"- [work] nurse [source:: [[Memory/Facts#^{shifts.memory.id}]]]\n"
+        f"- [car] a Fiat [source:: [[Memory/Facts#^{car.memory.id}]]]\n",
+    )
+    runtime.index.sync()
+    conn = runtime.index.conn
+
+    def chunk(memory_id: str) -> int:
+        return int(
+            conn.execute("SELECT id FROM chunks WHERE memory_id = ?", (memory_id,)).fetchone()[0]
+        )
+
+    graph = neighbourhood(conn, [chunk(shifts.memory.id)], [], "night shifts", hub_limit=50)
+    assert graph.hops[chunk(car.memory.id)] == {chunk(shifts.memory.id): 2}
+    assert graph.hops[chunk(shifts.memory.id)] == {chunk(car.memory.id): 2}
+    assert chunk(alone.memory.id) not in graph.chunks

@@ -65,6 +65,7 @@ REAL = [
     (10, "agent runs"),
     (11, "words in every script"),
     (12, "stemming by language"),
+    (13, "postings by chunk"),
 ]
 NOTES = Migration(NEXT, "notes", "CREATE TABLE notes (id serial PRIMARY KEY, body text NOT NULL)")
 SLOW = Migration(
@@ -148,7 +149,7 @@ def test_pooled_connections_read_and_write_vectors(storage: PostgresStorage) -> 
 def test_a_fresh_database_is_migrated_to_the_latest_version(database: str) -> None:
     assert "memvault_schema" not in tables(database)
     with PostgresStorage.open(SETTINGS, environ=env(database)) as storage:
-        assert storage.schema_version == len(MIGRATIONS) == 12
+        assert storage.schema_version == len(MIGRATIONS) == 13
     assert history(database) == REAL
     with psycopg.connect(database) as conn:
         assert conn.execute(

@@ -299,12 +299,16 @@ def _entities_of_memories(conn: Any, rows: list[Any]) -> list[tuple[int, str]]:
         return []
     by_block = {"^" + str(r["memory_id"]): int(r["id"]) for r in rows}
     marks = ",".join("?" * len(rows))
-    # Both in one query: by block reference (1), and by the memory's own link (2).
+    # Both in one query: by block reference (1), and by the memory's own link (2). The
+    # links holding a block reference are found first and their notes looked up one by
+    # one: SQLite otherwise walked every entity note (7.7 ms a search at 100k chunks).
     found = [
         (by_block[str(r[1])] if int(r[0]) == 1 else int(r[1]), str(r[2]))
         for r in conn.execute(
-            "SELECT DISTINCT 1, l.subpath, e.path FROM links l JOIN notes e ON e.id = l.note_id"
-            f" WHERE l.subpath IN ({','.join('?' * len(by_block))}) AND {_is_node('e')}"
+            "SELECT 1, held.subpath, held.path FROM (SELECT DISTINCT l.subpath,"
+            f" (SELECT e.path FROM notes e WHERE e.id = l.note_id AND {_is_node('e')}) AS path"
+            f" FROM links l WHERE l.subpath IN ({','.join('?' * len(by_block))})) AS held"
+            " WHERE held.path IS NOT NULL"
             " UNION ALL SELECT DISTINCT 2, CAST(c.id AS TEXT), e.path FROM chunks c"
             " JOIN links l ON l.note_id = c.note_id"
             " AND l.line BETWEEN c.start_line AND c.end_line"

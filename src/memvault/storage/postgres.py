@@ -41,6 +41,7 @@ from memvault.config import StorageSettings
 from memvault.errors import ConfigError, MemvaultError, StorageError
 from memvault.storage.dialect import PgConnection
 from memvault.storage.pg_schema import (
+    BY_CHUNK_SQL,
     DIGESTS_SQL,
     EVENTS_SQL,
     EXACT_SQL,
@@ -93,6 +94,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(10, "agent runs", RUNS_SQL),
     Migration(11, "words in every script", SCRIPTS_SQL),
     Migration(12, "stemming by language", STEMMING_SQL),
+    Migration(13, "postings by chunk", BY_CHUNK_SQL),
 )
 
 
