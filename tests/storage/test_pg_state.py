@@ -59,7 +59,7 @@ def test_lists_of_values_answer_as_sqlite_whatever_their_length(state: PgStateDB
         ("SELECT key FROM meta WHERE value NOT IN (?, ?) ORDER BY key", ("0", None)),
         ("SELECT key FROM meta WHERE value IN (?, ?) ORDER BY key", (None, "2")),
         (
-            "SELECT key, '(?)' FROM meta WHERE key >= ? AND value IN (?,?) AND key < ?"
+            "SELECT key, 'IN (?)' FROM meta WHERE key >= ? AND value IN (?,?) AND key < ?"
             " ORDER BY key",
             ("k2", "1", "2", "k7"),
         ),

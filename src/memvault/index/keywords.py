@@ -411,9 +411,9 @@ class Fts5Keywords:
 
     def _holding(self, table: str, match: str, among: Collection[int]) -> set[int]:
         """Which of ``among`` hold ``match`` in their own words. SQLite keeps those of the
-        matches: 3x faster than in Python for a word in a tenth of 100k chunks. (``+rowid``:
-        as ``rowid IN``, FTS5 would answer the match again for each id, 40x slower for a
-        rare word and a prefix.)"""
+        matches: 3x faster than in Python for a common word at 100k chunks. (``+rowid``: as
+        ``rowid IN``, FTS5 would answer the match again for each id, 40x slower for a rare
+        word, 20x for a common prefix; bench/results/2026-11-28-pg-postings.md.)"""
         ids = [int(i) for i in among]
         if not ids:
             return set()

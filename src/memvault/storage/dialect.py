@@ -193,15 +193,10 @@ def arrayed(sql: str) -> Statement:
 def _marks(text: str) -> tuple[int, bool]:
     """The ``?`` placeholders in ``text`` outside quoted literals, and whether it ends
     inside one."""
-    count, quote = 0, None
-    for char in text:
-        if quote is None and char in "'\"":
-            quote = char
-        elif char == quote:
-            quote = None
-        elif quote is None and char == "?":
-            count += 1
-    return count, quote is not None
+    count, quoted = 0, False
+    for char, quoted in _scanned(text):
+        count += char == "?" and not quoted
+    return count, quoted
 
 
 def _rewritten(sql: str, *, returning: bool) -> str:
@@ -263,21 +258,21 @@ def _scalar_extremes(text: str) -> str:
 
 def _placeholders(text: str) -> str:
     """``?`` as ``%s`` and ``%`` as ``%%``, outside quoted literals."""
-    out: list[str] = []
+    out = {"?": "%s", "%": "%%"}
+    inside = {"%": "%%"}
+    return "".join((inside if quoted else out).get(c, c) for c, quoted in _scanned(text))
+
+
+def _scanned(text: str) -> Iterator[tuple[str, bool]]:
+    """Each character of ``text`` and whether, once it is read, the text stands inside a
+    quoted literal or name (an opening quote is inside, a closing one is not)."""
     quote: str | None = None
     for char in text:
-        if quote is not None:
-            if char == quote:
-                quote = None
-            out.append("%%" if char == "%" else char)
-        elif char in "'\"":
+        if quote is None and char in "'\"":
             quote = char
-            out.append(char)
-        elif char == "?":
-            out.append("%s")
-        else:
-            out.append("%%" if char == "%" else char)
-    return "".join(out)
+        elif char == quote:
+            quote = None
+        yield char, quote is not None
 
 
 class Cursor:
@@ -300,7 +295,8 @@ class Cursor:
 
 class PgConnection:
     """A psycopg connection (autocommit; transactions are explicit, as with SQLite) that
-    runs memvault's SQLite statements through :func:`translate`."""
+    runs memvault's SQLite statements through :func:`arrayed` (``executemany`` through
+    :func:`translate`)."""
 
     def __init__(self, raw: psycopg.Connection[Any], *, savepoints: bool = False) -> None:
         self.raw: psycopg.Connection[Row] = raw
