@@ -245,7 +245,9 @@ def test_init_and_a_day_of_use_leave_every_existing_file_byte_identical(docs_vau
     assert expected <= new - state <= expected | MEMORY_NOTES, sorted(new - state)
     assert not [p for p in new if p.startswith(".obsidian/")]
     new_folders = folders(root) - before_folders
-    assert new_folders <= LAYOUT_FOLDER_SET | {"Inbox", ".memvault/locks"}, sorted(new_folders)
+    assert new_folders <= LAYOUT_FOLDER_SET | {"Inbox", ".memvault/locks", ".memvault/carry"}, (
+        sorted(new_folders)
+    )
 
     # What memvault wrote reads back, and the new note links into the old ones.
     assert (root / "Inbox" / "Reading list.md").read_text(encoding="utf-8") == READING_LIST

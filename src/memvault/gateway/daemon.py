@@ -223,6 +223,7 @@ class Daemon:
 
     def _watch(self) -> None:
         try:
+            self.runtime.vault.finish_carries()  # before the sync, which then sees their lines
             report = self.runtime.index.sync(progress=self._indexing)
             self._external(report)
             follow(

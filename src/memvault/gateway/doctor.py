@@ -25,6 +25,7 @@ from memvault.llm.base import Health
 from memvault.locations import is_vault, loose_modes
 from memvault.memory.state import StateStore
 from memvault.runtime import Runtime
+from memvault.vault.carry import CARRY_DIR, pending
 from memvault.vocabulary import counted
 
 LOW_DISK_ERROR = 200 * 1024 * 1024
@@ -175,6 +176,23 @@ def _unreadable(runtime: Runtime) -> Check:
         f"{files} named .md cannot be read as notes and {'is' if count == 1 else 'are'} "
         f"left out of the index and the listings: {shown}{more}.",
         {"files": left_out},
+    )
+
+
+def _kept(runtime: Runtime) -> Check | None:
+    """Old texts of replaced notes a crash left under ``.memvault/carry`` (none: no check)."""
+    folder = runtime.vault.state_dir / CARRY_DIR
+    kept = pending(folder)
+    if not kept:
+        return None
+    count = len(kept)
+    return Check(
+        "kept_old_notes",
+        "warning",
+        f"{counted(count, 'replaced note')} left old text in {folder} after memvault stopped "
+        "mid-edit; the daemon's start or the note's next edit carries over the lines typed "
+        "into it, and text whose note is gone stays there for you to read.",
+        {"kept": [str(each.path) for each in kept]},
     )
 
 
@@ -506,6 +524,7 @@ def diagnose(runtime: Runtime, daemon: DaemonFacts | None = None) -> Report:
             ("index_healthy", lambda: _index_healthy(runtime)),
             ("index_current", lambda: _index_current(runtime, daemon)),
             ("unreadable_notes", lambda: _unreadable(runtime)),
+            ("kept_old_notes", lambda: _kept(runtime)),
             ("embedder", lambda: _embedder(runtime, daemon)),
             ("pending_embeddings", lambda: _pending(runtime, daemon)),
             ("state_db", lambda: _state(daemon.state if daemon else runtime.state)),

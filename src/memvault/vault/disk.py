@@ -7,21 +7,26 @@ loses neither; the folder is synced after a rename (:func:`fsync_dir`). A
 read-modify-write keeps the note it read open (:class:`Seen`): the note is replaced
 only if it still holds what was read, and what a writer appended to the old file
 while it was being replaced is carried over, so a person's concurrent edit is never
-lost. :mod:`memvault.vault.store` builds the vault's file operations on these.
+lost; until it has been, the old file is kept under a second name (:class:`Kept`), so a
+crash in between loses nothing either (:mod:`memvault.vault.carry` finishes the work).
+:mod:`memvault.vault.store` builds the vault's file operations on these.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import logging
 import os
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from memvault.errors import NotTextError
+from memvault.locations import PRIVATE_DIR
 from memvault.vault.os_errors import require_regular
 
 log = logging.getLogger(__name__)
@@ -46,6 +51,66 @@ def detect_newline(text: str) -> str:
     """The line ending a text uses: ``\\r\\n`` if its first line break is CRLF."""
     index = text.find("\n")
     return "\r\n" if index > 0 and text[index - 1] == "\r" else "\n"
+
+
+@dataclass(frozen=True)
+class Keep:
+    """Where a note's old file is kept while it is replaced: ``folder``, names starting ``key``."""
+
+    folder: Path
+    key: str
+
+
+def _fingerprint(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A note's old file, hard-linked at ``path`` until what was appended to it is carried over.
+
+    The name says what an unfinished carry-over needs: the note's key, and the length and
+    fingerprint of the bytes that were read (``seen``) and of the bytes written in their place
+    (``new``), so a crash at any point can be finished later without doing anything twice.
+    """
+
+    path: Path
+    key: str
+    seen: int
+    seen_print: str
+    new: int
+    new_print: str
+
+    @classmethod
+    def name(cls, keep: Keep, seen: bytes, new: bytes) -> Kept:
+        """Where ``keep.key``'s note's old file goes, read as ``seen``, replaced by ``new``."""
+        fields = (keep.key, len(seen), _fingerprint(seen), len(new), _fingerprint(new))
+        return cls(keep.folder / ("-".join(map(str, fields)) + ".old"), *fields)
+
+    @classmethod
+    def parse(cls, path: Path) -> Kept | None:
+        """The Kept a file in the carry folder stands for; None for any other file."""
+        parts = path.name.removesuffix(".old").split("-")
+        if not path.name.endswith(".old") or len(parts) != 5:
+            return None
+        key, seen, seen_print, new, new_print = parts
+        if not (seen.isdigit() and new.isdigit()):
+            return None
+        return cls(path, key, int(seen), seen_print, int(new), new_print)
+
+    def holds_seen(self, old: bytes) -> bool:
+        """Whether the kept file still starts with the bytes that were read."""
+        return len(old) >= self.seen and _fingerprint(old[: self.seen]) == self.seen_print
+
+    def ours_in(self, now: bytes) -> bytes | None:
+        """The bytes written in the old file's place, if the note still starts with them."""
+        head = now[: self.new]
+        return head if len(head) == self.new and _fingerprint(head) == self.new_print else None
+
+    def release(self) -> None:
+        """Forget the old file: what it held is in the note now."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
 
 
 class Seen:
@@ -86,8 +151,7 @@ class Seen:
             return self.fd is None
         if self.fd is None or self.data is None:
             return False
-        old = os.fstat(self.fd)
-        if (now.st_dev, now.st_ino) != (old.st_dev, old.st_ino) or old.st_size < len(self.data):
+        if not self._is(now) or os.fstat(self.fd).st_size < len(self.data):
             return False
         return os.pread(self.fd, len(self.data), 0) == self.data
 
@@ -141,16 +205,18 @@ class Seen:
         self._carried += len(late)
         return late
 
-    def replace_if_unchanged(self, real: Path, data: bytes) -> bool:
+    def replace_if_unchanged(self, real: Path, data: bytes, keep: Keep | None = None) -> bool:
         """Put ``data`` at ``real`` if the note still holds what was seen; False if not.
 
         Checked just before the atomic rename; what a writer that opened the
-        old file before the rename appends to it is then carried over.
+        old file before the rename appends to it is then carried over. With
+        ``keep``, the old file keeps a second name there until that is done.
         """
         if self.fd is None:
             real.parent.mkdir(parents=True, exist_ok=True)
         mode = (os.fstat(self.fd).st_mode & 0o7777) if self.fd is not None else 0o666 & ~UMASK
         tmp = synced_temp(real.parent, data, mode)
+        kept: Kept | None = None
         try:
             if not self.still_at(real):
                 return False
@@ -160,6 +226,10 @@ class Seen:
                 except FileExistsError:
                     return False
             else:
+                kept = None if keep is None else self._keep(keep, real, data)
+                if kept is not None and not self._is(os.stat(kept.path)):  # replaced since
+                    kept.release()
+                    return False
                 os.replace(tmp, real)
         finally:
             with contextlib.suppress(FileNotFoundError):
@@ -167,18 +237,52 @@ class Seen:
         fsync_dir(real.parent)
         if self.fd is None:
             return True
-        late = self.settle(WRITER_PATIENCE)
+        done = self.carry_over(real, data, WRITER_PATIENCE)
+        if kept is not None:  # not on a failure above: what is kept is carried over later
+            kept.release()
+        return done
+
+    def _keep(self, keep: Keep, real: Path, data: bytes) -> Kept | None:
+        """Link the old file under ``keep`` before ``data`` replaces it. None where no link
+        can be made (another filesystem, one without hard links): the replacement goes on
+        without, and a crash then risks what it always did."""
+        assert self.data is not None
+        kept = Kept.name(keep, self.data, data)
+        try:
+            keep.folder.mkdir(mode=PRIVATE_DIR, exist_ok=True)
+            os.link(real, kept.path)
+        except OSError as exc:
+            log.debug("the old note cannot be kept", extra={"error": exc.strerror})
+            return None
+        fsync_dir(keep.folder)
+        return kept
+
+    def _is(self, there: os.stat_result) -> bool:
+        """Whether a file's status is the file that was read's (the same inode)."""
+        assert self.fd is not None
+        here = os.fstat(self.fd)
+        return (there.st_dev, there.st_ino) == (here.st_dev, here.st_ino)
+
+    def carry_over(self, real: Path, ours: bytes, patience: float) -> bool:
+        """Bring to ``real`` (which starts with ``ours`` now) what writers appended to the old
+        file since it was read; False if the old file was rewritten instead, whose text is then
+        put back with whatever followed ``ours``."""
+        late = self.settle(patience)
         if late is None:
             # Rewritten in place between the check and the rename: put that text back
             # (with whatever was appended to ours meanwhile) and edit it afresh.
-            self._restore(real, data)
+            self._restore(real, ours)
             return False
         if late:
-            if not data.endswith(b"\n") and self.data and self.data.endswith(b"\n"):
-                head = self.data[:4096].decode("utf-8", errors="ignore")
-                late = detect_newline(head).encode() + late
-            append_bytes(real, late)
+            append_bytes(real, self.bridge(ours) + late)
         return True
+
+    def bridge(self, ours: bytes) -> bytes:
+        """What goes between ``ours`` and the old file's late lines: a line break, if ours
+        lost the one the old text ended with."""
+        if ours.endswith(b"\n") or not (self.data and self.data.endswith(b"\n")):
+            return b""
+        return detect_newline(self.data[:4096].decode("utf-8", errors="ignore")).encode()
 
     def _restore(self, real: Path, ours: bytes) -> None:
         """Put back the text a person wrote into the old file, plus lines appended to ours."""

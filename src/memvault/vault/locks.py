@@ -22,6 +22,11 @@ from memvault.errors import VaultError
 from memvault.locations import PRIVATE_DIR, PRIVATE_FILE, private_state_dir
 
 
+def digest(key: str) -> str:
+    """A short name for ``key`` that a file may carry (case-folded, as the locks are)."""
+    return hashlib.sha1(key.casefold().encode("utf-8")).hexdigest()[:16]
+
+
 class NamedLocks:
     """Cross-process locks by name, each a file in ``state_dir/locks``."""
 
@@ -35,9 +40,9 @@ class NamedLocks:
 
     def _lock_for(self, key: str) -> tuple[FileLock, threading.RLock]:
         """The file lock and the in-process queue for ``key``, made on first use."""
-        digest = hashlib.sha1(key.casefold().encode("utf-8")).hexdigest()[:16]
+        name = digest(key)
         with self._guard:
-            pair = self._locks.get(digest)
+            pair = self._locks.get(name)
             if pair is None:
                 lock_dir = self.state_dir / "locks"
                 try:
@@ -48,9 +53,9 @@ class NamedLocks:
                         f"Cannot create the lock folder {lock_dir}: {exc.strerror}."
                     ) from exc
                 lock = FileLock(
-                    str(lock_dir / f"{digest}.lock"), timeout=self.timeout, mode=PRIVATE_FILE
+                    str(lock_dir / f"{name}.lock"), timeout=self.timeout, mode=PRIVATE_FILE
                 )
-                pair = self._locks[digest] = (lock, threading.RLock())
+                pair = self._locks[name] = (lock, threading.RLock())
             return pair
 
     @contextlib.contextmanager

@@ -42,8 +42,10 @@ from memvault.locations import (
 )
 from memvault.text import unencodable
 from memvault.vault.bounds import VaultBounds
+from memvault.vault.carry import CARRY_DIR, finish, pending
 from memvault.vault.disk import (
     UMASK,
+    Keep,
     Seen,
     decode_text,
     detect_newline,
@@ -54,7 +56,7 @@ from memvault.vault.disk import (
     synced_temp,
     write_all,
 )
-from memvault.vault.locks import NamedLocks
+from memvault.vault.locks import NamedLocks, digest
 from memvault.vault.os_errors import explain, not_regular, require_regular
 from memvault.vault.paths import normalize_relpath
 
@@ -499,6 +501,9 @@ class Vault:
         target = self.resolve(clean)
         with self._explained(clean, "edit"), self.lock(clean):
             real = Path(os.path.realpath(target))
+            keep = Keep(self.state_dir / CARRY_DIR, digest(clean))
+            for kept in pending(keep.folder, keep.key):  # a crash cut an edit of it short
+                finish(kept, real)
             for _ in range(_EDIT_ATTEMPTS):
                 with Seen.read(real, clean) as seen:
                     if seen.data is None and must_exist:
@@ -509,7 +514,7 @@ class Vault:
                         return current if updated is None else updated
                     data = updated.encode("utf-8")
                     self._announce(clean, data)
-                    if seen.replace_if_unchanged(real, data):
+                    if seen.replace_if_unchanged(real, data, keep):
                         break
             else:
                 raise ConflictError(
@@ -517,6 +522,26 @@ class Vault:
                 )
         self.notify(Change(clean, "write"))
         return updated
+
+    def finish_carries(self) -> builtins.list[str]:
+        """Finish the carry-overs a crash cut short (:mod:`memvault.vault.carry`); the notes
+        changed. A carry-over whose note is gone stays, and is logged."""
+        folder = self.state_dir / CARRY_DIR
+        keys = {kept.key for kept in pending(folder)}
+        notes = [entry.path for entry in self.list(notes_only=False)] if keys else []
+        changed = [clean for clean in notes if digest(clean) in keys]
+        for clean in changed:
+            with self.lock(clean):
+                real = Path(os.path.realpath(self.resolve(clean)))
+                for kept in pending(folder, digest(clean)):
+                    finish(kept, real)
+            self.notify(Change(clean, "write"))
+        for kept in pending(folder):
+            log.warning(
+                "a replaced note's old text is kept: its note is gone",
+                extra={"kept": str(kept.path)},
+            )
+        return changed
 
     def delete(self, relpath: str) -> str:
         """Delete one note (or an empty folder); NotFoundError if it is missing."""
