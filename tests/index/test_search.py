@@ -316,3 +316,42 @@ def test_the_warm_product_gives_numpys_scores_and_leaves_blas_as_it_was() -> Non
     assert [i for i, _ in found] == [int(i) for i in expected]
     assert [s for _, s in found] == pytest.approx([float(matrix[i] @ query) for i in expected])
     assert [pool["num_threads"] for pool in threadpool_info()] == before
+
+
+def test_a_product_begun_beside_the_keywords_gives_the_same_answer_and_writes_undo_it() -> None:
+    """A large warm copy computes a query's product on a worker thread (WarmMatrix.begin);
+    the search of that query takes it, a product of another query is never mistaken for
+    it, and a write in between makes the search compute the product afresh."""
+    from threading import Thread
+
+    from threadpoolctl import threadpool_info
+
+    from memvault.index.vectors import AHEAD_ROWS, WarmMatrix
+
+    rng = np.random.default_rng(5)
+    rows = AHEAD_ROWS + 10
+    matrix = rng.standard_normal((rows, 16)).astype(np.float32)
+    query, other = rng.standard_normal((2, 16)).astype(np.float32)
+    warm = WarmMatrix(list(range(rows)), matrix.copy(), "1")
+    plain = WarmMatrix(list(range(rows)), matrix.copy(), "1").search(query, 5, None)
+    before = [pool["num_threads"] for pool in threadpool_info()]
+
+    warm.begin(query)
+    # Products on other threads meanwhile (another index's search) leave BLAS as it was.
+    threads = [Thread(target=warm.search, args=(other, 3, None)) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert warm.search(query, 5, None) == plain
+    assert warm.search(query.copy(), 5, None) == plain  # an equal array: computed again
+    assert warm.search(other, 5, None) != plain
+    assert [pool["num_threads"] for pool in threadpool_info()] == before
+
+    warm.begin(query)
+    best = plain[0][0]
+    warm.put([best], [-matrix[best]])  # a write: the begun product is stale
+    assert warm.search(query, 1, None)[0][0] != best
+    warm.begin(query)
+    warm.delete([plain[1][0]])
+    assert plain[1][0] not in [i for i, _ in warm.search(query, 5, None)]

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from memvault.config import Settings
+from memvault.config import SearchSettings, Settings, StorageSettings
 from memvault.index.filters import SearchFilters
 from memvault.memory.conversations import conversation_path
 from memvault.privacy.audiences import Audience
@@ -217,6 +217,42 @@ def test_turns_are_dated_when_said_and_neighbours_by_conversation(
         "cabin weekend January", limit=5, filters=SearchFilters(category="conversation")
     )
     assert {h.id for h in hits} >= {m.id for m in kept[::2]}
+
+
+@pytest.mark.both_backends
+def test_the_turns_beside_the_best_one_join_the_candidates(
+    vault: Vault, clock: MovableClock, embedder: HashEmbedder, storage_settings: StorageSettings
+) -> None:
+    """The answer often follows the line that matches: the turns up to two either side of
+    the best one join the candidates, though no search (here: by meaning, ten candidates)
+    found them."""
+    runtime = Runtime.open(
+        Settings(vault=vault.root, storage=storage_settings, search=SearchSettings(candidates=10)),
+        clock=clock,
+        embedder=embedder,
+    )
+    try:
+        said_at = datetime(2026, 10, 3, 18, 30, tzinfo=TZ)
+        words = [f"w{n:02d}x" for n in range(26)]
+        lines = [f"{w} {words[(i * 7) % 26]} {words[(i * 11) % 26]}" for i, w in enumerate(words)]
+        lines[15] = "We should book the cabin in Tromsø."
+        for minute, text in enumerate(lines):
+            runtime.sessions.log(
+                OWNER_CHAT,
+                text,
+                sender="Sam",
+                sent_at=said_at + timedelta(minutes=minute),
+                metadata={"owner": True},
+            )
+        runtime.index.embed_pending()
+        kept = sorted(turns(runtime), key=lambda m: m.created)
+        hits = runtime.searcher.search(lines[15], limit=30, mode="vector", min_score=0)
+        found = [h.id for h in hits]
+        assert found[0] == kept[15].id
+        assert {m.id for m in kept[13:18]} <= set(found)
+        assert len(found) > 10  # some came only as neighbours
+    finally:
+        runtime.close()
 
 
 def test_turns_are_archived_like_any_memory_when_unused(

@@ -254,9 +254,12 @@ class CandidateSearch:
         if not wanted:
             return
         positions = list(wanted)
+        # Joined from the positions: SQLite's `(note_id, ordinal) IN (VALUES ...)` seeks by
+        # note alone and reads every chunk of it (9 ms in a 30k-bullet Memory note).
         found = self.conn.execute(
-            "SELECT id, note_id, ordinal, grp FROM chunks WHERE (note_id, ordinal) IN"
-            f" (VALUES {','.join('(?, ?)' for _ in positions)})",
+            f"WITH wanted(note_id, ordinal) AS (VALUES {','.join('(?, ?)' for _ in positions)})"
+            " SELECT c.id, c.note_id, c.ordinal, c.grp FROM wanted"
+            " JOIN chunks c ON c.note_id = wanted.note_id AND c.ordinal = wanted.ordinal",
             [value for position in positions for value in position],
         ).fetchall()
         same_group = [

@@ -245,6 +245,13 @@ class PgVectorStore:
                 ).fetchall()
         return [(int(r[0]), 1.0 - float(r[1])) for r in rows]
 
+    def begin(self, query: npt.NDArray[np.float32]) -> None:
+        """Start ``query``'s product with a large warm copy now, so it runs while the
+        keyword search does (see :meth:`WarmMatrix.begin`); nothing without one."""
+        warm = self._fresh_copy()
+        if warm is not None:
+            warm.begin(query)
+
     def spread(self, query: npt.NDArray[np.float32]) -> tuple[float, float]:
         """Centre and spread of the query's cosines with the stored vectors.
 

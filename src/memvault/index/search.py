@@ -102,6 +102,8 @@ class Searcher(DigestSearch):
                 qvec, notice = self.index.embed_query(query, wait=wait_for_model)
             used = mode if qvec is not None else "keyword"
             with self.index.lock, self.keywords.pinned():
+                if qvec is not None and used == "hybrid":
+                    self.index.vectors.begin(qvec)  # beside the keyword search
                 hits = self._search(query, limit, filters, qvec, used, mmr_lambda, min_score)
         results = SearchResults(hits, mode=used, notice=notice)
         for observer in self._observers:
