@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from memvault.config import SearchSettings, Settings
 from memvault.errors import InvalidInputError
 from memvault.index.embedders import Embedder, LocalEmbedder
+from memvault.index.filters import SearchFilters
 from memvault.index.local_model import ModelFile
 from memvault.runtime import Runtime
 from memvault.vault.layout import init_vault
@@ -290,3 +291,36 @@ def _filters(values: dict[str, object]) -> object:
     from memvault.index.filters import SearchFilters
 
     return SearchFilters(**values)  # type: ignore[arg-type]
+
+
+def test_a_filtered_search_by_meaning_finds_the_nearest_the_filter_keeps(tmp_path: Path) -> None:
+    """Ten candidates among 300 notes and 12 memories: a search kept to memories goes
+    deeper than the unfiltered nearest (then deeper still, then over every memory), and
+    its candidates are the memories nearest the query, whichever depth found them."""
+    embedder = HashEmbedder()
+    notes = {
+        f"Notes/n{i:03d}.md": f"# N{i}\n\n{sentence(WORDS[i % 60 : i % 60 + 10])}\n"
+        for i in range(300)
+    }
+    runtime = fill(open_vault(tmp_path / "vault", embedder, candidates=10), notes)
+    try:
+        for i in range(12):
+            runtime.memories.remember(sentence(WORDS[i * 5 : i * 5 + 6]))
+        runtime.index.embed_pending()
+        rows = runtime.index.conn.execute("SELECT id FROM chunks WHERE kind = 'memory'")
+        memory_chunks = [int(r[0]) for r in rows]
+        vectors = runtime.index.vectors.get(memory_chunks)
+        memories_only = SearchFilters(kinds=("memory",))
+        for query in ("the garden and the roses", "a train to the coast", "the bank", "oil"):
+            qvec, _ = runtime.index.embed_query(query)
+            assert qvec is not None
+            cosine = {chunk: float(vectors[chunk] @ qvec) for chunk in memory_chunks}
+            nearest = sorted(memory_chunks, key=lambda chunk: -cosine[chunk])[:10]
+            hits = runtime.searcher.search(
+                query, limit=10, mode="vector", filters=memories_only, min_score=-1
+            )
+            # As cosines: memories as near as each other may stand in for one another.
+            found = sorted(round(cosine[h.chunk_id], 5) for h in hits)
+            assert found == sorted(round(cosine[chunk], 5) for chunk in nearest), query
+    finally:
+        runtime.close()
