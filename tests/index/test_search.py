@@ -320,8 +320,9 @@ def test_the_warm_product_gives_numpys_scores_and_leaves_blas_as_it_was() -> Non
 
 def test_a_product_begun_beside_the_keywords_gives_the_same_answer_and_writes_undo_it() -> None:
     """A large warm copy computes a query's product on a worker thread (WarmMatrix.begin);
-    the search of that query takes it, a product of another query is never mistaken for
-    it, and a write in between makes the search compute the product afresh."""
+    the search of that query takes it (and keeps it for a deeper look), a product of
+    another query is never mistaken for it, and a write in between makes the search
+    compute the product afresh."""
     from threading import Thread
 
     from threadpoolctl import threadpool_info
@@ -337,8 +338,9 @@ def test_a_product_begun_beside_the_keywords_gives_the_same_answer_and_writes_un
     before = [pool["num_threads"] for pool in threadpool_info()]
 
     warm.begin(query)
-    # Products on other threads meanwhile (another index's search) leave BLAS as it was.
-    threads = [Thread(target=warm.search, args=(other, 3, None)) for _ in range(4)]
+    # Products on other threads meanwhile (other indexes' searches) leave BLAS as it was.
+    others = [WarmMatrix(list(range(rows)), matrix, "1") for _ in range(4)]
+    threads = [Thread(target=each.search, args=(other, 3, None)) for each in others]
     for thread in threads:
         thread.start()
     for thread in threads:
