@@ -46,6 +46,18 @@ def turns(runtime: Runtime) -> list[Memory]:
     return runtime.memories.list(category="conversation")
 
 
+def say(runtime: Runtime, said_at: datetime, lines: list[str]) -> None:
+    """Sam tells the owner's chat ``lines``, a minute apart from ``said_at``."""
+    for minute, text in enumerate(lines):
+        runtime.sessions.log(
+            OWNER_CHAT,
+            text,
+            sender="Sam",
+            sent_at=said_at + timedelta(minutes=minute),
+            metadata={"owner": True},
+        )
+
+
 def ada(runtime: Runtime) -> Audience:
     runtime.contacts.create("Ada Lovelace", identities={"telegram": "200"})
     return runtime.audiences.of_chat("telegram", "200", "200", owner=False, group=False)
@@ -198,16 +210,11 @@ def test_turns_are_dated_when_said_and_neighbours_by_conversation(
 ) -> None:
     runtime = open_runtime()
     said_at = datetime(2026, 10, 3, 18, 30, tzinfo=TZ)
-    for minute, text in enumerate(
-        ["We should book the cabin in Tromsø.", "Which weekend?", "The second one in January."]
-    ):
-        runtime.sessions.log(
-            OWNER_CHAT,
-            text,
-            sender="Sam",
-            sent_at=said_at + timedelta(minutes=minute),
-            metadata={"owner": True},
-        )
+    say(
+        runtime,
+        said_at,
+        ["We should book the cabin in Tromsø.", "Which weekend?", "The second one in January."],
+    )
     kept = turns(runtime)
     assert [m.created for m in kept] == [said_at + timedelta(minutes=n) for n in range(3)]
     assert {m.path for m in kept} == {conversation_path(OWNER_CHAT, said_at)}
@@ -232,18 +239,10 @@ def test_the_turns_beside_the_best_one_join_the_candidates(
         embedder=embedder,
     )
     try:
-        said_at = datetime(2026, 10, 3, 18, 30, tzinfo=TZ)
         words = [f"w{n:02d}x" for n in range(26)]
         lines = [f"{w} {words[(i * 7) % 26]} {words[(i * 11) % 26]}" for i, w in enumerate(words)]
         lines[15] = "We should book the cabin in Tromsø."
-        for minute, text in enumerate(lines):
-            runtime.sessions.log(
-                OWNER_CHAT,
-                text,
-                sender="Sam",
-                sent_at=said_at + timedelta(minutes=minute),
-                metadata={"owner": True},
-            )
+        say(runtime, datetime(2026, 10, 3, 18, 30, tzinfo=TZ), lines)
         runtime.index.embed_pending()
         kept = sorted(turns(runtime), key=lambda m: m.created)
         hits = runtime.searcher.search(lines[15], limit=30, mode="vector", min_score=0)
