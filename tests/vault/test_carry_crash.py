@@ -61,9 +61,13 @@ def _editor(root: Path) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
 
 
+def _lines(numbers: range) -> str:
+    return "".join(f"- line {number}\n" for number in numbers)
+
+
 def _type(fd: int, numbers: range) -> None:
-    for number in numbers:
-        os.write(fd, f"- line {number}\n".encode())
+    for number in numbers:  # a line at a time, as a person types
+        os.write(fd, _lines(range(number, number + 1)).encode())
 
 
 @pytest.fixture
@@ -135,7 +139,7 @@ def test_a_carry_over_the_killed_edit_had_finished_is_not_made_twice(
     note = vault.root / NOTE
     # Killed after its append, before it let the old file go: the lines are there already.
     with open(note, "a") as handle:
-        handle.write("".join(f"- line {n}\n" for n in range(2, 7)))
+        handle.write(_lines(range(2, 7)))
     before = note.read_text()
     assert vault.finish_carries() == [NOTE]
     assert note.read_text() == before and _lines_once_in_order(before)
@@ -149,9 +153,7 @@ def test_a_note_saved_whole_since_gets_the_late_lines_at_its_end(
     note = vault.root / NOTE
     vault.write_text(NOTE, "# Rewritten in an editor\n- line 0\n- line 1")  # no final newline
     assert vault.finish_carries() == [NOTE]
-    assert note.read_text() == "# Rewritten in an editor\n" + "".join(
-        f"- line {n}\n" for n in range(7)
-    )
+    assert note.read_text() == "# Rewritten in an editor\n" + _lines(range(7))
 
 
 def test_an_edit_killed_before_its_rename_leaves_the_note_as_it_was(vault: Vault) -> None:
@@ -179,3 +181,26 @@ def test_a_kept_old_note_whose_note_is_gone_stays_and_is_named(
     (told,) = [check for check in checks if check["name"] == "kept_old_notes"]
     assert told["status"] == "warning" and told["details"] == {"kept": [str(kept)]}
     assert "1 replaced note left old text in" in told["message"]
+
+
+def test_what_is_planted_in_the_carry_folder_is_named_and_never_followed(
+    vault: Vault, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A link or a named pipe under a kept file's name is not read, not followed and not
+    released; the daemon's start and the note's edits go on."""
+    folder = vault.state_dir / CARRY_DIR
+    folder.mkdir()
+    outside = tmp_path / "outside.md"
+    outside.write_text("not yours\n")
+    link = Kept.name(Keep(folder, digest(NOTE)), BEFORE.encode(), b"one")
+    pipe = Kept.name(Keep(folder, digest(NOTE)), BEFORE.encode(), b"two")
+    link.path.symlink_to(outside)
+    os.mkfifo(pipe.path)
+    with caplog.at_level(logging.WARNING):
+        assert vault.finish_carries() == [NOTE]
+        assert vault.edit_text(NOTE, lambda text: text + "- edited\n") == BEFORE + "- edited\n"
+    assert sorted(os.listdir(folder)) == sorted([link.path.name, pipe.path.name])
+    assert outside.read_text() == "not yours\n"
+    assert (vault.root / NOTE).read_text() == BEFORE + "- edited\n"
+    named = [r.kept for r in caplog.records if hasattr(r, "kept")]  # type: ignore[attr-defined]
+    assert set(named) == {str(link.path), str(pipe.path)}

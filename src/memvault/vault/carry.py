@@ -20,17 +20,10 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 from pathlib import Path
 
-from memvault.vault.disk import (
-    WRITER_PATIENCE,
-    Kept,
-    Seen,
-    append_bytes,
-    put_in_place,
-    read_fd,
-    synced_temp,
-)
+from memvault.vault.disk import WRITER_PATIENCE, Kept, Seen, append_bytes, read_fd
 
 log = logging.getLogger(__name__)
 
@@ -52,52 +45,61 @@ def pending(folder: Path, key: str | None = None) -> list[Kept]:
 def finish(kept: Kept, real: Path, patience: float = WRITER_PATIENCE) -> bool:
     """Finish one carry-over into the note at ``real``; True once the kept file is released.
 
-    The caller holds the note's lock, so no live edit of it is under way.
+    The caller holds the note's lock, so no live edit of it is under way. A kept file that
+    cannot be read or carried over (not a file, say) stays, and a warning names it.
     """
     try:
-        fd = os.open(kept.path, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(kept.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
         return True
-    try:
-        done = _finish(kept, fd, real, patience)
-    finally:
-        os.close(fd)
-    if done:
-        kept.release()
+    except OSError as exc:
+        why: str | None = exc.strerror or str(exc)
     else:
-        log.warning(
-            "a replaced note's old text could not be carried over; it is kept",
-            extra={"kept": str(kept.path), "note": str(real)},
-        )
-    return done
+        try:
+            why = _finish(kept, fd, real, patience)
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+        finally:
+            os.close(fd)
+    if why is None:
+        kept.release()
+        return True
+    log.warning(
+        "a replaced note's old text could not be carried over; it is kept",
+        extra={"kept": str(kept.path), "note": str(real), "why": why},
+    )
+    return False
 
 
-def _finish(kept: Kept, fd: int, real: Path, patience: float) -> bool:
+def _finish(kept: Kept, fd: int, real: Path, patience: float) -> str | None:
+    """Carry over what ``kept`` (open at ``fd``) holds; None when done, else why not."""
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        return "it is not a file"
+    old = read_fd(fd)
+    seen = Seen(fd, old[: kept.seen])
     try:
         there = os.stat(real)
     except FileNotFoundError:
-        return False
-    here = os.fstat(fd)
-    if (there.st_dev, there.st_ino) == (here.st_dev, here.st_ino):
-        return True  # never replaced
-    old = read_fd(fd)
-    seen = Seen(fd, old[: kept.seen])
+        return "its note is gone"
+    if not stat.S_ISREG(there.st_mode):
+        return "its note is not a file"
+    if seen.is_file_of(there):
+        return None  # never replaced
     late = seen.settle(patience) if kept.holds_seen(old) else None
     with open(real, "rb") as handle:
         now = handle.read()
     ours = kept.ours_in(now)
     if late is None:  # the old file was rewritten in place: its text goes back
         if ours is None:
-            return False
-        tmp = synced_temp(real.parent, read_fd(fd) + now[len(ours) :], here.st_mode & 0o7777)
-        put_in_place(tmp, real)
-        return True
+            return "the note was rewritten since, and so was its old text"
+        seen.restore(real, ours)
+        return None
     if not late:
-        return True
+        return None
     if ours is not None:
         bridged = seen.bridge(ours) + late
         if not now[len(ours) :].startswith(bridged):
             append_bytes(real, bridged)
     elif late not in now:  # saved whole since: the late lines go at its end
         append_bytes(real, (b"" if not now or now.endswith(b"\n") else b"\n") + late)
-    return True
+    return None

@@ -151,7 +151,7 @@ class Seen:
             return self.fd is None
         if self.fd is None or self.data is None:
             return False
-        if not self._is(now) or os.fstat(self.fd).st_size < len(self.data):
+        if not self.is_file_of(now) or os.fstat(self.fd).st_size < len(self.data):
             return False
         return os.pread(self.fd, len(self.data), 0) == self.data
 
@@ -227,7 +227,7 @@ class Seen:
                     return False
             else:
                 kept = None if keep is None else self._keep(keep, real, data)
-                if kept is not None and not self._is(os.stat(kept.path)):  # replaced since
+                if kept is not None and not self.is_file_of(os.stat(kept.path)):  # replaced since
                     kept.release()
                     return False
                 os.replace(tmp, real)
@@ -257,7 +257,7 @@ class Seen:
         fsync_dir(keep.folder)
         return kept
 
-    def _is(self, there: os.stat_result) -> bool:
+    def is_file_of(self, there: os.stat_result) -> bool:
         """Whether a file's status is the file that was read's (the same inode)."""
         assert self.fd is not None
         here = os.fstat(self.fd)
@@ -271,7 +271,7 @@ class Seen:
         if late is None:
             # Rewritten in place between the check and the rename: put that text back
             # (with whatever was appended to ours meanwhile) and edit it afresh.
-            self._restore(real, ours)
+            self.restore(real, ours)
             return False
         if late:
             append_bytes(real, self.bridge(ours) + late)
@@ -284,7 +284,7 @@ class Seen:
             return b""
         return detect_newline(self.data[:4096].decode("utf-8", errors="ignore")).encode()
 
-    def _restore(self, real: Path, ours: bytes) -> None:
+    def restore(self, real: Path, ours: bytes) -> None:
         """Put back the text a person wrote into the old file, plus lines appended to ours."""
         assert self.fd is not None
         theirs = read_fd(self.fd)

@@ -534,13 +534,15 @@ class Vault:
             with self.lock(clean):
                 real = Path(os.path.realpath(self.resolve(clean)))
                 for kept in pending(folder, digest(clean)):
-                    finish(kept, real)
+                    finish(kept, real)  # what it cannot finish, it names
             self.notify(Change(clean, "write"))
+        gone = keys - {digest(clean) for clean in changed}
         for kept in pending(folder):
-            log.warning(
-                "a replaced note's old text is kept: its note is gone",
-                extra={"kept": str(kept.path)},
-            )
+            if kept.key in gone:
+                log.warning(
+                    "a replaced note's old text is kept: its note is gone",
+                    extra={"kept": str(kept.path)},
+                )
         return changed
 
     def delete(self, relpath: str) -> str:
