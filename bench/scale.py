@@ -228,6 +228,7 @@ def measure(size: int, queries: int) -> dict[str, Any]:
         rng = random.Random(11)
         texts = [_query(rng) for _ in range(queries)]
         matches = [keyword_matches(runtime, text) for text in texts]
+        backends.settle(settings.storage)
         runtime.index.vectors.warm()
         runtime.searcher.search(texts[0])  # warm caches
         timings: dict[str, list[float]] = {"hybrid": [], "keyword": [], "memories_only": []}
