@@ -36,6 +36,10 @@ It behaves as Slack does where a test can tell:
   (``msg_too_long``) and malformed Block Kit (``invalid_blocks``). A message
   the bot posts in a direct-message channel comes back as a ``message``
   event with its ``bot_id``, as Slack echoes it.
+- ``chat.update`` takes a conversation id only (a user id is
+  ``channel_not_found``), edits only the bot's messages (``message_not_found``,
+  ``cant_update_message``); an empty ``blocks``, or text without blocks, drops
+  the message's blocks.
 - Files are served at ``url_private`` to the bot token only; anyone else
   (or a token without ``files:read``) gets Slack's HTML sign-in page with
   HTTP 200. Uploads go through ``files.getUploadURLExternal``, a POST to the
@@ -83,6 +87,7 @@ ALL_SCOPES = frozenset(
 # The scope each method needs (Slack's method reference).
 _SCOPES = {
     "chat.postMessage": "chat:write",
+    "chat.update": "chat:write",
     "users.info": "users:read",
     "files.info": "files:read",
     "files.getUploadURLExternal": "files:write",
@@ -149,6 +154,7 @@ class FakeSlack:
         self.sent: list[dict[str, Any]] = []  # every chat.postMessage attempt
         self.uploads: list[dict[str, Any]] = []  # files shared by the bot
         self.responses: list[dict[str, Any]] = []  # bodies posted to response_urls
+        self.updates: list[dict[str, Any]] = []  # chat.update calls that took
         self.acks: list[str] = []  # envelope ids acknowledged, in order
         self.sockets_opened = 0
         self.users: dict[str, dict[str, Any]] = {}
@@ -667,6 +673,41 @@ class FakeSlack:
             echoed = {**message, "channel": channel, "event_ts": ts, "channel_type": "im"}
             self._push_event(echoed)
         return {"channel": channel, "ts": ts, "message": message}
+
+    def _api_chat_update(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel, ts = str(params.get("channel") or ""), str(params.get("ts") or "")
+        if channel[:1] in ("U", "W") or not self._known(channel):
+            raise ApiError("channel_not_found")  # a DM is named by its D... id here
+        message = self._messages.get((channel, ts))
+        if message is None:
+            raise ApiError("message_not_found")
+        if message.get("bot_id") != BOT_ID:
+            raise ApiError("cant_update_message")
+        text = str(params.get("text") or "")
+        blocks = params.get("blocks")
+        if isinstance(blocks, str):
+            blocks = json.loads(blocks)
+        if not text.strip() and not blocks:
+            raise ApiError("no_text")
+        if len(text) > _TEXT_LIMIT:
+            raise ApiError("msg_too_long")
+        if blocks:
+            _check_blocks(blocks)
+            message["blocks"] = blocks
+        elif blocks is not None or text:  # an empty list, or text alone, drops them
+            message.pop("blocks", None)
+        message["text"] = text or message["text"]
+        message["edited"] = {"user": BOT_USER, "ts": self._stamp()}
+        self.updates.append({"channel": channel, "ts": ts, "text": text, "blocks": blocks})
+        self._cond.notify_all()
+        return {"channel": channel, "ts": ts, "text": text, "message": message}
+
+    def message(self, channel: str, ts: str) -> dict[str, Any] | None:
+        """A posted message as it stands now (a user id means their DM)."""
+        target = self.dm(channel) if channel[:1] in ("U", "W") else channel
+        with self._cond:
+            found = self._messages.get((target, ts))
+            return dict(found) if found is not None else None
 
     def _api_users_info(self, params: dict[str, Any]) -> dict[str, Any]:
         user = self.users.get(str(params.get("user")))

@@ -18,7 +18,10 @@ long-polls and forgets updates below a confirmed ``offset``; a second
 validates ``parse_mode="HTML"`` (Telegram's tag subset, balanced) and the
 4096-character limit; a wrong token gets 401 on every method; files are
 served under ``/file/bot<token>/<file_path>``. With ``chats=`` given, a chat
-not in it (nor pushed from) is "chat not found".
+not in it (nor pushed from) is "chat not found". ``editMessageReplyMarkup``
+edits only the bot's own messages ("message can't be edited", "message to edit
+not found") and refuses a keyboard it already shows ("message is not
+modified"); :meth:`FakeTelegram.keyboard` is what a message shows now.
 """
 
 from __future__ import annotations
@@ -98,10 +101,12 @@ class FakeTelegram:
         self.sent: list[dict[str, Any]] = []  # every send* attempt, delivered or refused
         self.actions: list[tuple[int | str, str]] = []
         self.answered_callbacks: list[tuple[str, str | None]] = []
+        self.edits: list[dict[str, Any]] = []  # editMessageReplyMarkup calls that took
         self.requests: list[str] = []  # method names, in order
         self.confirmed_offset: int | None = None
         self._updates: list[dict[str, Any]] = []
         self._messages: dict[tuple[int, int], dict[str, Any]] = {}
+        self._keyboards: dict[tuple[int, int], Any] = {}  # the bot's messages' reply_markup
         self._last_id: dict[int, int] = defaultdict(int)
         self._files: dict[str, tuple[str, bytes]] = {}  # file_id -> (file_path, bytes)
         self._callbacks: set[str] = set()
@@ -396,6 +401,35 @@ class FakeTelegram:
         self._cond.notify_all()
         return True
 
+    def _api_editMessageReplyMarkup(self, params: dict[str, Any]) -> dict[str, Any]:  # noqa: N802
+        chat_id = self._chat(params)
+        key = (chat_id, int(params.get("message_id") or 0))
+        message = self._messages.get(key)
+        if message is None:
+            raise ApiError(400, "Bad Request: message to edit not found")
+        if message.get("from") is not _BOT:
+            raise ApiError(400, "Bad Request: message can't be edited")
+        markup = params.get("reply_markup") or None  # none given: the keyboard goes
+        if markup == self._keyboards.get(key):
+            raise ApiError(
+                400,
+                "Bad Request: message is not modified: specified new message content and "
+                "reply markup are exactly the same as a current content and reply markup "
+                "of the message",
+            )
+        if markup is None:
+            self._keyboards.pop(key)
+        else:
+            self._keyboards[key] = markup
+        self.edits.append({"chat_id": chat_id, "message_id": key[1], "reply_markup": markup})
+        self._cond.notify_all()
+        return {**message, **({"reply_markup": markup} if markup else {})}
+
+    def keyboard(self, chat_id: int, message_id: int) -> Any:
+        """The inline keyboard a message of the bot shows now (None: none)."""
+        with self._cond:
+            return self._keyboards.get((chat_id, message_id))
+
     def _api_getFile(self, params: dict[str, Any]) -> dict[str, Any]:  # noqa: N802
         file_id = str(params.get("file_id"))
         if file_id not in self._files:
@@ -472,6 +506,7 @@ class FakeTelegram:
             message["reply_to_message"] = self._messages[(chat_id, target)]
         if params.get("reply_markup"):
             message["reply_markup"] = params["reply_markup"]
+            self._keyboards[(chat_id, message["message_id"])] = params["reply_markup"]
         self._record(method, params, files, None, message["message_id"])
         return message
 

@@ -461,6 +461,39 @@ def test_buttons_go_out_as_block_kit_and_presses_arrive_as_actions(slack: FakeSl
     assert choices["blocks"][0]["type"] == "actions"
 
 
+def test_buttons_are_taken_back_once_their_question_is_answered(
+    slack: FakeSlack, caplog: pytest.LogCaptureFixture
+) -> None:
+    dm = slack.dm(OWNER)
+    buttons = (Button("Approve once", "approve:7:once"), Button("Deny", "deny:7"))
+
+    async def scenario(adapter: SlackAdapter) -> None:
+        short = await adapter.send(Outbound(OWNER, "Allow **remember**?", buttons=buttons))
+        await adapter.retire_buttons(OWNER, short.message_ids, "Allow **remember**?", "Denied.")
+        # Too long for a section: only the message of buttons is replaced.
+        long = await adapter.send(Outbound(OWNER, "x" * 3500, buttons=buttons))
+        await adapter.retire_buttons(OWNER, long.message_ids, "x" * 3500, "Approved once.")
+        # A message Slack no longer has: logged, never raised.
+        await adapter.retire_buttons(OWNER, ("1.000001",), "gone", "Denied.")
+
+    run(slack, scenario)
+    question, long_text, choices = slack.posted(dm)
+    first, second = slack.updates
+    assert (first["channel"], first["ts"], first["blocks"]) == (dm, question["ts"], [])
+    assert first["text"] == "Allow *remember*?\n\nDenied."
+    assert (second["ts"], second["text"], second["blocks"]) == (choices["ts"], "Approved once.", [])
+    for posted in (question, choices):
+        now = slack.message(dm, posted["ts"])
+        assert now is not None and "blocks" not in now
+    untouched = slack.message(dm, long_text["ts"])
+    assert untouched is not None and "edited" not in untouched
+    assert any(
+        r.getMessage() == "slack buttons not taken back"
+        and "message_not_found" in str(vars(r).get("error"))
+        for r in caplog.records
+    )
+
+
 def test_media_is_uploaded_into_the_thread(slack: FakeSlack, tmp_path: Path) -> None:
     chart = tmp_path / "chart.png"
     chart.write_bytes(b"\x89PNG chart")

@@ -357,6 +357,33 @@ def test_replies_go_out_as_html_with_buttons_and_a_reply(fake: FakeTelegram) -> 
     assert attempt["error"] is None
 
 
+def test_buttons_are_taken_off_an_answered_question(
+    fake: FakeTelegram, caplog: pytest.LogCaptureFixture
+) -> None:
+    buttons = (Button("Approve once", "mv:approve:1:ab:once"), Button("Deny", "mv:deny:1:ab"))
+
+    async def scenario(adapter: TelegramAdapter) -> None:
+        sent = await adapter.send(Outbound(str(OWNER), "Allow **remember**?", buttons=buttons))
+        await adapter.retire_buttons(str(OWNER), sent.message_ids, "", "Denied.")
+        # Taken off already, and a message Telegram does not have: logged, never raised.
+        await adapter.retire_buttons(str(OWNER), sent.message_ids, "", "Denied.")
+        await adapter.retire_buttons(str(OWNER), ("999",), "", "Denied.")
+
+    run(fake, scenario)
+    (question,) = fake.sent
+    assert question["reply_markup"] is not None
+    assert fake.keyboard(OWNER, question["message_id"]) is None
+    assert fake.edits == [
+        {"chat_id": OWNER, "message_id": question["message_id"], "reply_markup": None}
+    ]
+    errors = [
+        str(vars(r).get("error"))
+        for r in caplog.records
+        if r.getMessage() == "telegram buttons not taken back"
+    ]
+    assert len(errors) == 2 and "not modified" in errors[0] and "not found" in errors[1]
+
+
 def test_html_telegram_cannot_parse_is_resent_as_plain_text(fake: FakeTelegram) -> None:
     fake.fail(
         "sendMessage", 400, description="Bad Request: can't parse entities: Unsupported start tag"

@@ -14,6 +14,7 @@ import pytest
 from channel_support import APPROVAL_TIMEOUT, OWNER, delivered, telegram_config
 from gateway_support import Live, StartDaemon
 from llm_fakes import FakeOpenAI, llm_settings
+from memvault.channels.approvals import APPROVE, DENY, HASH_SHOWN, Reply
 from memvault.errors import NotFoundError
 from telegram_fake import FakeTelegram
 from waiting import WAIT, wait_for
@@ -380,6 +381,73 @@ def test_always_approves_the_category_for_the_session(
         "second fact",
     ]
     assert len([s for s in tg.sent if "Approval needed" in str(s["text"])]) == 1
+
+
+def _keyboard_gone(tg: FakeTelegram, request: dict[str, Any]) -> None:
+    """Wait until the question's message shows no buttons (Telegram took them off)."""
+    wait_for(lambda: tg.keyboard(OWNER, request["message_id"]) is None, "the buttons taken off")
+    assert [e["message_id"] for e in tg.edits] == [request["message_id"]]
+
+
+def test_an_answered_question_no_longer_offers_its_buttons(
+    start_daemon: StartDaemon, tg: FakeTelegram, llm: FakeOpenAI
+) -> None:
+    live = start_daemon(settings=channels(tg, llm))
+    short_id, request = _ask_to_remember(tg, llm, "typed fact", "remember what I type")
+    assert tg.keyboard(OWNER, request["message_id"]) == request["reply_markup"]
+    tg.push_message(OWNER, f"/approve {short_id} once")
+    _keyboard_gone(tg, request)
+    wait_for(lambda: [t for t in delivered(tg, OWNER) if t.startswith("done: ")], "the run's end")
+    assert [m.text for m in live.daemon.runtime.memories.list()] == ["typed fact"]
+
+
+def test_a_question_decided_in_the_console_loses_its_buttons_in_the_chat(
+    start_daemon: StartDaemon, tg: FakeTelegram, llm: FakeOpenAI
+) -> None:
+    live = start_daemon(settings=channels(tg, llm))
+    short_id, request = _ask_to_remember(tg, llm, "console fact", "remember it")
+    waiting = next(w for w in live.daemon.hub.approvals.pending() if w.short_id == short_id)
+    # The console's form takes this path: the call's hash, by "console".
+    reply = Reply(DENY, short_id, hash_prefix=waiting.call_hash[:HASH_SHOWN])
+    assert (
+        live.daemon.hub.approvals.resolve(reply, by="console") == f"Denied remember ({short_id})."
+    )
+    _keyboard_gone(tg, request)
+    told = wait_for(
+        lambda: [t for t in delivered(tg, OWNER) if t.startswith("Denied in the console")],
+        "the chat told",
+    )
+    assert told == [f"Denied in the console: remember ({short_id})."]
+    assert live.daemon.runtime.memories.list() == []
+
+
+def test_a_timed_out_question_loses_its_buttons(
+    start_daemon: StartDaemon, tg: FakeTelegram, llm: FakeOpenAI
+) -> None:
+    start_daemon(settings=channels(tg, llm, timeout=1.5))
+    _, request = _ask_to_remember(tg, llm, "never approved", "remember this")
+    wait_for(lambda: [t for t in delivered(tg, OWNER) if "timed out" in t], "the timeout notice")
+    _keyboard_gone(tg, request)
+
+
+def test_a_question_decided_before_it_left_is_sent_without_buttons(
+    start_daemon: StartDaemon, tg: FakeTelegram, llm: FakeOpenAI, clock: Any
+) -> None:
+    tg.fail("sendMessage", 429, retry_after=2)  # the question waits in the outbox
+    live = start_daemon(settings=channels(tg, llm))
+    _tool_then_answer(llm, "remember", {"fact": "early fact"})
+    tg.push_message(OWNER, "remember early")
+    approvals = live.daemon.hub.approvals
+    waiting = wait_for(lambda: next(iter(approvals.pending()), None), "the call to wait")
+    assert [s["error"] for s in tg.sent] == ["Too Many Requests: retry after 2"]
+    reply = Reply(APPROVE, waiting.short_id, hash_prefix=waiting.call_hash[:HASH_SHOWN])
+    approvals.resolve(reply, by="console")
+    clock.set(clock.now() + timedelta(seconds=3))  # past the rate limit
+    wait_for(lambda: [t for t in delivered(tg, OWNER) if t.startswith("done: ")], "the run's end")
+    questions = [s for s in tg.sent if "Approval needed" in str(s["text"]) and s["error"] is None]
+    assert len(questions) == 1 and questions[0]["reply_markup"] is None
+    assert tg.edits == []
+    assert [m.text for m in live.daemon.runtime.memories.list()] == ["early fact"]
 
 
 def test_photos_and_documents_are_saved_and_linked(

@@ -14,6 +14,7 @@ import pytest
 from channel_support import APPROVAL_TIMEOUT
 from gateway_support import Live, StartDaemon
 from llm_fakes import FakeOpenAI, llm_settings
+from memvault.channels.approvals import APPROVE, HASH_SHOWN, Reply
 from slack_fake import APP_TOKEN, BOT_TOKEN, FakeSlack
 from waiting import WAIT, wait_for
 
@@ -260,6 +261,33 @@ def test_an_approval_is_given_with_a_button(
     (answer,) = wait_for(lambda: slack.responses, "the buttons replaced")
     assert answer["url"] == response_url and answer["body"]["replace_original"] is True
     assert "Approved remember once." in answer["body"]["text"]
+
+
+def test_a_question_decided_elsewhere_loses_its_buttons(
+    slack: FakeSlack, start_daemon: StartDaemon, llm: FakeOpenAI
+) -> None:
+    live = running(start_daemon(settings=channels(slack, llm)), slack)
+    llm.reply("", tool_calls=[("remember", {"fact": "Ada likes coffee"})])
+    llm.reply_with(lambda request: ("done: " + request["messages"][-1]["content"][:60], []))
+    dm = slack.dm(OWNER)
+    slack.push_message(dm, OWNER, "remember that I like coffee")
+    question = wait_for(
+        lambda: [m for m in slack.posted(dm) if m["blocks"]], "the approval request"
+    )[0]
+    approvals = live.daemon.hub.approvals
+    waiting = wait_for(lambda: next(iter(approvals.pending()), None), "the call to wait")
+    # The console's form takes this path: the call's hash, by "console".
+    reply = Reply(APPROVE, waiting.short_id, hash_prefix=waiting.call_hash[:HASH_SHOWN])
+    approvals.resolve(reply, by="console")
+    wait_for(lambda: [t for t in texts(slack, dm) if t.startswith("done: ")], "the run's answer")
+    (update,) = wait_for(lambda: slack.updates, "the question updated")
+    assert (update["channel"], update["ts"], update["blocks"]) == (dm, question["ts"], [])
+    now = slack.message(dm, question["ts"])
+    assert now is not None and "blocks" not in now
+    assert now["text"].startswith("Approval needed") and now["text"].endswith(
+        "Approved remember once."
+    )
+    assert [m.text for m in live.daemon.runtime.memories.list()] == ["Ada likes coffee"]
 
 
 def test_every_part_of_a_long_answer_stays_in_the_thread(

@@ -64,6 +64,8 @@ class Waiting:
     requested_at: datetime | None = None
     done: threading.Event = field(default_factory=threading.Event)
     answer: str | None = None  # once | always | deny
+    asked_in: list[int] = field(default_factory=list)  # the question's outbox rows
+    ended: str = ""  # how it ended, as the owner was told
 
     def question(self) -> str:
         """The message the owner gets."""
@@ -78,6 +80,10 @@ class Waiting:
             f"Reply `/approve {self.short_id} once`, `/approve {self.short_id} always` "
             f"or `/deny {self.short_id}` ({scope})."
         )
+
+    def outcome(self) -> str:
+        """What became of the call, said where its question's buttons were."""
+        return self.ended or "No longer waiting: denied."
 
     def buttons(self) -> tuple[Button, ...]:
         """Inline buttons carrying the id and the hash's start."""
@@ -125,6 +131,7 @@ def parse_reply(text: str, action: str | None) -> Reply | None:
 
 
 Notify = Callable[[Waiting], None]
+Retire = Callable[[Waiting], None]
 Publish = Callable[[str, dict[str, Any]], None]
 
 
@@ -140,6 +147,7 @@ class Approvals:
         notify: Notify,
         publish: Publish,
         tell: Callable[[Waiting, str], None],
+        retire: Retire | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -147,6 +155,7 @@ class Approvals:
         self._notify = notify
         self._publish = publish
         self._tell = tell
+        self._retire = retire
         self._waiting: dict[str, Waiting] = {}
         self._lock = threading.Lock()
 
@@ -181,14 +190,22 @@ class Approvals:
         finally:
             with self._lock:
                 self._waiting.pop(short_id, None)
+        answer = self._answer(waiting, answered)
+        if self._retire is not None:
+            self._retire(waiting)  # its buttons offer a call that no longer waits
+        return answer
+
+    def _answer(self, waiting: Waiting, answered: bool) -> Answer:
+        """The run's answer once the wait ended: the owner's, else a timeout's denial."""
+        request, short_id = waiting.request, waiting.short_id
         if not answered:
-            if self.store.close_approval(row_id, "expired", None, None):
+            if self.store.close_approval(waiting.row_id, "expired", None, None):
                 self._publish("approval_resolved", {**self._event(waiting), "status": "expired"})
                 after = f"{round(self.timeout / 60, 1):g} min"
-                self._tell(
-                    waiting,
-                    f"Approval {short_id} ({request.tool}) timed out after {after}: denied.",
+                waiting.ended = (
+                    f"Approval {short_id} ({request.tool}) timed out after {after}: denied."
                 )
+                self._tell(waiting, waiting.ended)
                 return False
             # Answered as the wait ran out: the row holds the answer, which resolve is
             # setting now, so the run does what the history says was decided.
@@ -213,26 +230,21 @@ class Approvals:
         scope = reply.scope if reply.decision == APPROVE else None
         if not self.store.close_approval(waiting.row_id, status, scope, by):
             return f"Approval {reply.short_id} was already answered."
+        said = _said(waiting, reply.decision, scope)
         with self._lock:  # no longer pending for anyone who looks once it is told
             self._waiting.pop(reply.short_id, None)
         waiting.answer = scope if reply.decision == APPROVE else DENY
+        waiting.ended = said
         waiting.done.set()
         self._publish(
             "approval_resolved", {**self._event(waiting), "status": status, "scope": scope}
         )
-        tool = waiting.request.tool
         if by != waiting.channel and not by.startswith(f"{waiting.channel}:"):
             # Decided elsewhere: the chat where it was asked learns it at once.
             where = "in the console" if by == "console" else f"by {by}"
+            tool = waiting.request.tool
             self._tell(waiting, f"{status.capitalize()} {where}: {tool} ({reply.short_id}).")
-        if reply.decision == DENY:
-            return f"Denied {tool} ({reply.short_id})."
-        if scope == ALWAYS and waiting.request.tier == Tier.WRITE:
-            category = waiting.request.category.replace("_", " ")
-            return f"Approved {tool}; {category} is approved for the rest of this session."
-        if scope == ALWAYS:
-            return f"Approved {tool} once: tier-3 tools ask for every call."
-        return f"Approved {tool} once."
+        return said
 
     def pending(self) -> list[Waiting]:
         """Calls waiting now."""
@@ -249,6 +261,19 @@ class Approvals:
             "summary": waiting.request.summary,
             "call_hash": waiting.call_hash,
         }
+
+
+def _said(waiting: Waiting, decision: str, scope: str | None) -> str:
+    """The sentence an answer gets back."""
+    tool = waiting.request.tool
+    if decision == DENY:
+        return f"Denied {tool} ({waiting.short_id})."
+    if scope == ALWAYS and waiting.request.tier == Tier.WRITE:
+        category = waiting.request.category.replace("_", " ")
+        return f"Approved {tool}; {category} is approved for the rest of this session."
+    if scope == ALWAYS:
+        return f"Approved {tool} once: tier-3 tools ask for every call."
+    return f"Approved {tool} once."
 
 
 def _new_short_id(taken: set[str]) -> str:

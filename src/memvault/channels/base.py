@@ -340,6 +340,14 @@ class Adapter:
         """Acknowledge a button press (where the platform wants it)."""
         return None
 
+    async def retire_buttons(
+        self, chat_id: str, message_ids: tuple[str, ...], text: str, outcome: str
+    ) -> None:
+        """Take the buttons off a sent message (``message_ids`` as :meth:`send` returned,
+        ``text`` what it said) whose question was answered: ``outcome`` says how. Where
+        the platform cannot, they stay; a failure is logged, never raised."""
+        return None
+
     async def download(self, attachment: Attachment) -> bytes:
         """The bytes of a received attachment."""
         raise NotSupportedError(f"The {self.name} channel cannot fetch attachments.")

@@ -112,6 +112,7 @@ class Hub(Outbox, HubView):
             notify=self._ask_owner,
             publish=lambda kind, payload: self.hooks.publish(kind, payload, "channels"),
             tell=self._tell_owner,
+            retire=self._retire_question,
         )
         self.router = Router(
             runtime,
@@ -335,7 +336,7 @@ class Hub(Outbox, HubView):
             return known[1]
 
     def _ask_owner(self, waiting: Waiting) -> None:
-        self.queue(
+        waiting.asked_in = self.queue(
             waiting.channel,
             waiting.chat_id,
             [waiting.question()],
@@ -345,6 +346,31 @@ class Hub(Outbox, HubView):
 
     def _tell_owner(self, waiting: Waiting, text: str) -> None:
         self.queue(waiting.channel, waiting.chat_id, [text], kind="approval")
+
+    def _retire_question(self, waiting: Waiting) -> None:
+        """Once a call no longer waits, its question offers no buttons: a question still
+        queued leaves without them, one sent has them taken off where the platform can
+        (a press on one left behind is answered "No approval ... is waiting")."""
+        if not waiting.asked_in or self.store.drop_buttons(waiting.asked_in[-1]):
+            return
+        loop = self._loop
+        if loop is not None and self.running:
+            work = self._retire_sent(waiting.asked_in[-1], waiting.outcome())
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                asyncio.run_coroutine_threadsafe(work, loop)
+
+    async def _retire_sent(self, outbox_id: int, outcome: str) -> None:
+        """Take the buttons off a sent question, once the send under way is done."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + self.call_timeout
+        row = await asyncio.to_thread(self.store.queued, outbox_id)
+        while row is not None and row.status == "sending" and loop.time() < give_up:
+            await asyncio.sleep(0.05)
+            row = await asyncio.to_thread(self.store.queued, outbox_id)
+        adapter = self.adapters.get(row.channel) if row is not None else None
+        if row is None or adapter is None or row.status != "sent" or not row.buttons:
+            return
+        await adapter.retire_buttons(row.chat_id, row.platform_ids, row.text, outcome)
 
     # -- adapter work asked from other threads -----------------------------------------
 

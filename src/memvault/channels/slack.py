@@ -231,6 +231,23 @@ class SlackAdapter(Adapter):
                 if response.status >= 400:
                     raise ChannelError(f"Slack answered HTTP {response.status}.")
 
+    async def retire_buttons(
+        self, chat_id: str, message_ids: tuple[str, ...], text: str, outcome: str
+    ) -> None:
+        """Replace the post that held the buttons (the last one sent) with its text and
+        the outcome, as a press answers through its response_url (``chat.update``; an
+        empty ``blocks`` takes the buttons away)."""
+        if not message_ids:
+            return
+        said = to_mrkdwn(text) if len(message_ids) == 1 and text.strip() else ""
+        shown = f"{said}\n\n{escape(outcome)}".strip()
+        with (
+            self.quietly("slack buttons not taken back", SlackClientError, chat_id=chat_id),
+            self.errors("the answered question"),
+        ):
+            channel = await self._conversation(chat_id)
+            await self._web.chat_update(channel=channel, ts=message_ids[-1], text=shown, blocks=[])
+
     async def download(self, attachment: Attachment) -> bytes:
         """The bytes of a shared file: ``files.info`` names its ``url_private``, fetched
         with the bot token."""

@@ -55,6 +55,7 @@ class Queued:
     last_error: str | None
     created_at: datetime
     sent_at: datetime | None
+    platform_ids: tuple[str, ...] = ()  # what the platform called it, once sent
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -336,6 +337,16 @@ class ChannelStore:
                 (self._now(), json.dumps(list(platform_ids)), outbox_id),
             )
 
+    def drop_buttons(self, outbox_id: int) -> bool:
+        """Take the buttons off a row not sent yet (it leaves without them); False when
+        it is being sent or was sent already."""
+        with self.db.transaction() as conn:
+            cursor = conn.execute(
+                "UPDATE channel_outbox SET buttons = NULL WHERE id = ? AND status = 'pending'",
+                (outbox_id,),
+            )
+            return int(cursor.rowcount) > 0
+
     def retry_later(self, outbox_id: int, error: str, delay: float, *, give_up: bool) -> None:
         """Record a failed attempt: try again after ``delay`` seconds, or give up."""
         later = (self.clock.now() + timedelta(seconds=delay)).isoformat()
@@ -524,6 +535,7 @@ def _queued(row: Any) -> Queued:
         last_error=row["last_error"],
         created_at=datetime.fromisoformat(row["created_at"]),
         sent_at=_when(row["sent_at"]),
+        platform_ids=tuple(str(i) for i in json.loads(row["platform_ids"] or "[]")),
     )
 
 

@@ -178,6 +178,19 @@ class TelegramAdapter(Adapter):
             await self._initialize()
             await self._bot.answer_callback_query(action_id, text=text)
 
+    async def retire_buttons(
+        self, chat_id: str, message_ids: tuple[str, ...], text: str, outcome: str
+    ) -> None:
+        """Take the inline keyboard off the message that carried it (the first one sent);
+        its text stays, and the outcome was told in a message of its own."""
+        if not message_ids or not message_ids[0].isdigit():
+            return
+        with self.quietly("telegram buttons not taken back", TelegramError, chat_id=chat_id):
+            await self._initialize()
+            await self._bot.edit_message_reply_markup(
+                chat_id, int(message_ids[0]), reply_markup=None
+            )
+
     async def download(self, attachment: Attachment) -> bytes:
         """The bytes of a received photo or file."""
         await self._initialize()
