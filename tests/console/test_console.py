@@ -159,10 +159,14 @@ def test_today_shows_the_vault_and_new_activity_without_a_reload(
     expect(page.locator("#waiting")).to_contain_text("waiting for approval")
     expect(page.locator("#live-state")).to_have_text("live")
     page.evaluate("window.mvSameDocument = true")
+    memories = page.locator('[data-count="memories"]')
+    before = int(memories.inner_text())
     with daemon.client() as api:
         stored = api.post("/v1/memories", json={"text": "The plumber comes on Thursday at nine"})
         assert stored.status_code == 200
     expect(page.locator("#feed li").first).to_contain_text("plumber comes on Thursday")
+    # The cards follow the events too: well before the minute's poll would fetch them.
+    expect(memories).to_have_text(str(before + 1), timeout=30_000)
     assert page.evaluate("window.mvSameDocument === true")  # the same page, not reloaded
     shoot(page, "today")
 

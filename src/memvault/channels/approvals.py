@@ -14,7 +14,9 @@ never passes text from anyone else, a forwarded message or a tool argument
 here. ``always`` approves the tool's category for the session (tier 2, as
 at the terminal); tier 3 always asks for each call. A decision made
 elsewhere (the console) is told in the chat where the question was asked,
-so the phone never offers a call that is no longer waiting.
+and once a call no longer waits, however it ended, its question's buttons are
+taken off where the platform can (``retire``), so the phone never offers a
+call that is no longer waiting.
 """
 
 from __future__ import annotations

@@ -360,13 +360,17 @@ class Hub(Outbox, HubView):
                 asyncio.run_coroutine_threadsafe(work, loop)
 
     async def _retire_sent(self, outbox_id: int, outcome: str) -> None:
-        """Take the buttons off a sent question, once the send under way is done."""
+        """Take the buttons off a question being sent, once the send under way is done:
+        sent, off the message; put back in the queue (a rate limit), off the row."""
         loop = asyncio.get_running_loop()
         give_up = loop.time() + self.call_timeout
-        row = await asyncio.to_thread(self.store.queued, outbox_id)
-        while row is not None and row.status == "sending" and loop.time() < give_up:
-            await asyncio.sleep(0.05)
+        while True:
+            if await asyncio.to_thread(self.store.drop_buttons, outbox_id):
+                return  # back in the queue: it leaves without them
             row = await asyncio.to_thread(self.store.queued, outbox_id)
+            if row is None or row.status != "sending" or loop.time() > give_up:
+                break
+            await asyncio.sleep(0.05)
         adapter = self.adapters.get(row.channel) if row is not None else None
         if row is None or adapter is None or row.status != "sent" or not row.buttons:
             return

@@ -158,10 +158,14 @@ class Outbox:
         # The first part answers the message; on a threaded platform every part stays in
         # its thread (Slack), elsewhere the later parts follow without quoting it again.
         reply_to = row.reply_to if row.part == 1 or adapter.threaded else None
-        message = Outbound(row.chat_id, row.text, reply_to, media, row.buttons)
         retries = self.settings.send_retries
         if not await asyncio.to_thread(self.store.claim, row.id):
             return True  # another process is sending it
+        buttons = row.buttons
+        if buttons:  # read again once claimed: an answered question's were taken off
+            claimed = await asyncio.to_thread(self.store.queued, row.id)
+            buttons = claimed.buttons if claimed is not None else ()
+        message = Outbound(row.chat_id, row.text, reply_to, media, buttons)
         try:
             sent = await adapter.send(message)
         except RateLimitedError as exc:

@@ -281,7 +281,8 @@ class Console:
     # -- pages -------------------------------------------------------------------------
 
     async def today_page(self, request: Request) -> Response:
-        """Today: health, counts, what waits, what is down, the live feed."""
+        """Today: health, counts, what waits, what is down, the live feed; htmx's request
+        (an event arrived, or a minute passed) gets the cards alone."""
         try:
             visit = self.visit(request)
             data = await self.run(
@@ -294,7 +295,8 @@ class Console:
             )
         except PageRefusedError as refusal:
             return self.refused(refusal)
-        return self.render("today.html", visit, today=data, page="today")
+        template = "today_cards.html" if is_fragment(request) else "today.html"
+        return self.render(template, visit, today=data, page="today")
 
     async def feed(self, request: Request) -> Response:
         """The live feed: the bus's events after ``since``, as Server-Sent Events."""

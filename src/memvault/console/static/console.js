@@ -1,5 +1,5 @@
-// memvault console: the CSRF header on htmx's requests, the live activity feed, and the
-// Approvals page kept current from the same event stream.
+// memvault console: the CSRF header on htmx's requests, the live activity feed, and Today's
+// cards and the Approvals page kept current from the same event stream.
 // No inline script anywhere: the Content-Security-Policy is default-src 'self'.
 (function () {
   "use strict";
@@ -62,9 +62,14 @@
     });
   }
 
-  // Today's activity feed: each new event is a line at the top.
+  // Today's activity feed: each new event is a line at the top, and has htmx fetch the
+  // cards again (the summary's hx-get, on "today-changed", once the events pause).
   function follow(feed) {
+    var summary = document.getElementById("summary");
     listen(feed, feed.dataset.feed, function (item) {
+      if (summary && window.htmx) {
+        window.htmx.trigger(summary, "today-changed");
+      }
       if (feed.querySelector('li[data-id="' + String(item.id) + '"]')) {
         return;
       }
