@@ -640,16 +640,7 @@ class FakeSlack:
         asked = str(params.get("channel") or "")
         try:
             channel = self._postable(asked)
-            text = str(params.get("text") or "")
-            blocks = params.get("blocks")
-            if isinstance(blocks, str):
-                blocks = json.loads(blocks)
-            if not text.strip() and not blocks:
-                raise ApiError("no_text")
-            if len(text) > _TEXT_LIMIT:
-                raise ApiError("msg_too_long")
-            if blocks is not None:
-                _check_blocks(blocks)
+            text, blocks = _content(params)
         except ApiError as exc:
             self._record(params, asked, str(exc.error))
             raise
@@ -683,16 +674,8 @@ class FakeSlack:
             raise ApiError("message_not_found")
         if message.get("bot_id") != BOT_ID:
             raise ApiError("cant_update_message")
-        text = str(params.get("text") or "")
-        blocks = params.get("blocks")
-        if isinstance(blocks, str):
-            blocks = json.loads(blocks)
-        if not text.strip() and not blocks:
-            raise ApiError("no_text")
-        if len(text) > _TEXT_LIMIT:
-            raise ApiError("msg_too_long")
+        text, blocks = _content(params)
         if blocks:
-            _check_blocks(blocks)
             message["blocks"] = blocks
         elif blocks is not None or text:  # an empty list, or text alone, drops them
             message.pop("blocks", None)
@@ -956,6 +939,22 @@ class FakeSlack:
             }
         )
         self._cond.notify_all()
+
+
+def _content(params: dict[str, Any]) -> tuple[str, Any]:
+    """A message's text and Block Kit blocks (None: not given), refused as Slack refuses
+    them: nothing to show, text too long, blocks malformed."""
+    text = str(params.get("text") or "")
+    blocks = params.get("blocks")
+    if isinstance(blocks, str):
+        blocks = json.loads(blocks)
+    if not text.strip() and not blocks:
+        raise ApiError("no_text")
+    if len(text) > _TEXT_LIMIT:
+        raise ApiError("msg_too_long")
+    if blocks is not None:
+        _check_blocks(blocks)
+    return text, blocks
 
 
 def _check_blocks(blocks: Any) -> None:

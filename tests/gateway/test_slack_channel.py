@@ -242,17 +242,24 @@ def test_files_are_saved_into_the_vault(
     assert "the whiteboard" in journal and "![[Attachments/slack/" in journal
 
 
+def ask_to_remember(slack: FakeSlack, llm: FakeOpenAI, fact: str) -> tuple[str, dict[str, Any]]:
+    """The owner asks in their DM; the model wants to remember ``fact``, then answers with
+    the tool's result. The DM, and the question the owner is sent (with its buttons)."""
+    llm.reply("", tool_calls=[("remember", {"fact": fact})])
+    llm.reply_with(lambda request: ("done: " + request["messages"][-1]["content"][:60], []))
+    dm = slack.dm(OWNER)
+    slack.push_message(dm, OWNER, f"remember that {fact}")
+    question = wait_for(
+        lambda: [m for m in slack.posted(dm) if m["blocks"]], "the approval request"
+    )[0]
+    return dm, question
+
+
 def test_an_approval_is_given_with_a_button(
     slack: FakeSlack, start_daemon: StartDaemon, llm: FakeOpenAI
 ) -> None:
     live = running(start_daemon(settings=channels(slack, llm)), slack)
-    llm.reply("", tool_calls=[("remember", {"fact": "Ada likes tea"})])
-    llm.reply_with(lambda request: ("done: " + request["messages"][-1]["content"][:60], []))
-    dm = slack.dm(OWNER)
-    slack.push_message(dm, OWNER, "remember that I like tea")
-    question = wait_for(
-        lambda: [m for m in slack.posted(dm) if m["blocks"]], "the approval request"
-    )[0]
+    dm, question = ask_to_remember(slack, llm, "Ada likes tea")
     buttons = question["blocks"][-1]["elements"]
     assert [b["text"]["text"] for b in buttons] == ["Approve once", "Always", "Deny"]
     response_url = slack.push_action(dm, OWNER, buttons[0]["value"], message_ts=question["ts"])
@@ -267,13 +274,7 @@ def test_a_question_decided_elsewhere_loses_its_buttons(
     slack: FakeSlack, start_daemon: StartDaemon, llm: FakeOpenAI
 ) -> None:
     live = running(start_daemon(settings=channels(slack, llm)), slack)
-    llm.reply("", tool_calls=[("remember", {"fact": "Ada likes coffee"})])
-    llm.reply_with(lambda request: ("done: " + request["messages"][-1]["content"][:60], []))
-    dm = slack.dm(OWNER)
-    slack.push_message(dm, OWNER, "remember that I like coffee")
-    question = wait_for(
-        lambda: [m for m in slack.posted(dm) if m["blocks"]], "the approval request"
-    )[0]
+    dm, question = ask_to_remember(slack, llm, "Ada likes coffee")
     approvals = live.daemon.hub.approvals
     waiting = wait_for(lambda: next(iter(approvals.pending()), None), "the call to wait")
     # The console's form takes this path: the call's hash, by "console".
