@@ -104,8 +104,8 @@ def render(result: dict[str, Any]) -> str:
         ]
     lines += [
         "| chunks | backend | hybrid p50 / p95 | keyword p50 / p95 | memories only p50 / p95 |"
-        " rebuild notes/s | remember p50 |",
-        "|---:|---|---|---|---|---:|---:|",
+        " hybrid after a note edit p50 / p95 | rebuild notes/s | remember p50 |",
+        "|---:|---|---|---|---|---|---:|---:|",
     ]
     for i, _ in enumerate(result["sizes"]):
         for name in backends.BACKENDS:
@@ -114,6 +114,7 @@ def render(result: dict[str, Any]) -> str:
             lines.append(
                 f"| {figures['chunks']:,} | {name} | {scale.shown(search['hybrid'])} | "
                 f"{scale.shown(search['keyword'])} | {scale.shown(search['memories_only'])} | "
+                f"{scale.shown(figures['search_after_edit'])} | "
                 f"{figures['ingest_notes_per_s']} | {figures['remember']['p50_ms']} ms |"
             )
     return "\n".join(lines)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from memvault.index.expansion import neighbourhood
+from memvault.index.expansion import EntityNames, neighbourhood
 from memvault.index.filters import SearchFilters
 from memvault.index.search import Searcher
 from memvault.runtime import Runtime
@@ -158,3 +158,28 @@ def test_memories_one_entity_links_by_block_reference_lend_each_other(runtime: R
     assert graph.hops[chunk(car.memory.id)] == {chunk(shifts.memory.id): 2}
     assert graph.hops[chunk(shifts.memory.id)] == {chunk(car.memory.id): 2}
     assert chunk(alone.memory.id) not in graph.chunks
+
+
+def test_a_name_given_to_an_entity_counts_from_the_next_search_after_other_edits(
+    runtime: Runtime,
+) -> None:
+    seed(runtime)
+    names = EntityNames()  # as a search keeps them, on the index's own connection
+    caroline = ["Contacts/Caroline.md"]
+    assert names.named_in(runtime.index.conn, "what about carolina") == []
+    # Notes and memories change between searches; none of them names an entity.
+    for n in range(3):
+        runtime.memories.remember(f"The bakery opens at {6 + n} on weekdays", "fact")
+        write(runtime, "Notes/Shopping.md", f"# Shopping\n\n- bread {n}\n")
+        runtime.index.sync()
+        assert names.named_in(runtime.index.conn, "what about carolina") == []
+        assert names.named_in(runtime.index.conn, "caroline's sister") == caroline
+    # Her note's title becomes Carolina (an edit, not a new note): the very next search
+    # knows the name.
+    write(runtime, caroline[0], "# Carolina\n\n## Relations\n- sister_of [[Anna]]\n")
+    runtime.index.sync()
+    assert names.named_in(runtime.index.conn, "what about carolina") == caroline
+    # And an entity note that goes loses its names.
+    (runtime.vault.root / caroline[0]).unlink()
+    runtime.index.sync()
+    assert names.named_in(runtime.index.conn, "what about carolina") == []

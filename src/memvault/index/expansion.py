@@ -108,6 +108,13 @@ class EntityNames:
         key = (row[0], row[1])
         if key == self._key:
             return
+        if self._key is not None and key[0] == self._key[0] and self._key[1] is not None:
+            # Only edits since: the names change only if an entity note was among them (a
+            # memory written between two searches re-read 2,000 names at 10k notes).
+            since = conn.execute("SELECT kind FROM notes WHERE indexed_at > ?", (self._key[1],))
+            if not any(str(r[0]) in ENTITY_KINDS for r in since):
+                self._key = key
+                return
         paths: dict[str, str] = {}
         for r in conn.execute(
             f"SELECT path, title, aliases FROM notes n WHERE {_is_node('n')} ORDER BY path"
