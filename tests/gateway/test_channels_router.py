@@ -445,6 +445,13 @@ def test_a_question_decided_before_it_left_is_sent_without_buttons(
     assert limited[0].status == "pending" and "Approval needed" in limited[0].text
     reply = Reply(APPROVE, waiting.short_id, hash_prefix=waiting.call_hash[:HASH_SHOWN])
     approvals.resolve(reply, by="console")
+    store, row = live.daemon.hub.store, limited[0].id
+
+    def dropped() -> bool:
+        queued = store.queued(row)
+        return queued is not None and queued.status == "pending" and not queued.buttons
+
+    wait_for(dropped, "the queued question's buttons dropped")
     clock.set(clock.now() + timedelta(seconds=3))  # past the rate limit
     wait_for(lambda: [t for t in delivered(tg, OWNER) if t.startswith("done: ")], "the run's end")
     questions = [s for s in tg.sent if "Approval needed" in str(s["text"]) and s["error"] is None]

@@ -133,7 +133,6 @@ def parse_reply(text: str, action: str | None) -> Reply | None:
 
 
 Notify = Callable[[Waiting], None]
-Retire = Callable[[Waiting], None]
 Publish = Callable[[str, dict[str, Any]], None]
 
 
@@ -149,7 +148,7 @@ class Approvals:
         notify: Notify,
         publish: Publish,
         tell: Callable[[Waiting, str], None],
-        retire: Retire | None = None,
+        retire: Callable[[Waiting], None],
     ) -> None:
         self.store = store
         self.clock = clock
@@ -193,8 +192,7 @@ class Approvals:
             with self._lock:
                 self._waiting.pop(short_id, None)
         answer = self._answer(waiting, answered)
-        if self._retire is not None:
-            self._retire(waiting)  # its buttons offer a call that no longer waits
+        self._retire(waiting)  # its buttons offer a call that no longer waits
         return answer
 
     def _answer(self, waiting: Waiting, answered: bool) -> Answer:

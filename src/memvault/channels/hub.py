@@ -351,17 +351,22 @@ class Hub(Outbox, HubView):
         """Once a call no longer waits, its question offers no buttons: a question still
         queued leaves without them, one sent has them taken off where the platform can
         (a press on one left behind is answered "No approval ... is waiting")."""
-        if not waiting.asked_in or self.store.drop_buttons(waiting.asked_in[-1]):
+        if not waiting.asked_in:
             return
-        loop = self._loop
+        outbox_id, loop = waiting.asked_in[-1], self._loop
         if loop is not None and self.running:
-            work = self._retire_sent(waiting.asked_in[-1], waiting.outcome())
-            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            work = self._retire_sent(outbox_id, waiting.outcome())
+            try:
                 asyncio.run_coroutine_threadsafe(work, loop)
+                return
+            except RuntimeError:  # the loop closed meanwhile
+                work.close()
+        self.store.drop_buttons(outbox_id)  # nothing is sending: it leaves without them
 
     async def _retire_sent(self, outbox_id: int, outcome: str) -> None:
-        """Take the buttons off a question being sent, once the send under way is done:
-        sent, off the message; put back in the queue (a rate limit), off the row."""
+        """Take the buttons off a question: still queued, off its row; being sent, once
+        the send under way is done: sent, off the message; put back in the queue (a
+        rate limit), off the row."""
         loop = asyncio.get_running_loop()
         give_up = loop.time() + self.call_timeout
         while True:
